@@ -1,0 +1,30 @@
+//! The bridge's universal slash commands: offered for every agent, listed first in
+//! every `agent_info` block. This list is the one place they are defined.
+
+use crate::blocks::{CommandSource, SlashCommand};
+
+/// `(name, description)` of every universal command, in palette order.
+pub const UNIVERSAL_SLASH_COMMANDS: [(&str, &str); 5] = [
+    ("help", "List the commands this session understands"),
+    ("status", "Show the session's agent, model, cost and token usage"),
+    ("model", "Show or change the model for new turns"),
+    ("stop", "Interrupt the running turn"),
+    ("new", "End this session and start a fresh one with the same agent and directory"),
+];
+
+/// The universal commands as [`SlashCommand`]s with `source: bridge`.
+pub fn universal_slash_commands() -> Vec<SlashCommand> {
+    UNIVERSAL_SLASH_COMMANDS
+        .iter()
+        .map(|(name, description)| SlashCommand {
+            name: (*name).to_owned(),
+            description: (*description).to_owned(),
+            source: CommandSource::Bridge,
+        })
+        .collect()
+}
+
+/// True when `name` (without the slash) is handled by the bridge, not the agent.
+pub fn is_universal(name: &str) -> bool {
+    UNIVERSAL_SLASH_COMMANDS.iter().any(|(n, _)| *n == name)
+}

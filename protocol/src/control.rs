@@ -1,0 +1,215 @@
+//! Control messages (app → bridge).
+//!
+//! One dispatcher in the bridge serves every transport (relay, LAN, local socket);
+//! a message type is added here, in one place. Each message is a JSON object tagged
+//! by `type`. An optional `id` chosen by the app correlates the bridge's reply.
+//! [`parse`] tells an unknown `type` (to be ignored and logged, as the spec says)
+//! apart from a known type with bad fields (to be answered with an error).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::blocks::{Attachment, json_type_name, missing_field_name, strip_position};
+use crate::ids::{AgentId, AgentSessionId, PermissionRequestId, SessionId};
+
+/// A control message with its optional correlation id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Control {
+    /// Chosen by the app; the bridge's reply carries the same `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The `type` tag and the message's fields.
+    #[serde(flatten)]
+    pub message: ControlMessage,
+}
+
+macro_rules! control_messages {
+    ($( $(#[$doc:meta])* $tag:literal => $variant:ident $({ $($(#[$fdoc:meta])* $(@$fattr:meta)* $field:ident : $fty:ty),* $(,)? })?, )*) => {
+        /// Every app → bridge message, tagged by `type`.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+        #[serde(tag = "type")]
+        pub enum ControlMessage {
+            $( $(#[$doc])* #[serde(rename = $tag)] $variant $({ $($(#[$fdoc])* $(#[$fattr])* $field: $fty),* })?, )*
+        }
+
+        /// Every control `type` this protocol version defines.
+        pub const CONTROL_TYPES: &[&str] = &[$($tag),*];
+
+        impl ControlMessage {
+            /// The wire value of `type`.
+            pub fn message_type(&self) -> &'static str {
+                match self { $(Self::$variant { .. } => $tag,)* }
+            }
+        }
+    };
+}
+
+control_messages! {
+    /// Start a new session.
+    "session_request" => SessionRequest {
+        /// Which agent (`claude`, `codex`, …).
+        agent: AgentId,
+        /// Working directory on the bridge's machine.
+        cwd: String,
+        /// Model, when the user picked one.
+        @serde(default, skip_serializing_if = "Option::is_none")
+        model: Option<String>,
+        /// Reasoning effort, when the user picked one.
+        @serde(default, skip_serializing_if = "Option::is_none")
+        effort: Option<String>,
+        /// The app's X25519 public key for this session, base64url without padding.
+        app_pubkey: String,
+    },
+    /// Reconnect to a session and receive what was missed.
+    "session_resume" => SessionResume {
+        /// The session.
+        session_id: SessionId,
+        /// Resend every block with a greater `seq` (exact; preferred).
+        @serde(default, skip_serializing_if = "Option::is_none")
+        since_seq: Option<u64>,
+        /// Resend every block newer than this Unix time (the spec's `since_ts`).
+        @serde(default, skip_serializing_if = "Option::is_none")
+        @cfg_attr(test, proptest(strategy = "proptest::option::of(crate::arb::timestamp())"))
+        since_ts: Option<f64>,
+        /// The app's X25519 public key, so the bridge can re-derive keys after a restart.
+        app_pubkey: String,
+    },
+    /// A message for the agent.
+    "user_message" => UserMessage {
+        /// The session.
+        session_id: SessionId,
+        /// The text.
+        text: String,
+        /// Attached files.
+        @serde(default, skip_serializing_if = "Vec::is_empty")
+        attachments: Vec<Attachment>,
+    },
+    /// Stop the running turn.
+    "interrupt" => Interrupt {
+        /// The session.
+        session_id: SessionId,
+    },
+    /// Answer a permission request.
+    "permission_response" => PermissionResponse {
+        /// The session.
+        session_id: SessionId,
+        /// The request answered.
+        request_id: PermissionRequestId,
+        /// The chosen option's id.
+        option_id: String,
+    },
+    /// End a session.
+    "stop_session" => StopSession {
+        /// The session.
+        session_id: SessionId,
+    },
+    /// List the bridge's sessions.
+    "list_sessions" => ListSessions {},
+    /// List the installed agents.
+    "list_agents" => ListAgents {},
+    /// List an agent's models (when it `provides_models`).
+    "list_models" => ListModels {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// Cost and token usage of a session (when its agent `provides_usage`).
+    "get_usage" => GetUsage {
+        /// The session.
+        session_id: SessionId,
+    },
+    /// Run a slash command in a session (`/status`, or one of the agent's).
+    "slash_command" => SlashCommand {
+        /// The session.
+        session_id: SessionId,
+        /// The command without its slash.
+        command: String,
+        /// The rest of the line.
+        @serde(default, skip_serializing_if = "String::is_empty")
+        args: String,
+    },
+    /// List sessions the agents' CLIs started outside the bridge.
+    "scan_external_sessions" => ScanExternalSessions {
+        /// Only this agent, when given.
+        @serde(default, skip_serializing_if = "Option::is_none")
+        agent: Option<AgentId>,
+        /// Only this directory, when given.
+        @serde(default, skip_serializing_if = "Option::is_none")
+        cwd: Option<String>,
+    },
+    /// Bind a new terminull session to an external CLI session.
+    "attach_external" => AttachExternal {
+        /// The agent.
+        agent: AgentId,
+        /// The agent's own session id.
+        agent_session_id: AgentSessionId,
+        /// Its directory.
+        cwd: String,
+        /// The app's X25519 public key for this session.
+        app_pubkey: String,
+    },
+    /// Release an idle session so the terminal can take it over; the bridge answers
+    /// with the command to run there.
+    "continue_in_terminal" => ContinueInTerminal {
+        /// The session.
+        session_id: SessionId,
+    },
+}
+
+/// Why a JSON value is not a control message this bridge can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// Not a JSON object.
+    #[error("a control message must be a JSON object, found {found}")]
+    NotAnObject {
+        /// The JSON type found instead.
+        found: &'static str,
+    },
+    /// `type` is missing or not a string.
+    #[error("a control message needs a string `type`")]
+    MissingType,
+    /// A `type` this version does not define: ignore and log it.
+    #[error("unknown control message type `{message_type}`")]
+    UnknownType {
+        /// The unknown type.
+        message_type: String,
+    },
+    /// A known type with a missing or malformed field: answer with this error.
+    #[error("control message `{message_type}`: field `{field}`: {problem}")]
+    InvalidField {
+        /// The message's type.
+        message_type: String,
+        /// The field at fault.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Decodes one control message.
+pub fn parse(value: Value) -> Result<Control, ControlError> {
+    let Some(map) = value.as_object() else {
+        return Err(ControlError::NotAnObject { found: json_type_name(&value) });
+    };
+    let Some(message_type) = map.get("type").and_then(Value::as_str) else {
+        return Err(ControlError::MissingType);
+    };
+    if !CONTROL_TYPES.contains(&message_type) {
+        return Err(ControlError::UnknownType { message_type: message_type.to_owned() });
+    }
+    let message_type = message_type.to_owned();
+    serde_json::from_value(value).map_err(|e| {
+        let problem = strip_position(&e.to_string());
+        match missing_field_name(&problem) {
+            Some(field) => ControlError::InvalidField {
+                message_type,
+                field: field.to_owned(),
+                problem: "missing".to_owned(),
+            },
+            None => ControlError::InvalidField { message_type, field: "(message)".to_owned(), problem },
+        }
+    })
+}
