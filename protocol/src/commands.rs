@@ -28,3 +28,19 @@ pub fn universal_slash_commands() -> Vec<SlashCommand> {
 pub fn is_universal(name: &str) -> bool {
     UNIVERSAL_SLASH_COMMANDS.iter().any(|(n, _)| *n == name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn universal_commands_are_bridge_sourced_and_unique() {
+        let cmds = universal_slash_commands();
+        assert_eq!(cmds.len(), UNIVERSAL_SLASH_COMMANDS.len());
+        assert!(cmds.iter().all(|c| c.source == CommandSource::Bridge && !c.name.starts_with('/')));
+        let mut names: Vec<_> = cmds.iter().map(|c| &c.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), cmds.len());
+        assert!(is_universal("status") && !is_universal("compact"));
+    }
+}

@@ -213,3 +213,46 @@ pub fn parse(value: Value) -> Result<Control, ControlError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_type_is_distinguished_from_a_bad_known_type() {
+        assert_eq!(
+            parse(json!({"type": "teleport"})),
+            Err(ControlError::UnknownType { message_type: "teleport".into() })
+        );
+        assert_eq!(
+            parse(json!({"type": "interrupt"})),
+            Err(ControlError::InvalidField {
+                message_type: "interrupt".into(),
+                field: "session_id".into(),
+                problem: "missing".into()
+            })
+        );
+        assert_eq!(parse(json!({"session_id": "s"})), Err(ControlError::MissingType));
+        assert_eq!(parse(json!(null)), Err(ControlError::NotAnObject { found: "null" }));
+    }
+
+    #[test]
+    fn correlation_id_travels_with_the_message() {
+        let c = parse(json!({"type": "list_agents", "id": "q1"})).unwrap();
+        assert_eq!(c.id.as_deref(), Some("q1"));
+        assert_eq!(c.message, ControlMessage::ListAgents {});
+        assert_eq!(serde_json::to_value(&c).unwrap(), json!({"id": "q1", "type": "list_agents"}));
+    }
+
+    #[test]
+    fn control_types_list_matches_the_enum() {
+        let schema = serde_json::to_string(&schemars::schema_for!(Control)).unwrap();
+        for t in CONTROL_TYPES {
+            assert!(schema.contains(&format!("\"const\":\"{t}\"")), "{t}");
+        }
+        for handoff in ["scan_external_sessions", "attach_external", "continue_in_terminal"] {
+            assert!(CONTROL_TYPES.contains(&handoff));
+        }
+    }
+}

@@ -293,3 +293,74 @@ pub fn decode_params<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
         if path == "." { inner } else { format!("{path}: {inner}") }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_classified_by_their_fields() {
+        let cases: Vec<(Value, Result<&str, MessageError>)> = vec![
+            (json!({"jsonrpc": "2.0", "id": 1, "method": "start", "params": {}}), Ok("request")),
+            (json!({"jsonrpc": "2.0", "method": "stream", "params": {}}), Ok("notification")),
+            (json!({"jsonrpc": "2.0", "id": 1, "result": null}), Ok("response")),
+            (json!({"jsonrpc": "2.0", "id": "a", "error": {"code": -32601, "message": "no"}}), Ok("response")),
+            (json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse"}}), Ok("response")),
+            (json!([1]), Err(MessageError::NotAnObject { found: "array" })),
+            (json!({"id": 1, "method": "x"}), Err(MessageError::BadVersion)),
+            (json!({"jsonrpc": "1.0", "id": 1, "method": "x"}), Err(MessageError::BadVersion)),
+            (json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "x"}), Err(MessageError::BadId { found: "{\"x\":1}".into() })),
+            (json!({"jsonrpc": "2.0", "id": null, "method": "x"}), Err(MessageError::BadId { found: "null".into() })),
+            (json!({"jsonrpc": "2.0", "id": 1, "method": 3}), Err(MessageError::BadMethod)),
+            (json!({"jsonrpc": "2.0", "id": 1}), Err(MessageError::Unclassifiable)),
+            (json!({"jsonrpc": "2.0", "result": 1}), Err(MessageError::Unclassifiable)),
+            (json!({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": ""}}), Err(MessageError::ResultAndError)),
+        ];
+        for (input, want) in cases {
+            let got = Message::from_value(input.clone()).map(|m| match m {
+                Message::Request(_) => "request",
+                Message::Notification(_) => "notification",
+                Message::Response(_) => "response",
+            });
+            assert_eq!(got, want, "input {input}");
+        }
+    }
+
+    #[test]
+    fn null_result_stays_a_success() {
+        let m = Message::from_value(json!({"jsonrpc": "2.0", "id": 4, "result": null})).unwrap();
+        assert_eq!(m, Message::Response(Response { id: Some(RequestId::Int(4)), outcome: Ok(Value::Null) }));
+        assert_eq!(m.to_value(), json!({"jsonrpc": "2.0", "id": 4, "result": null}));
+    }
+
+    #[test]
+    fn whole_number_float_ids_are_accepted_as_integers() {
+        let m = Message::from_value(json!({"jsonrpc": "2.0", "id": 4.0, "result": 1})).unwrap();
+        assert!(matches!(m, Message::Response(Response { id: Some(RequestId::Int(4)), .. })));
+        let bad = Message::from_value(json!({"jsonrpc": "2.0", "id": 4.5, "result": 1}));
+        assert!(matches!(bad, Err(MessageError::BadId { .. })));
+    }
+
+    #[test]
+    fn string_and_integer_ids_display_differently() {
+        assert_eq!(RequestId::Int(92).to_string(), "92");
+        assert_eq!(RequestId::Str("92".into()).to_string(), "\"92\"");
+    }
+
+    #[test]
+    fn malformed_error_object_is_reported() {
+        let e = Message::from_value(json!({"jsonrpc": "2.0", "id": 1, "error": {"message": "x"}})).unwrap_err();
+        assert_eq!(e, MessageError::BadError { problem: "missing field `code`".into() });
+    }
+
+    #[test]
+    fn decode_params_treats_null_as_empty_object_and_names_bad_fields() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct P {
+            #[serde(default)]
+            cwd: Option<String>,
+        }
+        assert_eq!(decode_params::<P>(&Value::Null), Ok(P { cwd: None }));
+        assert_eq!(decode_params::<P>(&json!({"cwd": 3})), Err("cwd: invalid type: integer `3`, expected a string".into()));
+    }
+}

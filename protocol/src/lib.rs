@@ -30,6 +30,9 @@ pub use blocks::{Block, BlockKind};
 pub use capabilities::Capabilities;
 pub use ids::{AgentId, AgentSessionId, BlockId, BridgeId, DeviceId, PermissionRequestId, SessionId, ToolCallId};
 
+#[cfg(test)]
+mod roundtrip_tests;
+
 /// proptest strategies for the fields the derive cannot generate on its own.
 #[cfg(test)]
 pub(crate) mod arb {

@@ -166,3 +166,119 @@ pub fn to_line<T: Serialize>(item: &T) -> Result<Vec<u8>, serde_json::Error> {
     line.push(b'\n');
     Ok(line)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use serde_json::json;
+    use tokio::io::AsyncWriteExt;
+    use tokio_util::codec::FramedRead;
+
+    fn decode_all(codec: &mut NdjsonCodec, bytes: &[u8]) -> Vec<Result<Value, LineError>> {
+        let mut buf = BytesMut::from(bytes);
+        let mut out = Vec::new();
+        while let Some(item) = codec.decode_eof(&mut buf).unwrap() {
+            out.push(item);
+        }
+        out
+    }
+
+    #[test]
+    fn nine_mib_line_is_too_long_and_the_next_line_still_decodes() {
+        let mut input = vec![b'x'; 9 * 1024 * 1024];
+        input.push(b'\n');
+        input.extend_from_slice(b"{\"ok\":1}\n");
+        let out = decode_all(&mut NdjsonCodec::default(), &input);
+        assert_eq!(
+            out,
+            vec![
+                Err(LineError::TooLong { line: 1, length: 9 * 1024 * 1024, max: DEFAULT_MAX_LINE_BYTES }),
+                Ok(json!({"ok": 1})),
+            ]
+        );
+    }
+
+    #[test]
+    fn non_json_line_is_an_error_and_the_next_line_still_decodes() {
+        let out = decode_all(&mut NdjsonCodec::default(), b"npm WARN deprecated\n{\"ok\":2}\n");
+        match &out[0] {
+            Err(LineError::NotJson { line: 1, preview, .. }) => assert_eq!(preview, "npm WARN deprecated"),
+            other => panic!("expected NotJson, got {other:?}"),
+        }
+        assert_eq!(out[1], Ok(json!({"ok": 2})));
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn over_long_line_arriving_in_pieces_is_discarded_without_buffering_it() {
+        let mut codec = NdjsonCodec::new(16);
+        let mut buf = BytesMut::new();
+        for _ in 0..10 {
+            buf.extend_from_slice(&[b'a'; 10]);
+            assert!(codec.decode(&mut buf).unwrap().is_none());
+            assert!(buf.len() <= 16 + 10, "buffer grew to {}", buf.len());
+        }
+        buf.extend_from_slice(b"aaaa\n[1]\n");
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Err(LineError::TooLong { line: 1, length: 104, max: 16 })));
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Ok(json!([1]))));
+    }
+
+    #[test]
+    fn line_exactly_at_the_cap_is_accepted() {
+        let line = format!("\"{}\"", "a".repeat(14));
+        assert_eq!(line.len(), 16);
+        let out = decode_all(&mut NdjsonCodec::new(16), format!("{line}\n").as_bytes());
+        assert_eq!(out, vec![Ok(json!("a".repeat(14)))]);
+    }
+
+    #[test]
+    fn crlf_and_blank_lines_are_tolerated_and_counted() {
+        let mut codec = NdjsonCodec::default();
+        let out = decode_all(&mut codec, b"\n  \r\n{\"a\":1}\r\n\n2");
+        assert_eq!(out, vec![Ok(json!({"a": 1})), Ok(json!(2))]);
+        assert_eq!(codec.lines_seen(), 5);
+    }
+
+    #[test]
+    fn error_reports_the_line_number_it_happened_on() {
+        let out = decode_all(&mut NdjsonCodec::default(), b"1\n2\n{oops\n3\n");
+        assert!(matches!(out[2], Err(LineError::NotJson { line: 3, .. })), "{:?}", out[2]);
+        assert_eq!(out[3], Ok(json!(3)));
+    }
+
+    #[test]
+    fn truncated_last_line_at_eof_is_reported() {
+        let out = decode_all(&mut NdjsonCodec::default(), b"{\"a\":1}\n{\"b\":");
+        assert_eq!(out[0], Ok(json!({"a": 1})));
+        assert!(matches!(out[1], Err(LineError::NotJson { line: 2, .. })));
+    }
+
+    #[test]
+    fn encoder_writes_one_line_per_value_even_with_newlines_inside_strings() {
+        let mut codec = NdjsonCodec::default();
+        let mut buf = BytesMut::new();
+        codec.encode(json!({"text": "a\nb"}), &mut buf).unwrap();
+        codec.encode(json!([1, 2]), &mut buf).unwrap();
+        assert_eq!(&buf[..], b"{\"text\":\"a\\nb\"}\n[1,2]\n");
+        assert_eq!(to_line(&json!(null)).unwrap(), b"null\n");
+    }
+
+    #[tokio::test]
+    async fn framed_reader_over_a_pipe_keeps_going_after_bad_lines() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            tx.write_all(b"{\"n\":1}\ngarbage from a child\n").await.unwrap();
+            tx.write_all(&vec![b'z'; 300]).await.unwrap();
+            tx.write_all(b"\n{\"n\":2}\n").await.unwrap();
+        });
+        let items: Vec<_> = FramedRead::new(rx, NdjsonCodec::new(256)).collect().await;
+        writer.await.unwrap();
+        let items: Vec<_> = items.into_iter().map(|r| r.expect("no I/O error")).collect();
+        assert_eq!(items.len(), 4, "{items:?}");
+        assert_eq!(items[0], Ok(json!({"n": 1})));
+        assert!(matches!(items[1], Err(LineError::NotJson { line: 2, .. })));
+        assert_eq!(items[2], Err(LineError::TooLong { line: 3, length: 300, max: 256 }));
+        assert_eq!(items[3], Ok(json!({"n": 2})));
+    }
+}

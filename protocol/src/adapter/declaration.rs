@@ -258,3 +258,138 @@ pub fn is_valid_agent_id(s: &str) -> bool {
         && bytes[0].is_ascii_alphanumeric()
         && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn valid() -> Value {
+        json!({
+            "protocol_version": 1,
+            "agent_id": "echo",
+            "display_name": "Echo",
+            "cli_binary": "echo",
+            "cap_images": false, "cap_documents": false, "cap_thinking": false, "cap_permissions": false,
+            "cap_subagents": false, "cap_interrupt": true, "cap_input_during_turn": false, "cap_terminal": false,
+            "provides_models": false, "provides_usage": false,
+            "lease": "per_turn",
+            "accepted_init_params": ["cwd", "on_session_id"],
+            "handoff_hooks": []
+        })
+    }
+
+    fn without(mut v: Value, fields: &[&str]) -> Value {
+        for f in fields {
+            v.as_object_mut().unwrap().remove(*f);
+        }
+        v
+    }
+
+    fn with(mut v: Value, field: &str, value: Value) -> Value {
+        v[field] = value;
+        v
+    }
+
+    fn fields(r: Result<Declaration, Vec<ContractViolation>>) -> Vec<String> {
+        r.expect_err("should be refused").into_iter().map(|v| v.field).collect()
+    }
+
+    #[test]
+    fn valid_declaration_is_accepted() {
+        let d = check_declaration(&valid()).unwrap();
+        assert_eq!(d.agent_id.as_str(), "echo");
+        assert!(d.capabilities.cap_interrupt);
+        assert_eq!(d.accepted_init_params, vec![InitParam::Cwd, InitParam::OnSessionId]);
+    }
+
+    #[test]
+    fn missing_provides_usage_agent_id_and_a_cap_flag_yield_three_violations_naming_them() {
+        let bad = without(valid(), &["provides_usage", "agent_id", "cap_thinking"]);
+        let violations = check_declaration(&bad).unwrap_err();
+        let mut named: Vec<_> = violations.iter().map(|v| v.field.as_str()).collect();
+        named.sort();
+        assert_eq!(named, ["agent_id", "cap_thinking", "provides_usage"]);
+        let usage = violations.iter().find(|v| v.field == "provides_usage").unwrap();
+        assert_eq!(usage.problem, "provides_usage must be set explicitly to true or false");
+    }
+
+    #[test]
+    fn null_counts_as_missing_for_a_required_flag() {
+        assert_eq!(fields(check_declaration(&with(valid(), "provides_models", Value::Null))), ["provides_models"]);
+    }
+
+    #[test]
+    fn each_malformed_field_is_named() {
+        let cases: Vec<(&str, Value)> = vec![
+            ("protocol_version", json!(2)),
+            ("protocol_version", json!("1")),
+            ("agent_id", json!("Echo")),
+            ("agent_id", json!("")),
+            ("agent_id", json!("-echo")),
+            ("agent_id", json!("x".repeat(65))),
+            ("agent_id", json!(7)),
+            ("display_name", json!("  ")),
+            ("display_name", json!(false)),
+            ("cli_binary", json!(["echo"])),
+            ("cap_images", json!("yes")),
+            ("cap_terminal", json!(1)),
+            ("provides_models", json!("false")),
+            ("lease", json!("sometimes")),
+            ("accepted_init_params", json!(["cwd", "colour"])),
+            ("accepted_init_params", json!(["cwd", "cwd"])),
+            ("accepted_init_params", json!("cwd")),
+            ("handoff_hooks", json!(["make_transcript_mirror"])),
+        ];
+        for (field, value) in cases {
+            let got = fields(check_declaration(&with(valid(), field, value.clone())));
+            assert_eq!(got, [field], "{field} = {value}");
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let bad = json!({"agent_id": "Bad Id", "cap_images": "no", "lease": 3, "extra": true});
+        let got = fields(check_declaration(&bad));
+        // protocol_version, agent_id, display_name, 8 caps (1 malformed, 7 missing), 2 surfaces, lease.
+        assert_eq!(got.len(), 14, "{got:?}");
+        assert!(got.contains(&"cap_images".to_owned()) && got.contains(&"lease".to_owned()));
+    }
+
+    #[test]
+    fn non_object_is_refused_with_one_violation() {
+        let got = check_declaration(&json!([1, 2])).unwrap_err();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].problem.contains("found array"), "{}", got[0].problem);
+    }
+
+    #[test]
+    fn unknown_extra_fields_are_allowed() {
+        assert!(check_declaration(&with(valid(), "future_flag", json!(true))).is_ok());
+    }
+
+    #[test]
+    fn rule_table_names_every_field_of_the_type_exactly_once() {
+        let schema = schemars::schema_for!(Declaration);
+        let props: std::collections::BTreeSet<_> =
+            schema.get("properties").unwrap().as_object().unwrap().keys().cloned().collect();
+        let rules: std::collections::BTreeSet<_> = known_fields().map(str::to_owned).collect();
+        assert_eq!(props, rules);
+        assert_eq!(known_fields().count(), rules.len());
+        let required: std::collections::BTreeSet<_> = schema
+            .get("required")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(required, required_fields().map(str::to_owned).collect());
+    }
+
+    #[test]
+    fn schema_pins_the_protocol_version_this_crate_speaks() {
+        let schema = schemars::schema_for!(Declaration);
+        assert_eq!(schema.as_value()["properties"]["protocol_version"]["const"], json!(super::super::PROTOCOL_VERSION));
+    }
+}

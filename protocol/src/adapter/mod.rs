@@ -370,6 +370,7 @@ pub struct MirrorParams {
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct MirrorResult {
     /// Blocks for the transcript entries after the cursor.
+    #[cfg_attr(test, proptest(strategy = "proptest::collection::vec(proptest::prelude::any::<Block>(), 0..4)"))]
     pub blocks: Vec<Block>,
     /// Pass back in the next call to continue from here (opaque to the bridge).
     pub cursor: String,
