@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::capabilities::Capabilities;
+use crate::capabilities::{CAP_FLAGS, Capabilities, SURFACE_FLAGS};
 use crate::ids::{AgentId, BlockId, PermissionRequestId, ToolCallId};
 
 /// One block: the common header plus the type-specific body.
@@ -57,10 +57,7 @@ impl Block {
 
 /// The current time as Unix seconds (float), the unit of every `ts` on the wire.
 pub fn now_ts() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 macro_rules! block_kinds {
@@ -582,6 +579,15 @@ pub fn validate(value: Value) -> Result<Block, BlockError> {
         Some(Value::Object(m)) => Some(m),
         Some(other) => return Err(invalid("_meta", format!("expected an object, found {}", json_type_name(&other)))),
     };
+    if block_type == "agent_info" {
+        // Capabilities are flattened into agent_info, where the decoder loses the field
+        // path; check the flags here so a bad one is named.
+        for flag in CAP_FLAGS.iter().chain(SURFACE_FLAGS.iter()) {
+            if let Some(v) = map.get(*flag).filter(|v| !v.is_boolean()) {
+                return Err(invalid(flag, format!("expected true or false, found {}", json_type_name(v))));
+            }
+        }
+    }
     let kind = match BlockKind::decode_body(&block_type, Value::Object(map)) {
         Some(Ok(kind)) => kind,
         Some(Err(e)) => return Err(field_error(block_type, &e)),
@@ -637,7 +643,10 @@ mod tests {
             (json!({"type": "text", "id": "a", "text": "hi", "done": true}), missing("text", "ts")),
             (json!({"type": "text", "ts": 1.0, "text": "hi", "done": true}), missing("text", "id")),
             (json!({"type": "plan", "ts": 1.0, "entries": [{"content": "x"}]}), missing("plan", "entries[0].status")),
-            (json!({"type": "diff", "ts": 1.0, "path": "a", "change": {"format": "replace", "old_text": null}}), missing("diff", "change.new_text")),
+            (
+                json!({"type": "diff", "ts": 1.0, "path": "a", "change": {"format": "replace", "old_text": null}}),
+                missing("diff", "change.new_text"),
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(validate(input.clone()).unwrap_err(), want, "input {input}");
@@ -652,9 +661,13 @@ mod tests {
             (json!({"type": "text", "ts": -1.0, "id": "a", "text": "", "done": false}), "ts"),
             (json!({"type": "text", "ts": 1.0, "seq": -3, "id": "a", "text": "", "done": false}), "seq"),
             (json!({"type": "text", "ts": 1.0, "id": "a", "text": "", "done": "no"}), "done"),
-            (json!({"type": "tool_call", "ts": 1.0, "id": "t", "name": "Bash", "input": {}, "status": "finished"}), "status"),
+            (
+                json!({"type": "tool_call", "ts": 1.0, "id": "t", "name": "Bash", "input": {}, "status": "finished"}),
+                "status",
+            ),
             (json!({"type": "plan", "ts": 1.0, "entries": [{"content": "x", "status": "later"}]}), "entries[0].status"),
             (json!({"type": "text", "ts": 1.0, "_meta": [], "id": "a", "text": "", "done": false}), "_meta"),
+            (json!({"type": "agent_info", "ts": 1.0, "agent_id": "e", "name": "E", "cap_images": "no"}), "cap_images"),
         ];
         for (input, field) in cases {
             match validate(input.clone()) {
@@ -666,7 +679,9 @@ mod tests {
 
     #[test]
     fn validate_tolerates_unknown_extra_fields() {
-        let block = validate(json!({"type": "text", "ts": 2.5, "id": "m1", "text": "hi", "done": true, "colour": "red"})).unwrap();
+        let block =
+            validate(json!({"type": "text", "ts": 2.5, "id": "m1", "text": "hi", "done": true, "colour": "red"}))
+                .unwrap();
         assert_eq!(block.kind, BlockKind::Text(StreamedText { id: "m1".into(), text: "hi".into(), done: true }));
         assert_eq!(block.seq, None);
     }

@@ -26,14 +26,21 @@ pub struct Control {
 }
 
 macro_rules! control_messages {
-    ($( $(#[$doc:meta])* $tag:literal => $variant:ident $({ $($(#[$fdoc:meta])* $(@$fattr:meta)* $field:ident : $fty:ty),* $(,)? })?, )*) => {
+    ($( $(#[$doc:meta])* $tag:literal => $variant:ident { $($(#[$fattr:meta])* $field:ident : $fty:ty),* $(,)? }, )*) => {
         /// Every app → bridge message, tagged by `type`.
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
         #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
         #[serde(tag = "type")]
         pub enum ControlMessage {
-            $( $(#[$doc])* #[serde(rename = $tag)] $variant $({ $($(#[$fdoc])* $(#[$fattr])* $field: $fty),* })?, )*
+            $( $(#[$doc])* #[serde(rename = $tag)] $variant($variant), )*
         }
+
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+            #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+            pub struct $variant { $( $(#[$fattr])* pub $field: $fty ),* }
+        )*
 
         /// Every control `type` this protocol version defines.
         pub const CONTROL_TYPES: &[&str] = &[$($tag),*];
@@ -41,7 +48,15 @@ macro_rules! control_messages {
         impl ControlMessage {
             /// The wire value of `type`.
             pub fn message_type(&self) -> &'static str {
-                match self { $(Self::$variant { .. } => $tag,)* }
+                match self { $(Self::$variant(_) => $tag,)* }
+            }
+
+            /// Decodes the fields of a message whose `type` is `tag`; `None` for an unknown tag.
+            fn decode_body(tag: &str, body: Value) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
+                match tag {
+                    $( $tag => Some(serde_path_to_error::deserialize(body).map(Self::$variant)), )*
+                    _ => None,
+                }
             }
         }
     };
@@ -55,10 +70,10 @@ control_messages! {
         /// Working directory on the bridge's machine.
         cwd: String,
         /// Model, when the user picked one.
-        @serde(default, skip_serializing_if = "Option::is_none")
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
         /// Reasoning effort, when the user picked one.
-        @serde(default, skip_serializing_if = "Option::is_none")
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         effort: Option<String>,
         /// The app's X25519 public key for this session, base64url without padding.
         app_pubkey: String,
@@ -68,11 +83,11 @@ control_messages! {
         /// The session.
         session_id: SessionId,
         /// Resend every block with a greater `seq` (exact; preferred).
-        @serde(default, skip_serializing_if = "Option::is_none")
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         since_seq: Option<u64>,
         /// Resend every block newer than this Unix time (the spec's `since_ts`).
-        @serde(default, skip_serializing_if = "Option::is_none")
-        @cfg_attr(test, proptest(strategy = "proptest::option::of(crate::arb::timestamp())"))
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(test, proptest(strategy = "proptest::option::of(crate::arb::timestamp())"))]
         since_ts: Option<f64>,
         /// The app's X25519 public key, so the bridge can re-derive keys after a restart.
         app_pubkey: String,
@@ -84,7 +99,7 @@ control_messages! {
         /// The text.
         text: String,
         /// Attached files.
-        @serde(default, skip_serializing_if = "Vec::is_empty")
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         attachments: Vec<Attachment>,
     },
     /// Stop the running turn.
@@ -127,16 +142,16 @@ control_messages! {
         /// The command without its slash.
         command: String,
         /// The rest of the line.
-        @serde(default, skip_serializing_if = "String::is_empty")
+        #[serde(default, skip_serializing_if = "String::is_empty")]
         args: String,
     },
     /// List sessions the agents' CLIs started outside the bridge.
     "scan_external_sessions" => ScanExternalSessions {
         /// Only this agent, when given.
-        @serde(default, skip_serializing_if = "Option::is_none")
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         agent: Option<AgentId>,
         /// Only this directory, when given.
-        @serde(default, skip_serializing_if = "Option::is_none")
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
     },
     /// Bind a new terminull session to an external CLI session.
@@ -189,29 +204,37 @@ pub enum ControlError {
     },
 }
 
-/// Decodes one control message.
+/// Decodes one control message; an error names the field at fault.
 pub fn parse(value: Value) -> Result<Control, ControlError> {
-    let Some(map) = value.as_object() else {
+    let Value::Object(mut map) = value else {
         return Err(ControlError::NotAnObject { found: json_type_name(&value) });
     };
-    let Some(message_type) = map.get("type").and_then(Value::as_str) else {
+    let Some(Value::String(message_type)) = map.remove("type") else {
         return Err(ControlError::MissingType);
     };
-    if !CONTROL_TYPES.contains(&message_type) {
-        return Err(ControlError::UnknownType { message_type: message_type.to_owned() });
-    }
-    let message_type = message_type.to_owned();
-    serde_json::from_value(value).map_err(|e| {
-        let problem = strip_position(&e.to_string());
-        match missing_field_name(&problem) {
-            Some(field) => ControlError::InvalidField {
-                message_type,
-                field: field.to_owned(),
-                problem: "missing".to_owned(),
-            },
-            None => ControlError::InvalidField { message_type, field: "(message)".to_owned(), problem },
+    let invalid = |field: String, problem: String| ControlError::InvalidField {
+        message_type: message_type.clone(),
+        field,
+        problem,
+    };
+    let id = match map.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id),
+        Some(other) => return Err(invalid("id".into(), format!("expected a string, found {}", json_type_name(&other)))),
+    };
+    match ControlMessage::decode_body(&message_type, Value::Object(map)) {
+        None => Err(ControlError::UnknownType { message_type }),
+        Some(Ok(message)) => Ok(Control { id, message }),
+        Some(Err(e)) => {
+            let path = e.path().to_string();
+            let problem = strip_position(&e.inner().to_string());
+            Err(match missing_field_name(&problem) {
+                Some(name) if path == "." => invalid(name.to_owned(), "missing".into()),
+                Some(name) => invalid(format!("{path}.{name}"), "missing".into()),
+                None => invalid(path, problem),
+            })
         }
-    })
+    }
 }
 
 #[cfg(test)]
@@ -238,10 +261,26 @@ mod tests {
     }
 
     #[test]
+    fn wrongly_typed_fields_are_named() {
+        let cases = [
+            (json!({"type": "interrupt", "session_id": 5}), "session_id"),
+            (json!({"type": "list_agents", "id": 5}), "id"),
+            (json!({"type": "user_message", "session_id": "s", "text": "hi", "attachments": [{"name": "a"}]}), "attachments[0].mime_type"),
+            (json!({"type": "session_resume", "session_id": "s", "app_pubkey": "k", "since_seq": "7"}), "since_seq"),
+        ];
+        for (input, field) in cases {
+            match parse(input.clone()) {
+                Err(ControlError::InvalidField { field: got, .. }) => assert_eq!(got, field, "{input}"),
+                other => panic!("{input}: expected an error naming {field}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn correlation_id_travels_with_the_message() {
         let c = parse(json!({"type": "list_agents", "id": "q1"})).unwrap();
         assert_eq!(c.id.as_deref(), Some("q1"));
-        assert_eq!(c.message, ControlMessage::ListAgents {});
+        assert_eq!(c.message, ControlMessage::ListAgents(ListAgents {}));
         assert_eq!(serde_json::to_value(&c).unwrap(), json!({"id": "q1", "type": "list_agents"}));
     }
 

@@ -50,9 +50,7 @@ impl RequestId {
         match v {
             Value::String(s) => Some(RequestId::Str(s.clone())),
             Value::Number(n) => n.as_i64().map(RequestId::Int).or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-                    .map(|f| RequestId::Int(f as i64))
+                n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15).map(|f| RequestId::Int(f as i64))
             }),
             _ => None,
         }
@@ -219,7 +217,9 @@ impl Message {
         let id = match map.remove("id") {
             None => None,
             Some(Value::Null) => Some(None),
-            Some(v) => Some(Some(RequestId::from_value(&v).ok_or_else(|| MessageError::BadId { found: v.to_string() })?)),
+            Some(v) => {
+                Some(Some(RequestId::from_value(&v).ok_or_else(|| MessageError::BadId { found: v.to_string() })?))
+            }
         };
         let params = map.remove("params").unwrap_or(Value::Null);
         match (map.remove("method"), id) {
@@ -309,12 +309,18 @@ mod tests {
             (json!([1]), Err(MessageError::NotAnObject { found: "array" })),
             (json!({"id": 1, "method": "x"}), Err(MessageError::BadVersion)),
             (json!({"jsonrpc": "1.0", "id": 1, "method": "x"}), Err(MessageError::BadVersion)),
-            (json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "x"}), Err(MessageError::BadId { found: "{\"x\":1}".into() })),
+            (
+                json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "x"}),
+                Err(MessageError::BadId { found: "{\"x\":1}".into() }),
+            ),
             (json!({"jsonrpc": "2.0", "id": null, "method": "x"}), Err(MessageError::BadId { found: "null".into() })),
             (json!({"jsonrpc": "2.0", "id": 1, "method": 3}), Err(MessageError::BadMethod)),
             (json!({"jsonrpc": "2.0", "id": 1}), Err(MessageError::Unclassifiable)),
             (json!({"jsonrpc": "2.0", "result": 1}), Err(MessageError::Unclassifiable)),
-            (json!({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": ""}}), Err(MessageError::ResultAndError)),
+            (
+                json!({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": ""}}),
+                Err(MessageError::ResultAndError),
+            ),
         ];
         for (input, want) in cases {
             let got = Message::from_value(input.clone()).map(|m| match m {
@@ -361,6 +367,9 @@ mod tests {
             cwd: Option<String>,
         }
         assert_eq!(decode_params::<P>(&Value::Null), Ok(P { cwd: None }));
-        assert_eq!(decode_params::<P>(&json!({"cwd": 3})), Err("cwd: invalid type: integer `3`, expected a string".into()));
+        assert_eq!(
+            decode_params::<P>(&json!({"cwd": 3})),
+            Err("cwd: invalid type: integer `3`, expected a string".into())
+        );
     }
 }

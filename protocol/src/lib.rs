@@ -24,6 +24,7 @@ pub mod ids;
 pub mod jsonrpc;
 pub mod ndjson;
 pub mod relay;
+pub mod samples;
 pub mod schema;
 
 pub use blocks::{Block, BlockKind};

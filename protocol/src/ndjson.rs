@@ -81,7 +81,11 @@ impl NdjsonCodec {
     fn finish_line(&mut self, line: &[u8]) -> Option<Result<Value, LineError>> {
         self.line_no += 1;
         if let Some(dropped) = self.discarding.take() {
-            return Some(Err(LineError::TooLong { line: self.line_no, length: dropped + line.len(), max: self.max_line }));
+            return Some(Err(LineError::TooLong {
+                line: self.line_no,
+                length: dropped + line.len(),
+                max: self.max_line,
+            }));
         }
         if line.len() > self.max_line {
             return Some(Err(LineError::TooLong { line: self.line_no, length: line.len(), max: self.max_line }));

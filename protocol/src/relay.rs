@@ -39,6 +39,9 @@ pub enum RelayFrame {
     Error(RelayError),
 }
 
+/// The relay protocol version this crate speaks (`register.protocol_version`).
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// Every frame `type` of the relay protocol.
 pub const FRAME_TYPES: [&str; 6] = ["register", "relay_status", "block", "replay_done", "control", "error"];
 

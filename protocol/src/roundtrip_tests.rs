@@ -26,13 +26,23 @@ fn assert_roundtrip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debu
 
 fn message() -> impl Strategy<Value = Message> {
     let id = prop_oneof![any::<i64>().prop_map(RequestId::Int), ".{0,10}".prop_map(RequestId::Str)];
-    let params = prop_oneof![Just(Value::Null), crate::arb::json_value().prop_filter("params are not null", |v| !v.is_null())];
-    let error = (any::<i64>(), ".{0,20}", proptest::option::of(crate::arb::json_value().prop_filter("data is not null", |v| !v.is_null())))
+    let params =
+        prop_oneof![Just(Value::Null), crate::arb::json_value().prop_filter("params are not null", |v| !v.is_null())];
+    let error = (
+        any::<i64>(),
+        ".{0,20}",
+        proptest::option::of(crate::arb::json_value().prop_filter("data is not null", |v| !v.is_null())),
+    )
         .prop_map(|(code, message, data)| RpcError { code, message, data });
     prop_oneof![
-        (id.clone(), "[a-z_/]{1,20}", params.clone()).prop_map(|(id, method, params)| Message::Request(Request { id, method, params })),
+        (id.clone(), "[a-z_/]{1,20}", params.clone()).prop_map(|(id, method, params)| Message::Request(Request {
+            id,
+            method,
+            params
+        })),
         ("[a-z_/]{1,20}", params).prop_map(|(method, params)| Message::Notification(Notification { method, params })),
-        (id.clone(), crate::arb::json_value()).prop_map(|(id, v)| Message::Response(Response { id: Some(id), outcome: Ok(v) })),
+        (id.clone(), crate::arb::json_value())
+            .prop_map(|(id, v)| Message::Response(Response { id: Some(id), outcome: Ok(v) })),
         (proptest::option::of(id), error).prop_map(|(id, e)| Message::Response(Response { id, outcome: Err(e) })),
     ]
 }
@@ -77,9 +87,23 @@ mod adapter_methods {
     fn every_method_of_the_table_has_a_roundtrip_test() {
         // The macro call above lists the methods by type; this pins it to METHODS.
         let tested = [
-            "initialize", "detect", "start", "send", "interrupt", "permission_response", "list_models", "get_usage",
-            "stop", "scan_external_sessions", "is_cwd_externally_owned", "mirror", "latest_sid_for_cwd",
-            "terminal_resume_command", "release", "stream", "session_id",
+            "initialize",
+            "detect",
+            "start",
+            "send",
+            "interrupt",
+            "permission_response",
+            "list_models",
+            "get_usage",
+            "stop",
+            "scan_external_sessions",
+            "is_cwd_externally_owned",
+            "mirror",
+            "latest_sid_for_cwd",
+            "terminal_resume_command",
+            "release",
+            "stream",
+            "session_id",
         ];
         let table: Vec<_> = adapter::METHODS.iter().map(|m| m.name).collect();
         assert_eq!(table, tested);

@@ -14,14 +14,20 @@ pub const REGENERATE_COMMAND: &str = "cargo run -p terminull-protocol --bin term
 /// Every generated file: `(path relative to docs/schema, contents)`, sorted by path.
 pub fn generate() -> Vec<(String, String)> {
     let mut files = vec![
-        top::<crate::adapter::Declaration>("adapter-declaration", "The result of `initialize`: what an adapter is and can do."),
+        top::<crate::adapter::Declaration>(
+            "adapter-declaration",
+            "The result of `initialize`: what an adapter is and can do.",
+        ),
         top::<crate::blocks::Block>("block", "One block of the session stream (bridge → app)."),
         top::<crate::control::Control>("control-message", "One control message (app → bridge)."),
         top::<crate::relay::RelayFrame>("relay-frame", "One frame on the relay WebSocket."),
     ];
     for (method, part, schema) in method_schemas() {
         let name = format!("adapter/{method}.{part}");
-        files.push((format!("{name}.schema.json"), render(schema, &name, &format!("`{part}` of the adapter method `{method}`."))));
+        files.push((
+            format!("{name}.schema.json"),
+            render(schema, &name, &format!("`{part}` of the adapter method `{method}`.")),
+        ));
     }
     let table = json!({
         "protocol_version": PROTOCOL_VERSION,
@@ -37,7 +43,10 @@ fn top<T: JsonSchema>(name: &str, description: &str) -> (String, String) {
 }
 
 fn render(mut schema: Schema, name: &str, description: &str) -> String {
-    schema.insert("$id".to_owned(), json!(format!("https://terminull.dev/schema/v{PROTOCOL_VERSION}/{name}.schema.json")));
+    schema.insert(
+        "$id".to_owned(),
+        json!(format!("https://terminull.dev/schema/v{PROTOCOL_VERSION}/{name}.schema.json")),
+    );
     // The type's own doc comment is kept when there is one; otherwise say what the file is.
     if !schema.as_object().is_some_and(|o| o.contains_key("description")) {
         schema.insert("description".to_owned(), json!(description));

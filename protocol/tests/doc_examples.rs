@@ -60,7 +60,12 @@ fn examples() -> Vec<Example> {
                     if let Some(info) = trimmed.strip_prefix("```")
                         && info.starts_with("json")
                     {
-                        current = Some(Example { file: file.clone(), line: i + 1, kind: info.trim().to_owned(), text: String::new() });
+                        current = Some(Example {
+                            file: file.clone(),
+                            line: i + 1,
+                            kind: info.trim().to_owned(),
+                            text: String::new(),
+                        });
                     }
                 }
                 Some(ex) => {
@@ -199,11 +204,7 @@ fn check_method_payload(ex: &Example, method: &str, part: &str, v: &Value) {
         notifications: Stream, SessionIdNotification
     );
     // Methods outside the protocol may appear only in examples of what the bridge refuses.
-    assert!(
-        ex.text.contains("\"error\""),
-        "{}: method `{method}` is not part of the adapter protocol",
-        ex.at()
-    );
+    assert!(ex.text.contains("\"error\""), "{}: method `{method}` is not part of the adapter protocol", ex.at());
 }
 
 #[test]
@@ -223,7 +224,10 @@ fn covered_in(file: &str) -> Vec<String> {
 fn block_protocol_doc_shows_every_block_type() {
     let covered = covered_in("block-protocol.md");
     for t in blocks::BLOCK_TYPES {
-        assert!(covered.contains(&format!("block:{t}")), "docs/block-protocol.md has no ```json block example of `{t}`");
+        assert!(
+            covered.contains(&format!("block:{t}")),
+            "docs/block-protocol.md has no ```json block example of `{t}`"
+        );
     }
 }
 
@@ -231,7 +235,11 @@ fn block_protocol_doc_shows_every_block_type() {
 fn adapter_protocol_doc_shows_every_method_in_an_exchange() {
     let covered = covered_in("adapter-protocol.md");
     for m in adapter::METHODS {
-        assert!(covered.contains(&format!("method:{}", m.name)), "docs/adapter-protocol.md has no exchange using `{}`", m.name);
+        assert!(
+            covered.contains(&format!("method:{}", m.name)),
+            "docs/adapter-protocol.md has no exchange using `{}`",
+            m.name
+        );
     }
     assert!(covered.contains(&"declaration".to_owned()), "docs/adapter-protocol.md shows no declaration");
 }

@@ -105,7 +105,14 @@ fn declaration_schema_and_contract_check_agree() {
     assert!(check_declaration(&good).is_ok());
     let mut full = good.clone();
     full["accepted_init_params"] = json!(["cwd", "model", "binary", "resume_session_id", "on_session_id", "effort"]);
-    full["handoff_hooks"] = json!(["scan_external_sessions", "is_cwd_externally_owned", "mirror", "latest_sid_for_cwd", "terminal_resume_command", "release"]);
+    full["handoff_hooks"] = json!([
+        "scan_external_sessions",
+        "is_cwd_externally_owned",
+        "mirror",
+        "latest_sid_for_cwd",
+        "terminal_resume_command",
+        "release"
+    ]);
     full["cli_binary"] = json!("echo");
     assert!(schema.is_valid(&full) && check_declaration(&full).is_ok());
 
@@ -131,7 +138,11 @@ fn declaration_schema_errors_name_the_three_missing_fields() {
 #[test]
 fn block_control_and_relay_schemas_accept_what_the_types_emit() {
     let cases = [
-        ("block.schema.json", json!({"type": "text", "seq": 3, "ts": 1.5, "id": "m", "text": "hi", "done": false}), true),
+        (
+            "block.schema.json",
+            json!({"type": "text", "seq": 3, "ts": 1.5, "id": "m", "text": "hi", "done": false}),
+            true,
+        ),
         ("block.schema.json", json!({"type": "text", "ts": 1.5, "text": "hi", "done": false}), false),
         ("block.schema.json", json!({"type": "sparkle", "ts": 1.5}), false),
         ("control-message.schema.json", json!({"type": "interrupt", "session_id": "s1"}), true),
@@ -151,4 +162,22 @@ fn every_method_schema_compiles() {
             validator(&rel);
         }
     }
+}
+
+fn example(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/declarations").join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn example_declarations_are_judged_alike_by_the_check_and_the_schema() {
+    let schema = validator("adapter-declaration.schema.json");
+    let good = example("echo.json");
+    assert!(check_declaration(&good).is_ok() && schema.is_valid(&good));
+
+    let bad = example("echo-missing-fields.json");
+    let mut named: Vec<_> = check_declaration(&bad).unwrap_err().into_iter().map(|v| v.field).collect();
+    named.sort();
+    assert_eq!(named, ["agent_id", "cap_thinking", "provides_usage"]);
+    assert_eq!(schema.iter_errors(&bad).count(), 3);
 }

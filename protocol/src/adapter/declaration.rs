@@ -194,8 +194,7 @@ pub fn check_declaration(value: &Value) -> Result<Declaration, Vec<ContractViola
     if !violations.is_empty() {
         return Err(violations);
     }
-    serde_json::from_value(value.clone())
-        .map_err(|e| vec![ContractViolation::new("(declaration)", e.to_string())])
+    serde_json::from_value(value.clone()).map_err(|e| vec![ContractViolation::new("(declaration)", e.to_string())])
 }
 
 fn missing(field: &str, shape: Shape) -> ContractViolation {
@@ -214,12 +213,16 @@ fn check_shape(shape: Shape, v: &Value) -> Result<(), String> {
         Shape::Flag => v.as_bool().map(drop).ok_or_else(|| format!("must be true or false, {}", found())),
         Shape::Version => match v.as_u64() {
             Some(n) if n == u64::from(super::PROTOCOL_VERSION) => Ok(()),
-            Some(n) => Err(format!("protocol version {n} is not supported (this bridge speaks {})", super::PROTOCOL_VERSION)),
+            Some(n) => {
+                Err(format!("protocol version {n} is not supported (this bridge speaks {})", super::PROTOCOL_VERSION))
+            }
             None => Err(format!("must be an integer, {}", found())),
         },
         Shape::AgentId => match v.as_str() {
             Some(s) if is_valid_agent_id(s) => Ok(()),
-            Some(s) => Err(format!("{s:?} is not a valid agent id: use 1-64 of a-z 0-9 _ -, starting with a letter or digit")),
+            Some(s) => {
+                Err(format!("{s:?} is not a valid agent id: use 1-64 of a-z 0-9 _ -, starting with a letter or digit"))
+            }
             None => Err(format!("must be a string, {}", found())),
         },
         Shape::NonEmptyString => match v.as_str() {

@@ -17,8 +17,8 @@
 mod declaration;
 
 pub use declaration::{
-    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, check_declaration, is_valid_agent_id, known_fields,
-    required_fields,
+    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, check_declaration, is_valid_agent_id,
+    known_fields, required_fields,
 };
 
 use std::time::Duration;
@@ -27,7 +27,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::blocks::{AgentInfo, Block, UserMessage, Usage};
+use crate::blocks::{AgentInfo, Block, Usage, UserMessage};
 use crate::ids::{AgentSessionId, PermissionRequestId, SessionId};
 use crate::jsonrpc::{Notification, Request, RequestId, decode_params};
 

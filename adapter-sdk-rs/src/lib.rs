@@ -1,0 +1,87 @@
+//! Write a terminull adapter in Rust.
+//!
+//! An adapter is an executable that speaks the adapter protocol
+//! (docs/adapter-protocol.md) on its stdin/stdout. This crate grows into the full
+//! SDK (the `Adapter` trait and `serve`); today it builds the `agent_info` body from
+//! a declaration, the one piece every adapter needs at `start`.
+
+#![warn(missing_docs)]
+
+use terminull_protocol::adapter::Declaration;
+use terminull_protocol::blocks::{AgentInfo, SlashCommand};
+use terminull_protocol::commands::{is_universal, universal_slash_commands};
+
+/// Builds the `agent_info` body for `start` from the adapter's declaration.
+///
+/// The capabilities are copied from the declaration (its single source of truth);
+/// the slash commands are the bridge's universal ones first, then the agent's own,
+/// minus any agent command that would shadow a universal one.
+pub fn make_agent_info(
+    declaration: &Declaration,
+    version: Option<String>,
+    model: Option<String>,
+    agent_commands: Vec<SlashCommand>,
+) -> AgentInfo {
+    let mut slash_commands = universal_slash_commands();
+    slash_commands.extend(agent_commands.into_iter().filter(|c| !is_universal(&c.name)));
+    AgentInfo {
+        agent_id: declaration.agent_id.clone(),
+        name: declaration.display_name.clone(),
+        version,
+        model,
+        capabilities: declaration.capabilities,
+        slash_commands,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terminull_protocol::adapter::LeaseKind;
+    use terminull_protocol::blocks::CommandSource;
+    use terminull_protocol::capabilities::Capabilities;
+    use terminull_protocol::commands::UNIVERSAL_SLASH_COMMANDS;
+
+    fn declaration() -> Declaration {
+        Declaration {
+            protocol_version: 1,
+            agent_id: "echo".into(),
+            display_name: "Echo".into(),
+            cli_binary: None,
+            adapter_version: None,
+            capabilities: Capabilities { cap_thinking: true, provides_usage: true, ..Capabilities::default() },
+            lease: LeaseKind::PerTurn,
+            accepted_init_params: vec![],
+            handoff_hooks: vec![],
+        }
+    }
+
+    fn agent(name: &str) -> SlashCommand {
+        SlashCommand { name: name.into(), description: String::new(), source: CommandSource::Agent }
+    }
+
+    #[test]
+    fn universal_commands_come_first_then_the_agents_own() {
+        let info = make_agent_info(&declaration(), Some("1.0".into()), None, vec![agent("compact"), agent("review")]);
+        let names: Vec<_> = info.slash_commands.iter().map(|c| c.name.as_str()).collect();
+        let universal: Vec<_> = UNIVERSAL_SLASH_COMMANDS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names[..universal.len()], universal[..]);
+        assert_eq!(names[universal.len()..], ["compact", "review"]);
+    }
+
+    #[test]
+    fn agent_command_cannot_shadow_a_universal_one() {
+        let info = make_agent_info(&declaration(), None, None, vec![agent("status")]);
+        let status: Vec<_> = info.slash_commands.iter().filter(|c| c.name == "status").collect();
+        assert_eq!(status.len(), 1);
+        assert_eq!(status[0].source, CommandSource::Bridge);
+    }
+
+    #[test]
+    fn capabilities_come_from_the_declaration() {
+        let info = make_agent_info(&declaration(), None, Some("m1".into()), vec![]);
+        assert!(info.capabilities.cap_thinking && info.capabilities.provides_usage);
+        assert!(!info.capabilities.cap_images);
+        assert_eq!((info.agent_id.as_str(), info.name.as_str(), info.model.as_deref()), ("echo", "Echo", Some("m1")));
+    }
+}

@@ -1,0 +1,5 @@
+//! The terminull bridge. Today it holds the protocol self-check that
+//! `terminull self-check` runs; the daemon (adapter host, sessions, history,
+//! transports) grows here.
+
+pub mod self_check;
