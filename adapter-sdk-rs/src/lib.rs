@@ -9,7 +9,7 @@
 
 use terminull_protocol::adapter::Declaration;
 use terminull_protocol::blocks::{AgentInfo, SlashCommand};
-use terminull_protocol::commands::{is_universal, universal_slash_commands};
+use terminull_protocol::commands::with_universal_first;
 
 /// Builds the `agent_info` body for `start` from the adapter's declaration.
 ///
@@ -22,15 +22,13 @@ pub fn make_agent_info(
     model: Option<String>,
     agent_commands: Vec<SlashCommand>,
 ) -> AgentInfo {
-    let mut slash_commands = universal_slash_commands();
-    slash_commands.extend(agent_commands.into_iter().filter(|c| !is_universal(&c.name)));
     AgentInfo {
         agent_id: declaration.agent_id.clone(),
         name: declaration.display_name.clone(),
         version,
         model,
         capabilities: declaration.capabilities,
-        slash_commands,
+        slash_commands: with_universal_first(agent_commands),
     }
 }
 

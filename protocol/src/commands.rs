@@ -24,6 +24,16 @@ pub fn universal_slash_commands() -> Vec<SlashCommand> {
         .collect()
 }
 
+/// The palette as the app sees it: the universal commands first, then the agent's
+/// own. Entries that claim to be the bridge's, or reuse a universal name, are dropped,
+/// so an adapter may send its own commands alone or a list that already starts with
+/// the universal ones; both come out the same.
+pub fn with_universal_first(commands: Vec<SlashCommand>) -> Vec<SlashCommand> {
+    let mut out = universal_slash_commands();
+    out.extend(commands.into_iter().filter(|c| c.source == CommandSource::Agent && !is_universal(&c.name)));
+    out
+}
+
 /// True when `name` (without the slash) is handled by the bridge, not the agent.
 pub fn is_universal(name: &str) -> bool {
     UNIVERSAL_SLASH_COMMANDS.iter().any(|(n, _)| *n == name)
@@ -42,5 +52,15 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), cmds.len());
         assert!(is_universal("status") && !is_universal("compact"));
+    }
+
+    #[test]
+    fn normalizing_is_idempotent_and_drops_shadowing_commands() {
+        let agent =
+            |name: &str| SlashCommand { name: name.into(), description: String::new(), source: CommandSource::Agent };
+        let once = with_universal_first(vec![agent("compact"), agent("status")]);
+        let names: Vec<_> = once.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["help", "status", "model", "stop", "new", "compact"]);
+        assert_eq!(with_universal_first(once.clone()), once);
     }
 }

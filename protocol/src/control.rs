@@ -220,7 +220,9 @@ pub fn parse(value: Value) -> Result<Control, ControlError> {
     let id = match map.remove("id") {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) => Some(id),
-        Some(other) => return Err(invalid("id".into(), format!("expected a string, found {}", json_type_name(&other)))),
+        Some(other) => {
+            return Err(invalid("id".into(), format!("expected a string, found {}", json_type_name(&other))));
+        }
     };
     match ControlMessage::decode_body(&message_type, Value::Object(map)) {
         None => Err(ControlError::UnknownType { message_type }),
@@ -265,7 +267,10 @@ mod tests {
         let cases = [
             (json!({"type": "interrupt", "session_id": 5}), "session_id"),
             (json!({"type": "list_agents", "id": 5}), "id"),
-            (json!({"type": "user_message", "session_id": "s", "text": "hi", "attachments": [{"name": "a"}]}), "attachments[0].mime_type"),
+            (
+                json!({"type": "user_message", "session_id": "s", "text": "hi", "attachments": [{"name": "a"}]}),
+                "attachments[0].mime_type",
+            ),
             (json!({"type": "session_resume", "session_id": "s", "app_pubkey": "k", "since_seq": "7"}), "since_seq"),
         ];
         for (input, field) in cases {

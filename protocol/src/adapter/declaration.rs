@@ -107,13 +107,14 @@ pub enum LeaseKind {
     Persistent,
 }
 
-/// One problem with a declaration, naming the field.
+/// One problem with a declaration, naming the field. Displays as one sentence:
+/// `provides_usage must be set explicitly to true or false`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
+#[error("{field} {problem}")]
 pub struct ContractViolation {
-    /// The declaration field at fault.
+    /// The declaration field at fault (`(declaration)` for the whole value).
     pub field: String,
-    /// What is wrong with it, as a sentence ending in what to do.
+    /// What is wrong with it, as a predicate on the field ("must be …", "is required").
     pub problem: String,
 }
 
@@ -176,14 +177,16 @@ pub fn check_declaration(value: &Value) -> Result<Declaration, Vec<ContractViola
     let Some(map) = value.as_object() else {
         return Err(vec![ContractViolation::new(
             "(declaration)",
-            format!("the initialize result must be a JSON object, found {}", json_type_name(value)),
+            format!("must be a JSON object, found {}", json_type_name(value)),
         )]);
     };
     let mut violations = Vec::new();
     for (field, required, shape) in FIELD_RULES {
         match map.get(field) {
             None | Some(Value::Null) if required => violations.push(missing(field, shape)),
-            None | Some(Value::Null) => {}
+            // Optional strings may be null (the schema says string or null); lists may not.
+            None => {}
+            Some(Value::Null) if matches!(shape, Shape::OptionalString) => {}
             Some(v) => {
                 if let Err(problem) = check_shape(shape, v) {
                     violations.push(ContractViolation::new(field, problem));
@@ -199,38 +202,34 @@ pub fn check_declaration(value: &Value) -> Result<Declaration, Vec<ContractViola
 
 fn missing(field: &str, shape: Shape) -> ContractViolation {
     let problem = match shape {
-        Shape::Flag => format!("{field} must be set explicitly to true or false"),
-        Shape::Lease => format!("{field} must be set explicitly to \"per_turn\" or \"persistent\""),
-        Shape::Version => format!("{field} is required (this bridge speaks {})", super::PROTOCOL_VERSION),
-        _ => format!("{field} is required"),
+        Shape::Flag => "must be set explicitly to true or false".to_owned(),
+        Shape::Lease => "must be set explicitly to \"per_turn\" or \"persistent\"".to_owned(),
+        Shape::Version => format!("is required (this bridge speaks {})", super::PROTOCOL_VERSION),
+        _ => "is required".to_owned(),
     };
     ContractViolation::new(field, problem)
 }
 
 fn check_shape(shape: Shape, v: &Value) -> Result<(), String> {
-    let found = || format!("found {} {v}", json_type_name(v));
+    let found = || format!("found {}", describe(v));
     match shape {
         Shape::Flag => v.as_bool().map(drop).ok_or_else(|| format!("must be true or false, {}", found())),
         Shape::Version => match v.as_u64() {
             Some(n) if n == u64::from(super::PROTOCOL_VERSION) => Ok(()),
-            Some(n) => {
-                Err(format!("protocol version {n} is not supported (this bridge speaks {})", super::PROTOCOL_VERSION))
-            }
+            Some(n) => Err(format!("must be {} (the version this bridge speaks), found {n}", super::PROTOCOL_VERSION)),
             None => Err(format!("must be an integer, {}", found())),
         },
         Shape::AgentId => match v.as_str() {
             Some(s) if is_valid_agent_id(s) => Ok(()),
-            Some(s) => {
-                Err(format!("{s:?} is not a valid agent id: use 1-64 of a-z 0-9 _ -, starting with a letter or digit"))
-            }
+            Some(s) => Err(format!("must be 1-64 of a-z 0-9 _ -, starting with a letter or digit, found {s:?}")),
             None => Err(format!("must be a string, {}", found())),
         },
         Shape::NonEmptyString => match v.as_str() {
             Some(s) if !s.trim().is_empty() => Ok(()),
-            Some(_) => Err("must not be empty".to_owned()),
+            Some(_) => Err("must not be blank".to_owned()),
             None => Err(format!("must be a string, {}", found())),
         },
-        Shape::OptionalString => v.as_str().map(drop).ok_or_else(|| format!("must be a string, {}", found())),
+        Shape::OptionalString => v.as_str().map(drop).ok_or_else(|| format!("must be a string or null, {}", found())),
         Shape::Lease => serde_json::from_value::<LeaseKind>(v.clone())
             .map(drop)
             .map_err(|_| format!("must be \"per_turn\" or \"persistent\", {}", found())),
@@ -241,17 +240,27 @@ fn check_shape(shape: Shape, v: &Value) -> Result<(), String> {
 
 fn check_list<T: serde::de::DeserializeOwned + PartialEq + Serialize>(v: &Value) -> Result<(), String> {
     let Some(items) = v.as_array() else {
-        return Err(format!("must be an array, found {}", json_type_name(v)));
+        return Err(format!("must be an array, found {}", describe(v)));
     };
     let mut seen: Vec<T> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
+    for item in items {
         match serde_json::from_value::<T>(item.clone()) {
-            Ok(t) if seen.contains(&t) => return Err(format!("item {i} ({item}) is listed twice")),
+            Ok(t) if seen.contains(&t) => return Err(format!("must not list {item} twice")),
             Ok(t) => seen.push(t),
-            Err(e) => return Err(format!("item {i}: {}", crate::blocks::strip_position(&e.to_string()))),
+            Err(e) => {
+                return Err(format!("must not contain {item}: {}", crate::blocks::strip_position(&e.to_string())));
+            }
         }
     }
     Ok(())
+}
+
+/// A value as an error message shows it: its JSON type, then the value itself.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_owned(),
+        _ => format!("{} {v}", json_type_name(v)),
+    }
 }
 
 /// 1–64 of `a-z 0-9 _ -`, starting with a letter or digit.
@@ -314,7 +323,7 @@ mod tests {
         named.sort();
         assert_eq!(named, ["agent_id", "cap_thinking", "provides_usage"]);
         let usage = violations.iter().find(|v| v.field == "provides_usage").unwrap();
-        assert_eq!(usage.problem, "provides_usage must be set explicitly to true or false");
+        assert_eq!(usage.to_string(), "provides_usage must be set explicitly to true or false");
     }
 
     #[test]
@@ -343,6 +352,8 @@ mod tests {
             ("accepted_init_params", json!(["cwd", "cwd"])),
             ("accepted_init_params", json!("cwd")),
             ("handoff_hooks", json!(["make_transcript_mirror"])),
+            ("handoff_hooks", Value::Null),
+            ("accepted_init_params", Value::Null),
         ];
         for (field, value) in cases {
             let got = fields(check_declaration(&with(valid(), field, value.clone())));
@@ -363,7 +374,12 @@ mod tests {
     fn non_object_is_refused_with_one_violation() {
         let got = check_declaration(&json!([1, 2])).unwrap_err();
         assert_eq!(got.len(), 1);
-        assert!(got[0].problem.contains("found array"), "{}", got[0].problem);
+        assert_eq!(got[0].to_string(), "(declaration) must be a JSON object, found array");
+    }
+
+    #[test]
+    fn optional_strings_may_be_null() {
+        assert!(check_declaration(&with(valid(), "cli_binary", Value::Null)).is_ok());
     }
 
     #[test]

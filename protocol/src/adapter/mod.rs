@@ -4,7 +4,8 @@
 //! Flow:
 //! - bridge → `initialize` → adapter answers with its [`Declaration`]; the bridge runs
 //!   [`check_declaration`] on it and refuses the adapter on any violation.
-//! - class-level calls on short-lived processes: `detect`, `scan_external_sessions`,
+//! - class-level calls on short-lived processes: `detect`, `list_models` (the picker
+//!   is filled before a session exists), `scan_external_sessions`,
 //!   `is_cwd_externally_owned`, `mirror`, `latest_sid_for_cwd`, `terminal_resume_command`.
 //! - a session: `start` → agent_info; then per turn `send`, followed by `stream`
 //!   notifications that end with exactly one `session_end` block; `interrupt`,
@@ -76,6 +77,11 @@ pub enum Requirement {
     },
     /// Only when the declaration lists this handoff hook.
     Hook,
+    /// Only when the declaration accepts the named init param (`on_session_id`).
+    InitParam {
+        /// The init param's wire name.
+        param: &'static str,
+    },
 }
 
 /// One row of the method table.
@@ -91,12 +97,14 @@ pub struct MethodInfo {
     pub requirement: Requirement,
 }
 
-/// Per-method deadline the bridge applies while waiting for a response.
+/// Per-method deadline the bridge applies while waiting for a response; `None` for
+/// the notifications, which get no response.
 ///
-/// `None` means no deadline. A turn has none: `send` only acknowledges, and the turn
-/// is watched by the bridge's liveness watchdog instead of a timer.
+/// A turn is not bounded by any of these: `send` only acknowledges, and the running
+/// turn is watched by the bridge's liveness watchdog instead of a timer.
 pub fn response_timeout(method: &str) -> Option<Duration> {
     let secs = match method {
+        Stream::METHOD | SessionIdNotification::METHOD => return None,
         // npx / uvx cold starts of agent CLIs are slow (ACP's test kit allows 30–120 s).
         Initialize::METHOD | Start::METHOD => 120,
         Detect::METHOD | ScanExternalSessions::METHOD | ListModels::METHOD => 30,
@@ -418,7 +426,7 @@ pub struct TerminalResumeCommandResult {
 macro_rules! adapter_methods {
     (
         requests { $( $(#[$rdoc:meta])* $rty:ident = $rname:literal, $params:ty => $result:ty, $req:expr; )* }
-        notifications { $( $(#[$ndoc:meta])* $nty:ident = $nname:literal, $nparams:ty; )* }
+        notifications { $( $(#[$ndoc:meta])* $nty:ident = $nname:literal, $nparams:ty, $nreq:expr; )* }
     ) => {
         $(
             $(#[$rdoc])*
@@ -443,7 +451,7 @@ macro_rules! adapter_methods {
         /// Every method of the adapter protocol.
         pub const METHODS: &[MethodInfo] = &[
             $( MethodInfo { name: $rname, notification: false, direction: Direction::BridgeToAdapter, requirement: $req }, )*
-            $( MethodInfo { name: $nname, notification: true, direction: Direction::AdapterToBridge, requirement: Requirement::Always }, )*
+            $( MethodInfo { name: $nname, notification: true, direction: Direction::AdapterToBridge, requirement: $nreq }, )*
         ];
 
         /// `(method, "params" | "result", JSON Schema)` for every method.
@@ -494,8 +502,56 @@ adapter_methods! {
     }
     notifications {
         /// `stream`: one block of the session.
-        Stream = "stream", StreamParams;
+        Stream = "stream", StreamParams, Requirement::Always;
         /// `session_id`: the agent's own session id (the spec's on_session_id).
-        SessionIdNotification = "session_id", SessionIdParams;
+        SessionIdNotification = "session_id", SessionIdParams, Requirement::InitParam { param: "on_session_id" };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_follow_the_policy_table() {
+        let secs = |m: &str| response_timeout(m).map(|d| d.as_secs());
+        let cases = [
+            ("initialize", Some(120)),
+            ("start", Some(120)),
+            ("detect", Some(30)),
+            ("list_models", Some(30)),
+            ("scan_external_sessions", Some(30)),
+            ("stop", Some(15)),
+            ("release", Some(15)),
+            ("send", Some(20)),
+            ("interrupt", Some(20)),
+            ("mirror", Some(20)),
+            ("some_future_method", Some(20)),
+            ("stream", None),
+            ("session_id", None),
+        ];
+        for (method, want) in cases {
+            assert_eq!(secs(method), want, "{method}");
+        }
+    }
+
+    #[test]
+    fn gated_methods_name_a_real_flag_or_init_param() {
+        let flags: Vec<_> =
+            crate::capabilities::CAP_FLAGS.iter().chain(crate::capabilities::SURFACE_FLAGS.iter()).collect();
+        for m in METHODS {
+            match m.requirement {
+                Requirement::Flag { flag } => assert!(flags.contains(&&flag), "{}: {flag}", m.name),
+                Requirement::InitParam { param } => {
+                    let p: InitParam = serde_json::from_value(serde_json::json!(param)).unwrap();
+                    assert!(InitParam::ALL.contains(&p));
+                }
+                Requirement::Hook => {
+                    let h: Result<HandoffHook, _> = serde_json::from_value(serde_json::json!(m.name));
+                    assert!(h.is_ok(), "{} is gated on a hook but is not one", m.name);
+                }
+                Requirement::Always => {}
+            }
+        }
     }
 }
