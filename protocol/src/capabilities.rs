@@ -9,7 +9,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The spec's eight `cap_*` flags plus the two optional surfaces.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+///
+/// Deliberately no `Default`: every flag is written out wherever capabilities are
+/// built, the compile-time form of the spec's explicit opt-out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct Capabilities {
     /// The composer offers an image picker; `send` may carry image attachments.
