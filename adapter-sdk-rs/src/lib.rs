@@ -7,6 +7,11 @@
 
 #![warn(missing_docs)]
 
+pub mod child;
+pub mod detect;
+pub mod streamer;
+pub mod tools;
+
 use terminull_protocol::adapter::Declaration;
 use terminull_protocol::blocks::{AgentInfo, SlashCommand};
 use terminull_protocol::commands::with_universal_first;

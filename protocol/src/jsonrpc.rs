@@ -46,7 +46,7 @@ impl RequestId {
     }
 
     /// Accepts integers, whole-number floats (`4.0`, which some JSON encoders emit) and strings.
-    fn from_value(v: &Value) -> Option<Self> {
+    pub fn from_value(v: &Value) -> Option<Self> {
         match v {
             Value::String(s) => Some(RequestId::Str(s.clone())),
             Value::Number(n) => n.as_i64().map(RequestId::Int).or_else(|| {

@@ -1,0 +1,879 @@
+//! Running an agent CLI as a child process: piped stdio, its own process group, stdout
+//! read line by line into a bounded channel, stderr kept as a bounded tail, and a
+//! shutdown ladder that ends the whole process tree.
+//!
+//! The child is started in a new process group whose id is its pid
+//! (`process_group(0)`). Every signal this module sends goes to that whole group, so it
+//! also reaches grandchildren: the real agent behind an `npx`/`node`/`uvx` wrapper, the
+//! shell commands the agent runs. (A grandchild that moves itself to another group or
+//! session with `setsid` escapes; nothing short of a cgroup catches that.)
+//!
+//! Dropping an [`AgentProcess`] sends SIGKILL to its group, unless the group is already
+//! known to be gone.
+//!
+//! Unix only. Must be used within a Tokio runtime (spawning starts reader tasks).
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Serialize;
+use serde_json::Value;
+use terminull_protocol::ndjson::{DEFAULT_MAX_LINE_BYTES, LineError, NdjsonCodec};
+use tokio::io::{AsyncRead, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::codec::{Decoder, FramedRead};
+
+/// One stdout line as the caller receives it: a decoded value, or why the line could
+/// not be decoded (the stream goes on after it).
+pub type LineItem = Result<Value, LineError>;
+
+/// The receiving end of a child's stdout, in order. It yields `None` once stdout has
+/// reached end of file (the child and every process sharing its stdout have closed it).
+pub type LineReceiver = mpsc::Receiver<LineItem>;
+
+/// How long [`AgentProcess::wait`] waits, after the child exited, for stderr to be read
+/// to its end so the tail holds the child's last words.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
+/// How long to wait for the child to be reaped after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// How often the shutdown sweep checks whether the process group is empty.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// How stdout lines are decoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lines {
+    /// NDJSON: each line is one JSON value (the protocol's [`NdjsonCodec`]); blank lines
+    /// are skipped, a non-JSON line is a [`LineError::NotJson`] item.
+    #[default]
+    Json,
+    /// Plain text: each line arrives as `Ok(Value::String(line))`, without its `\n` or
+    /// `\r\n`. Blank lines are kept; invalid UTF-8 is replaced by U+FFFD.
+    Text,
+}
+
+/// Options for [`AgentProcess::spawn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnOptions {
+    /// How stdout is decoded.
+    pub lines: Lines,
+    /// Cap on one stdout line in bytes; a longer line becomes a [`LineError::TooLong`]
+    /// item and is discarded as it arrives. Default [`DEFAULT_MAX_LINE_BYTES`].
+    pub max_line_bytes: usize,
+    /// Capacity of the stdout channel (at least 1). When the caller falls behind, reading
+    /// stops and the child blocks on its full pipe: back-pressure, nothing is dropped.
+    /// Default 256.
+    pub channel_capacity: usize,
+    /// Most stderr lines kept in the tail. Default 200.
+    pub stderr_tail_lines: usize,
+    /// Most stderr bytes kept in the tail (newlines not counted); also the cap on one
+    /// stderr line, a longer one is kept as a one-line marker. Default 64 KiB.
+    pub stderr_tail_bytes: usize,
+}
+
+impl Default for SpawnOptions {
+    fn default() -> Self {
+        Self {
+            lines: Lines::Json,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            channel_capacity: 256,
+            stderr_tail_lines: 200,
+            stderr_tail_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The child could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// Spawning failed (not found, not executable, …).
+    #[error("could not start `{program}`: {source}")]
+    Spawn {
+        /// The program as given to the command.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A write to the child's stdin failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// stdin was closed by [`AgentProcess::close_stdin`] or taken by
+    /// [`AgentProcess::take_stdin`].
+    #[error("stdin of `{program}` is closed")]
+    StdinClosed {
+        /// The child's program name.
+        program: String,
+    },
+    /// The write failed, typically a broken pipe because the child exited.
+    #[error("could not write to `{program}`: {source}")]
+    Io {
+        /// The child's program name.
+        program: String,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The value could not be encoded as JSON.
+    #[error("could not encode the message as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The step of the shutdown ladder at which the child exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownStage {
+    /// It exited on its own: before the shutdown or after its stdin was closed.
+    Exited,
+    /// It exited after SIGTERM to its group.
+    Terminated,
+    /// SIGKILL to its group was needed.
+    Killed,
+}
+
+/// What [`AgentProcess::shutdown`] achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownOutcome {
+    /// The child's exit status; `None` only if it could not be reaped even after SIGKILL
+    /// (a process stuck in the kernel) or waiting on it failed.
+    pub status: Option<ExitStatus>,
+    /// Which step ended it.
+    pub stage: ShutdownStage,
+}
+
+/// A running agent CLI. See the [module documentation](self).
+#[derive(Debug)]
+pub struct AgentProcess {
+    child: Child,
+    /// The child's pid, which is also its process group id.
+    pid: u32,
+    /// Program name for logs and errors.
+    program: String,
+    stdin: Option<ChildStdin>,
+    tail: Arc<Mutex<StderrTail>>,
+    stderr_task: Option<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+    /// True once the group was found empty; no signal is sent after that (its id may be reused).
+    group_gone: bool,
+}
+
+impl AgentProcess {
+    /// Starts `cmd` with stdin, stdout and stderr piped (whatever `cmd` set for them is
+    /// replaced), in its own process group, killed on drop. Returns the process and the
+    /// receiver of its stdout lines.
+    pub fn spawn(mut cmd: Command, opts: SpawnOptions) -> Result<(AgentProcess, LineReceiver), SpawnError> {
+        let program_path = cmd.as_std().get_program().to_owned();
+        let program =
+            Path::new(&program_path).file_name().unwrap_or(program_path.as_os_str()).to_string_lossy().into_owned();
+        let spawn_error =
+            |source: io::Error| SpawnError::Spawn { program: program_path.to_string_lossy().into_owned(), source };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        let missing = |what: &str| spawn_error(io::Error::other(format!("the child's {what} was not captured")));
+        let pid = child.id().ok_or_else(|| missing("pid"))?;
+        let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+        tracing::debug!(program = %program, pid, "spawned agent process");
+
+        let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+        match opts.lines {
+            Lines::Json => {
+                tokio::spawn(pump(stdout, NdjsonCodec::new(opts.max_line_bytes), tx, |item| item, program.clone(), pid))
+            }
+            Lines::Text => tokio::spawn(pump(
+                stdout,
+                TextLineCodec::new(opts.max_line_bytes),
+                tx,
+                |item| item.map(Value::String),
+                program.clone(),
+                pid,
+            )),
+        };
+
+        let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
+        let stderr_task =
+            tokio::spawn(drain_stderr(stderr, opts.stderr_tail_bytes, tail.clone(), program.clone(), pid));
+
+        let process = AgentProcess {
+            child,
+            pid,
+            program,
+            stdin: Some(stdin),
+            tail,
+            stderr_task: Some(stderr_task),
+            status: None,
+            group_gone: false,
+        };
+        Ok((process, rx))
+    }
+
+    /// The child's pid; also the id of its process group.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The program's file name, as used in logs.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// Writes `line` and a newline to the child's stdin and flushes. The text is written
+    /// as given: a `\n` inside it starts another line.
+    pub async fn write_line(&mut self, line: &str) -> Result<(), WriteError> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.write_bytes(&bytes).await
+    }
+
+    /// Writes `value` as one line of compact JSON (NDJSON) to the child's stdin and flushes.
+    pub async fn write_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WriteError> {
+        let mut bytes = serde_json::to_vec(value)?;
+        bytes.push(b'\n');
+        self.write_bytes(&bytes).await
+    }
+
+    async fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), WriteError> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(WriteError::StdinClosed { program: self.program.clone() });
+        };
+        let io_error = |source| WriteError::Io { program: self.program.clone(), source };
+        stdin.write_all(bytes).await.map_err(io_error)?;
+        stdin.flush().await.map_err(io_error)
+    }
+
+    /// Closes the child's stdin, so it reads end of file. Later writes fail with
+    /// [`WriteError::StdinClosed`].
+    pub fn close_stdin(&mut self) {
+        if self.stdin.take().is_some() {
+            tracing::debug!(program = %self.program, pid = self.pid, "closed stdin");
+        }
+    }
+
+    /// Takes the stdin handle, for a caller that writes from its own task. Closing stdin
+    /// is then the caller's business (drop the handle); `shutdown` cannot do it.
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The last stderr lines, oldest first, joined by `\n`: at most
+    /// `stderr_tail_lines` lines and `stderr_tail_bytes` bytes. For crash reports.
+    pub fn stderr_tail(&self) -> String {
+        lock(&self.tail).joined()
+    }
+
+    /// The exit status if the child has exited, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none()
+            && let Some(status) = self.child.try_wait()?
+        {
+            self.record_exit(status);
+        }
+        Ok(self.status)
+    }
+
+    /// Waits for the child to exit, then briefly for its stderr to be read to the end so
+    /// [`stderr_tail`](Self::stderr_tail) holds its last lines. Cancel-safe.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = match self.status {
+            Some(status) => status,
+            None => {
+                let status = self.child.wait().await?;
+                self.record_exit(status);
+                status
+            }
+        };
+        self.drain_stderr().await;
+        Ok(status)
+    }
+
+    /// Sends SIGKILL to the child's whole process group now.
+    pub fn kill_group(&self) -> io::Result<()> {
+        self.signal_group(Signal::SIGKILL)
+    }
+
+    /// Sends SIGTERM to the child's whole process group.
+    pub fn terminate_group(&self) -> io::Result<()> {
+        self.signal_group(Signal::SIGTERM)
+    }
+
+    /// Sends SIGINT to the child's whole process group (what Ctrl-C in a terminal does;
+    /// many agent CLIs stop their current turn on it).
+    pub fn interrupt_group(&self) -> io::Result<()> {
+        self.signal_group(Signal::SIGINT)
+    }
+
+    fn signal_group(&self, signal: Signal) -> io::Result<()> {
+        if self.group_gone {
+            return Ok(());
+        }
+        tracing::debug!(program = %self.program, pid = self.pid, %signal, "signalling process group");
+        signal_group(self.pid, Some(signal)).map(drop)
+    }
+
+    /// Ends the child and everything in its process group, politely first:
+    ///
+    /// 1. close stdin and wait up to `grace` for the child to exit;
+    /// 2. SIGTERM the group, wait up to `grace`;
+    /// 3. SIGKILL the group, wait for the child to be reaped (bounded, a few seconds).
+    ///
+    /// Then, whichever step ended the child, processes left in its group (a grandchild
+    /// that outlived its parent) get SIGTERM, up to `grace` to leave, then SIGKILL. So
+    /// the whole call takes at most about three times `grace` plus a few seconds, and
+    /// returns at once for a child that exits on end of input and leaves nothing behind.
+    pub async fn shutdown(&mut self, grace: Duration) -> ShutdownOutcome {
+        self.close_stdin();
+        let mut stage = ShutdownStage::Exited;
+        let mut status = self.wait_for(grace).await;
+        if status.is_none() {
+            stage = ShutdownStage::Terminated;
+            self.log_signal_error(self.terminate_group());
+            status = self.wait_for(grace).await;
+        }
+        if status.is_none() {
+            stage = ShutdownStage::Killed;
+            self.log_signal_error(self.kill_group());
+            status = self.wait_for(KILL_WAIT).await;
+            if status.is_none() {
+                tracing::warn!(program = %self.program, pid = self.pid, "child not reaped after SIGKILL");
+            }
+        }
+        self.sweep_group(grace, stage == ShutdownStage::Killed).await;
+        self.drain_stderr().await;
+        tracing::debug!(program = %self.program, pid = self.pid, ?status, ?stage, "shut down");
+        ShutdownOutcome { status, stage }
+    }
+
+    fn log_signal_error(&self, result: io::Result<()>) {
+        if let Err(error) = result {
+            tracing::warn!(program = %self.program, pid = self.pid, %error, "could not signal process group");
+        }
+    }
+
+    async fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        if self.status.is_some() {
+            return self.status;
+        }
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(Ok(status)) => {
+                self.record_exit(status);
+                Some(status)
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(program = %self.program, pid = self.pid, %error, "waiting for the child failed");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn record_exit(&mut self, status: ExitStatus) {
+        tracing::debug!(program = %self.program, pid = self.pid, %status, "agent process exited");
+        self.status = Some(status);
+        self.refresh_group_gone();
+    }
+
+    /// Checks (signal 0) whether any process is left in the group.
+    fn refresh_group_gone(&mut self) -> bool {
+        if !self.group_gone && matches!(signal_group(self.pid, None), Ok(false)) {
+            self.group_gone = true;
+        }
+        self.group_gone
+    }
+
+    /// Ends processes left in the group after the child itself is gone.
+    async fn sweep_group(&mut self, grace: Duration, already_killed: bool) {
+        if self.refresh_group_gone() {
+            return;
+        }
+        if !already_killed {
+            tracing::debug!(program = %self.program, pid = self.pid, "processes left in the group; SIGTERM");
+            self.log_signal_error(self.terminate_group());
+            if self.poll_group_gone(grace).await {
+                return;
+            }
+        }
+        tracing::debug!(program = %self.program, pid = self.pid, "processes left in the group; SIGKILL");
+        self.log_signal_error(self.kill_group());
+        // Zombies whose parent is gone stay members until init reaps them; don't wait long.
+        self.poll_group_gone(grace.min(Duration::from_secs(1))).await;
+    }
+
+    async fn poll_group_gone(&mut self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if self.refresh_group_gone() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(GROUP_POLL).await;
+        }
+    }
+
+    async fn drain_stderr(&mut self) {
+        let Some(task) = self.stderr_task.as_mut() else { return };
+        // A grandchild may still hold stderr open; don't wait for it beyond a moment.
+        if tokio::time::timeout(STDERR_DRAIN, task).await.is_ok() {
+            self.stderr_task = None;
+        }
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if !self.group_gone {
+            // kill_on_drop reaches only the child itself; take the group with it.
+            let _ = signal_group(self.pid, Some(Signal::SIGKILL));
+        }
+    }
+}
+
+/// Sends `signal` (`None`: only check existence) to process group `pgid`. `Ok(false)`
+/// when the group no longer exists.
+pub(crate) fn signal_group(pgid: u32, signal: Option<Signal>) -> io::Result<bool> {
+    let pgid = i32::try_from(pgid).map_err(|_| io::Error::other(format!("process group id {pgid} out of range")))?;
+    if pgid <= 1 {
+        // 0 would mean our own group and 1 init's; never signal those.
+        return Err(io::Error::other(format!("refusing to signal process group {pgid}")));
+    }
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) => Ok(true),
+        Err(Errno::ESRCH) => Ok(false),
+        Err(errno) => Err(io::Error::from(errno)),
+    }
+}
+
+fn lock(tail: &Mutex<StderrTail>) -> std::sync::MutexGuard<'_, StderrTail> {
+    tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Reads `stdout` with `codec` and forwards every item, in order, until end of file or
+/// until the receiver is dropped (the pipe is then closed; the child sees EPIPE).
+async fn pump<R, D, T>(
+    stdout: R,
+    codec: D,
+    tx: mpsc::Sender<LineItem>,
+    into_item: fn(Result<T, LineError>) -> LineItem,
+    program: String,
+    pid: u32,
+) where
+    R: AsyncRead + Unpin,
+    D: Decoder<Item = Result<T, LineError>, Error = io::Error>,
+{
+    let mut frames = FramedRead::new(stdout, codec);
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(item) => {
+                if tx.send(into_item(item)).await.is_err() {
+                    tracing::debug!(program = %program, pid, "stdout receiver dropped; stopped reading");
+                    return;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(program = %program, pid, %error, "reading stdout failed");
+                return;
+            }
+        }
+    }
+    tracing::debug!(program = %program, pid, "stdout closed");
+}
+
+/// Reads stderr line by line into the tail, logging each line at debug.
+async fn drain_stderr<R: AsyncRead + Unpin>(
+    stderr: R,
+    max_line: usize,
+    tail: Arc<Mutex<StderrTail>>,
+    program: String,
+    pid: u32,
+) {
+    let mut lines = FramedRead::new(stderr, TextLineCodec::new(max_line));
+    while let Some(frame) = lines.next().await {
+        let line = match frame {
+            Ok(Ok(line)) => line,
+            Ok(Err(error)) => format!("[{error}; omitted]"),
+            Err(error) => {
+                tracing::warn!(program = %program, pid, %error, "reading stderr failed");
+                return;
+            }
+        };
+        tracing::debug!(program = %program, pid, stderr = %line);
+        lock(&tail).push(line);
+    }
+}
+
+/// The last lines of stderr, bounded in lines and bytes.
+#[derive(Debug)]
+struct StderrTail {
+    lines: VecDeque<String>,
+    bytes: usize,
+    max_lines: usize,
+    max_bytes: usize,
+}
+
+impl StderrTail {
+    fn new(max_lines: usize, max_bytes: usize) -> Self {
+        Self { lines: VecDeque::new(), bytes: 0, max_lines, max_bytes }
+    }
+
+    fn push(&mut self, mut line: String) {
+        if line.len() > self.max_bytes {
+            let mut end = self.max_bytes;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+        }
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        while self.lines.len() > self.max_lines || self.bytes > self.max_bytes {
+            match self.lines.pop_front() {
+                Some(old) => self.bytes -= old.len(),
+                None => break,
+            }
+        }
+    }
+
+    fn joined(&self) -> String {
+        let mut out = String::with_capacity(self.bytes + self.lines.len());
+        for (i, line) in self.lines.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(line);
+        }
+        out
+    }
+}
+
+/// Text lines with a cap: like [`NdjsonCodec`] (an over-long line is discarded as it
+/// arrives and reported as [`LineError::TooLong`]) but yields the line as text, lossily
+/// decoded, blank lines included. Unlike tokio-util's `LinesCodec`, bad input never
+/// ends the stream.
+#[derive(Debug)]
+struct TextLineCodec {
+    max_line: usize,
+    /// Where to resume the newline search in the buffer.
+    scanned: usize,
+    /// Bytes of an over-long line dropped so far, while discarding it.
+    discarding: Option<usize>,
+    /// Lines completed so far.
+    line_no: u64,
+}
+
+impl TextLineCodec {
+    fn new(max_line: usize) -> Self {
+        Self { max_line, scanned: 0, discarding: None, line_no: 0 }
+    }
+
+    fn finish_line(&mut self, line: &[u8]) -> Result<String, LineError> {
+        self.line_no += 1;
+        if let Some(dropped) = self.discarding.take() {
+            return Err(LineError::TooLong { line: self.line_no, length: dropped + line.len(), max: self.max_line });
+        }
+        if line.len() > self.max_line {
+            return Err(LineError::TooLong { line: self.line_no, length: line.len(), max: self.max_line });
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        Ok(String::from_utf8_lossy(line).into_owned())
+    }
+}
+
+impl Decoder for TextLineCodec {
+    type Item = Result<String, LineError>;
+    type Error = io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        match buf[self.scanned..].iter().position(|b| *b == b'\n') {
+            Some(offset) => {
+                let end = self.scanned + offset;
+                let line = buf.split_to(end + 1);
+                self.scanned = 0;
+                Ok(Some(self.finish_line(&line[..end])))
+            }
+            None => {
+                if let Some(dropped) = self.discarding.as_mut() {
+                    *dropped += buf.len();
+                    buf.clear();
+                    self.scanned = 0;
+                } else if buf.len() > self.max_line {
+                    self.discarding = Some(buf.len());
+                    buf.clear();
+                    self.scanned = 0;
+                } else {
+                    self.scanned = buf.len();
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        if let Some(item) = self.decode(buf)? {
+            return Ok(Some(item));
+        }
+        // A last line without its newline still counts.
+        if buf.is_empty() && self.discarding.is_none() {
+            return Ok(None);
+        }
+        let line = buf.split();
+        self.scanned = 0;
+        Ok(Some(self.finish_line(&line)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sh(script: &str) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        cmd
+    }
+
+    fn opts(lines: Lines, max_line_bytes: usize) -> SpawnOptions {
+        SpawnOptions { lines, max_line_bytes, ..SpawnOptions::default() }
+    }
+
+    async fn collect(mut rx: LineReceiver) -> Vec<LineItem> {
+        let mut items = Vec::new();
+        // Generous bound: only there to turn a hang into a failure.
+        while let Some(item) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.expect("stdout hung") {
+            items.push(item);
+        }
+        items
+    }
+
+    /// True when `pid` no longer exists (or is a zombie that merely awaits reaping).
+    #[cfg(target_os = "linux")]
+    fn is_gone(pid: u64) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    async fn wait_gone(pid: u64) -> bool {
+        for _ in 0..400 {
+            if is_gone(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn json_lines_arrive_in_order_with_bad_lines_as_error_items() {
+        let script = r#"
+            echo '{"n":1}'
+            echo 'npm WARN deprecated'
+            echo
+            head -c 5000 /dev/zero | tr '\0' x; echo
+            printf '{"n":2}'
+        "#;
+        let (mut p, rx) = AgentProcess::spawn(sh(script), opts(Lines::Json, 1024)).unwrap();
+        let items = collect(rx).await;
+        assert_eq!(items.len(), 4, "{items:?}");
+        assert_eq!(items[0], Ok(json!({"n": 1})));
+        match &items[1] {
+            Err(LineError::NotJson { line: 2, preview, .. }) => assert_eq!(preview, "npm WARN deprecated"),
+            other => panic!("expected NotJson on line 2, got {other:?}"),
+        }
+        assert_eq!(items[2], Err(LineError::TooLong { line: 4, length: 5000, max: 1024 }));
+        assert_eq!(items[3], Ok(json!({"n": 2})), "a last line without newline counts");
+        assert!(p.wait().await.unwrap().success());
+    }
+
+    #[tokio::test]
+    async fn text_mode_yields_strings_keeps_blank_lines_and_survives_bad_bytes() {
+        let script = r#"
+            printf 'plain line\r\n\n'
+            printf '\377bad utf8\n'
+            head -c 5000 /dev/zero | tr '\0' x; echo
+            printf 'last'
+        "#;
+        let (mut p, rx) = AgentProcess::spawn(sh(script), opts(Lines::Text, 1024)).unwrap();
+        let items = collect(rx).await;
+        assert_eq!(
+            items,
+            vec![
+                Ok(json!("plain line")),
+                Ok(json!("")),
+                Ok(json!("\u{FFFD}bad utf8")),
+                Err(LineError::TooLong { line: 4, length: 5000, max: 1024 }),
+                Ok(json!("last")),
+            ]
+        );
+        assert!(p.wait().await.unwrap().success());
+    }
+
+    #[tokio::test]
+    async fn writes_reach_the_child_and_closing_stdin_ends_it() {
+        let (mut p, rx) =
+            AgentProcess::spawn(sh("while read -r l; do echo \"got $l\"; done"), opts(Lines::Text, 1024)).unwrap();
+        p.write_line("hello").await.unwrap();
+        p.write_json(&json!({"a": [1, 2]})).await.unwrap();
+        let outcome = p.shutdown(Duration::from_secs(10)).await;
+        assert_eq!(outcome.stage, ShutdownStage::Exited);
+        assert!(outcome.status.is_some_and(|s| s.success()), "{outcome:?}");
+        assert_eq!(collect(rx).await, vec![Ok(json!("got hello")), Ok(json!("got {\"a\":[1,2]}"))]);
+        assert!(matches!(p.write_line("late").await, Err(WriteError::StdinClosed { .. })));
+    }
+
+    #[tokio::test]
+    async fn stderr_tail_is_bounded_in_lines_and_holds_the_last_ones() {
+        let script = r#"i=1; while [ $i -le 500 ]; do echo "err line $i" >&2; i=$((i+1)); done; exit 3"#;
+        let options = SpawnOptions { stderr_tail_lines: 10, ..SpawnOptions::default() };
+        let (mut p, _rx) = AgentProcess::spawn(sh(script), options).unwrap();
+        let status = p.wait().await.unwrap();
+        assert_eq!(status.code(), Some(3));
+        let want: Vec<String> = (491..=500).map(|i| format!("err line {i}")).collect();
+        assert_eq!(p.stderr_tail(), want.join("\n"));
+    }
+
+    #[tokio::test]
+    async fn stderr_tail_is_bounded_in_bytes_and_marks_over_long_lines() {
+        let script = r#"
+            head -c 500 /dev/zero | tr '\0' y >&2; echo >&2
+            i=1; while [ $i -le 50 ]; do echo "err line $i" >&2; i=$((i+1)); done
+            head -c 500 /dev/zero | tr '\0' z >&2; echo >&2
+        "#;
+        let options = SpawnOptions { stderr_tail_bytes: 64, ..SpawnOptions::default() };
+        let (mut p, _rx) = AgentProcess::spawn(sh(script), options).unwrap();
+        p.wait().await.unwrap();
+        let tail = p.stderr_tail();
+        assert!(tail.len() <= 64 + 10, "tail too big: {tail:?}");
+        assert!(!tail.contains("yyy") && !tail.contains("zzz"), "{tail:?}");
+        let last = tail.lines().last().unwrap();
+        assert!(last.contains("too long") && last.contains("500 bytes"), "{tail:?}");
+        assert!(tail.lines().all(|l| l.len() <= 64));
+    }
+
+    #[tokio::test]
+    async fn spawning_a_missing_program_is_a_typed_error() {
+        let err = AgentProcess::spawn(Command::new("/nonexistent/terminull-agent"), SpawnOptions::default())
+            .map(|_| ())
+            .unwrap_err();
+        let SpawnError::Spawn { program, source } = &err;
+        assert_eq!(program, "/nonexistent/terminull-agent");
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        assert!(err.to_string().contains("could not start"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn shutdown_kills_a_child_that_ignores_sigterm_and_its_grandchild() {
+        // The shell ignores SIGTERM and so does its `sleep` (an ignored signal stays
+        // ignored across exec); neither reads stdin. Only SIGKILL to the group ends both.
+        let script = r#"trap '' TERM; sleep 1000 & echo "{\"grandchild\": $!}"; wait"#;
+        let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
+        let grandchild = first["grandchild"].as_u64().unwrap();
+        assert!(!is_gone(grandchild));
+        let leader = u64::from(p.pid());
+
+        let outcome = tokio::time::timeout(Duration::from_secs(60), p.shutdown(Duration::from_millis(300)))
+            .await
+            .expect("shutdown hung");
+        assert_eq!(outcome.stage, ShutdownStage::Killed);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(outcome.status.and_then(|s| s.signal()), Some(9));
+        assert!(wait_gone(leader).await, "child {leader} still alive");
+        assert!(wait_gone(grandchild).await, "grandchild {grandchild} still alive");
+        assert_eq!(collect(rx).await, vec![], "stdout closed once the group died");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn shutdown_sweeps_a_grandchild_left_behind_by_a_child_that_exited() {
+        // The shell exits at end of input but leaves `sleep` running in its group.
+        let script = r#"sleep 1000 & echo "{\"grandchild\": $!}"; cat >/dev/null"#;
+        let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
+        let grandchild = first["grandchild"].as_u64().unwrap();
+
+        let outcome = tokio::time::timeout(Duration::from_secs(60), p.shutdown(Duration::from_secs(5)))
+            .await
+            .expect("shutdown hung");
+        assert_eq!(outcome.stage, ShutdownStage::Exited);
+        assert!(outcome.status.is_some_and(|s| s.success()), "{outcome:?}");
+        assert!(wait_gone(grandchild).await, "grandchild {grandchild} still alive");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn kill_group_and_drop_end_the_whole_group() {
+        let script = r#"sleep 1000 & echo "{\"grandchild\": $!}"; wait"#;
+        let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
+        let grandchild = first["grandchild"].as_u64().unwrap();
+        p.kill_group().unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), p.wait()).await.unwrap().unwrap();
+        assert!(!status.success());
+        assert!(wait_gone(grandchild).await);
+
+        let (p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
+        let grandchild = first["grandchild"].as_u64().unwrap();
+        let leader = u64::from(p.pid());
+        drop(p);
+        assert!(wait_gone(leader).await);
+        assert!(wait_gone(grandchild).await);
+    }
+
+    #[test]
+    fn text_codec_discards_an_over_long_line_arriving_in_pieces() {
+        let mut codec = TextLineCodec::new(16);
+        let mut buf = BytesMut::new();
+        for _ in 0..10 {
+            buf.extend_from_slice(&[b'a'; 10]);
+            assert!(codec.decode(&mut buf).unwrap().is_none());
+            assert!(buf.len() <= 16 + 10);
+        }
+        buf.extend_from_slice(b"aaaa\nok\n");
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Err(LineError::TooLong { line: 1, length: 104, max: 16 })));
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Ok("ok".to_owned())));
+        assert_eq!(codec.decode_eof(&mut buf).unwrap(), None);
+    }
+
+    #[test]
+    fn tail_truncates_a_single_line_longer_than_the_byte_cap_on_a_char_boundary() {
+        let mut tail = StderrTail::new(10, 5);
+        tail.push("ab€cd".to_owned()); // € is 3 bytes: "ab€" is 5 bytes
+        assert_eq!(tail.joined(), "ab€");
+        tail.push("x".to_owned());
+        assert_eq!(tail.joined(), "x");
+        let mut none = StderrTail::new(0, 100);
+        none.push("dropped".to_owned());
+        assert_eq!(none.joined(), "");
+    }
+
+    #[test]
+    fn signalling_a_group_that_does_not_exist_reports_false_and_refuses_our_own() {
+        // pid_max on Linux is at most 2^22; this group cannot exist.
+        assert!(!signal_group(i32::MAX as u32, None).unwrap());
+        assert!(signal_group(0, Some(Signal::SIGKILL)).is_err());
+        assert!(signal_group(1, None).is_err());
+    }
+}
