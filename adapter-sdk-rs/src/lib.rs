@@ -1,16 +1,44 @@
 //! Write a terminull adapter in Rust.
 //!
 //! An adapter is an executable that speaks the adapter protocol
-//! (docs/adapter-protocol.md) on its stdin/stdout. This crate grows into the full
-//! SDK (the `Adapter` trait and `serve`); today it builds the `agent_info` body from
-//! a declaration, the one piece every adapter needs at `start`.
+//! (docs/adapter-protocol.md) on its stdin/stdout. Implement [`Adapter`] and call
+//! [`serve`] from `main`:
+//!
+//! - [`adapter`]: the trait, its explicit declaration, the optional surfaces.
+//! - [`session`]: the [`Turn`] an adapter emits blocks through.
+//! - [`streamer`], [`tools`]: text/thinking chunks and tool-call pairing.
+//! - [`detect`], [`child`]: probing and running the agent CLI.
+//!
+//! stdout belongs to the protocol: never `println!` in an adapter; log with `tracing`
+//! (it goes to stderr).
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod child;
 pub mod detect;
+pub mod serve;
+pub mod session;
 pub mod streamer;
 pub mod tools;
+
+pub use adapter::{Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration};
+pub use serve::{serve, serve_io};
+pub use session::{Session, Turn, TurnError};
+
+/// Everything an adapter implementation usually needs.
+pub mod prelude {
+    pub use crate::adapter::{
+        Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration,
+    };
+    pub use crate::serve::serve;
+    pub use crate::session::{Session, Turn, TurnError};
+    pub use crate::streamer::{TextStreamer, mint_id};
+    pub use crate::tools::ToolCallTracker;
+    pub use terminull_protocol::BlockKind;
+    pub use terminull_protocol::adapter::{HandoffHook, InitParam, LeaseKind, ModelInfo, StartParams};
+    pub use terminull_protocol::blocks::{EndReason, Usage, UserMessage};
+}
 
 use terminull_protocol::adapter::Declaration;
 use terminull_protocol::blocks::{AgentInfo, SlashCommand};

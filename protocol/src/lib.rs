@@ -26,6 +26,7 @@ pub mod ndjson;
 pub mod relay;
 pub mod samples;
 pub mod schema;
+pub mod turn;
 
 pub use blocks::{Block, BlockKind};
 pub use capabilities::Capabilities;
