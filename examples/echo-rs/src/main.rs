@@ -38,7 +38,7 @@ impl Adapter for Echo {
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         // An echo has no conversation store; a stable id derived from ours shows the hook.
-        session.set_agent_session_id(format!("echo-{}", init.session_id)).await.map_err(|e| AdapterError::agent(e))?;
+        session.set_agent_session_id(format!("echo-{}", init.session_id)).await.map_err(AdapterError::agent)?;
         Ok((Echo { turns: 0, words_out: 0 }, StartInfo { version: Some("1.0".into()), ..StartInfo::default() }))
     }
 
