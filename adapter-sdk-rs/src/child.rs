@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use terminull_protocol::ndjson::{DEFAULT_MAX_LINE_BYTES, LineError, NdjsonCodec};
 use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::codec::{Decoder, FramedRead};
@@ -176,7 +176,45 @@ impl AgentProcess {
     /// Starts `cmd` with stdin, stdout and stderr piped (whatever `cmd` set for them is
     /// replaced), in its own process group, killed on drop. Returns the process and the
     /// receiver of its stdout lines.
-    pub fn spawn(mut cmd: Command, opts: SpawnOptions) -> Result<(AgentProcess, LineReceiver), SpawnError> {
+    pub fn spawn(cmd: Command, opts: SpawnOptions) -> Result<(AgentProcess, LineReceiver), SpawnError> {
+        let (process, stdout) = Self::spawn_piped(cmd, &opts)?;
+        let (program, pid) = (process.program.clone(), process.pid);
+        let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+        match opts.lines {
+            Lines::Json => {
+                tokio::spawn(pump(stdout, NdjsonCodec::new(opts.max_line_bytes), tx, |item| item, program, pid))
+            }
+            Lines::Text => tokio::spawn(pump(
+                stdout,
+                TextLineCodec::new(opts.max_line_bytes),
+                tx,
+                |item| item.map(Value::String),
+                program,
+                pid,
+            )),
+        };
+        Ok((process, rx))
+    }
+
+    /// Starts `cmd` like [`spawn`](Self::spawn) but speaks JSON-RPC with it: the
+    /// child's stdin and stdout belong to the returned peer (line cap from `opts`).
+    /// To close the child's stdin, drop every clone of the peer and its tasks.
+    pub fn spawn_rpc(
+        cmd: Command,
+        opts: SpawnOptions,
+        name: impl Into<String>,
+    ) -> Result<(AgentProcess, terminull_rpc::Endpoint), SpawnError> {
+        let (mut process, stdout) = Self::spawn_piped(cmd, &opts)?;
+        let stdin = process.stdin.take().ok_or_else(|| SpawnError::Spawn {
+            program: process.program.clone(),
+            source: io::Error::other("the child's stdin was not captured"),
+        })?;
+        let config =
+            terminull_rpc::PeerConfig { max_line: opts.max_line_bytes, ..terminull_rpc::PeerConfig::named(name) };
+        Ok((process, terminull_rpc::spawn(stdout, stdin, config)))
+    }
+
+    fn spawn_piped(mut cmd: Command, opts: &SpawnOptions) -> Result<(AgentProcess, ChildStdout), SpawnError> {
         let program_path = cmd.as_std().get_program().to_owned();
         let program =
             Path::new(&program_path).file_name().unwrap_or(program_path.as_os_str()).to_string_lossy().into_owned();
@@ -190,21 +228,6 @@ impl AgentProcess {
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         tracing::debug!(program = %program, pid, "spawned agent process");
-
-        let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
-        match opts.lines {
-            Lines::Json => {
-                tokio::spawn(pump(stdout, NdjsonCodec::new(opts.max_line_bytes), tx, |item| item, program.clone(), pid))
-            }
-            Lines::Text => tokio::spawn(pump(
-                stdout,
-                TextLineCodec::new(opts.max_line_bytes),
-                tx,
-                |item| item.map(Value::String),
-                program.clone(),
-                pid,
-            )),
-        };
 
         let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
         let stderr_task =
@@ -220,7 +243,7 @@ impl AgentProcess {
             status: None,
             group_gone: false,
         };
-        Ok((process, rx))
+        Ok((process, stdout))
     }
 
     /// The child's pid; also the id of its process group.
