@@ -43,6 +43,9 @@ pub fn serve<A: Adapter>() -> ExitCode {
         }
     };
     runtime.block_on(serve_io::<A, _, _>(tokio::io::stdin(), tokio::io::stdout()));
+    // tokio reads stdin on a blocking thread that only returns at end of input; do not
+    // wait for it after `stop`.
+    runtime.shutdown_background();
     ExitCode::SUCCESS
 }
 
@@ -54,7 +57,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (peer, mut incoming, mut tasks) = terminull_rpc::spawn(reader, writer, PeerConfig::named(A::AGENT_ID));
+    let (peer, mut incoming, tasks) = terminull_rpc::spawn(reader, writer, PeerConfig::named(A::AGENT_ID));
     let mut state = Loop::<A> { peer: peer.clone(), adapter: None, stopping: false };
     while let Some(message) = incoming.recv().await {
         let Some(request) = state.take_request(message).await else { continue };
@@ -74,9 +77,12 @@ where
         adapter.stop().await;
     }
     drop(state);
-    drop(peer);
-    // Let the writer drain what is queued before the process exits.
-    tasks.reader_finished().await;
+    // Everything answered so far (the reply to `stop` included) reaches the bridge
+    // before the process exits.
+    if let Err(e) = peer.flush().await {
+        tracing::debug!("could not flush the last messages: {e}");
+    }
+    drop(tasks);
 }
 
 struct Loop<A> {

@@ -2,4 +2,5 @@
 //! `terminull self-check` runs; the daemon (adapter host, sessions, history,
 //! transports) grows here.
 
+pub mod conformance;
 pub mod self_check;

@@ -1,9 +1,12 @@
 //! `terminull`: the bridge's command line.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use terminull_bridge::conformance::{CheckOptions, check_adapter};
 
 /// Run AI coding agents on this machine and drive them from another device.
 #[derive(Debug, Parser)]
@@ -21,29 +24,100 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Tools for adapter authors.
+    #[command(subcommand)]
+    Adapter(AdapterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdapterCommand {
+    /// Run the conformance checks against an adapter executable.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Seconds to wait for the answer to `initialize`.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    handshake_timeout: f64,
+    /// Seconds to wait for other calls (detect, start, send's acknowledgement, …).
+    #[arg(long, default_value_t = 20.0, value_name = "SECS")]
+    call_timeout: f64,
+    /// Seconds to wait for a turn to end with session_end.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    turn_timeout: f64,
+    /// Seconds to wait for the process to exit after stop.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    exit_timeout: f64,
+    /// The message sent in the test turn.
+    #[arg(long)]
+    message: Option<String>,
+    /// The adapter executable.
+    program: PathBuf,
+    /// Its arguments (put `--` before ones that start with `-`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value).with_context(|| format!("--{flag} must be a non-negative number of seconds"))
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
+                // The checker reports skipped lines itself; the peer's warning would repeat them.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,terminull_rpc=error")),
+        )
+        .try_init();
     match cli.command {
-        Command::SelfCheck { json } => {
-            let report = terminull_bridge::self_check::run();
-            let out = if json {
-                serde_json::to_string_pretty(&report).context("encoding the report")?
-            } else {
-                let mut text =
-                    format!("terminull {} — protocol v{}\n", env!("CARGO_PKG_VERSION"), report.protocol_version);
-                for c in &report.checks {
-                    text.push_str(&format!("{} {:<17} {}\n", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail));
-                }
-                let failed = report.checks.iter().filter(|c| !c.ok).count();
-                text.push_str(&format!("{} passed, {} failed", report.checks.len() - failed, failed));
-                text
-            };
-            write_stdout(&out)?;
-            Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
+        Command::SelfCheck { json } => self_check(json),
+        Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the runtime")
+}
+
+fn adapter_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let mut opts = CheckOptions::new(args.program, args.args);
+    opts.handshake_timeout = seconds(args.handshake_timeout, "handshake-timeout")?;
+    opts.call_timeout = seconds(args.call_timeout, "call-timeout")?;
+    opts.turn_timeout = seconds(args.turn_timeout, "turn-timeout")?;
+    opts.exit_timeout = seconds(args.exit_timeout, "exit-timeout")?;
+    if let Some(message) = args.message {
+        opts.message = message;
+    }
+    let report = runtime()?.block_on(check_adapter(opts));
+    let out =
+        if args.json { serde_json::to_string_pretty(&report).context("encoding the report")? } else { report.render() };
+    write_stdout(&out)?;
+    Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn self_check(json: bool) -> anyhow::Result<ExitCode> {
+    let report = terminull_bridge::self_check::run();
+    let out = if json {
+        serde_json::to_string_pretty(&report).context("encoding the report")?
+    } else {
+        let mut text = format!("terminull {} — protocol v{}\n", env!("CARGO_PKG_VERSION"), report.protocol_version);
+        for c in &report.checks {
+            text.push_str(&format!("{} {:<17} {}\n", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail));
+        }
+        let failed = report.checks.iter().filter(|c| !c.ok).count();
+        text.push_str(&format!("{} passed, {} failed", report.checks.len() - failed, failed));
+        text
+    };
+    write_stdout(&out)?;
+    Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<()> {

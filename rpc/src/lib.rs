@@ -139,8 +139,17 @@ struct Shared {
 /// the outgoing stream.
 #[derive(Debug, Clone)]
 pub struct Peer {
-    out: mpsc::Sender<Message>,
+    out: mpsc::Sender<Outgoing>,
     shared: Arc<Shared>,
+}
+
+/// What the writer task is asked to do.
+#[derive(Debug)]
+enum Outgoing {
+    /// Write this message.
+    Message(Message),
+    /// Answer once everything queued before has been written and flushed.
+    Flush(oneshot::Sender<()>),
 }
 
 /// The reader and writer tasks; aborted when dropped.
@@ -228,7 +237,7 @@ impl Peer {
         let (tx, rx) = oneshot::channel();
         self.lock_pending().insert(id.clone(), (method.to_owned(), tx));
         let request = Message::Request(Request { id: id.clone(), method: method.to_owned(), params });
-        if self.out.send(request).await.is_err() {
+        if self.out.send(Outgoing::Message(request)).await.is_err() {
             self.lock_pending().remove(&id);
             return Err(CallError::Closed { method: method.to_owned() });
         }
@@ -266,7 +275,16 @@ impl Peer {
 
     /// Sends any message (also responses with a null id).
     pub async fn send(&self, message: Message, what: &str) -> Result<(), CallError> {
-        self.out.send(message).await.map_err(|_| CallError::Closed { method: what.to_owned() })
+        self.out.send(Outgoing::Message(message)).await.map_err(|_| CallError::Closed { method: what.to_owned() })
+    }
+
+    /// Waits until everything sent before this call is written and flushed (e.g.
+    /// before a process exits after answering `stop`).
+    pub async fn flush(&self) -> Result<(), CallError> {
+        let closed = || CallError::Closed { method: "flush".to_owned() };
+        let (tx, rx) = oneshot::channel();
+        self.out.send(Outgoing::Flush(tx)).await.map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())
     }
 
     /// Number of calls still waiting for a response.
@@ -285,16 +303,22 @@ fn lock(m: &Mutex<PendingMap>) -> std::sync::MutexGuard<'_, PendingMap> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::Receiver<Message>, name: String) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::Receiver<Outgoing>, name: String) {
     let mut codec = NdjsonCodec::default();
     let mut buf = BytesMut::new();
+    let mut flushed = Vec::new();
     while let Some(first) = rx.recv().await {
         buf.clear();
         let mut batch = 0;
         let mut next = Some(first);
-        while let Some(message) = next.take() {
-            if let Err(e) = codec.encode(message.to_value(), &mut buf) {
-                tracing::error!(peer = %name, "cannot encode an outgoing message: {e}");
+        while let Some(item) = next.take() {
+            match item {
+                Outgoing::Message(message) => {
+                    if let Err(e) = codec.encode(message.to_value(), &mut buf) {
+                        tracing::error!(peer = %name, "cannot encode an outgoing message: {e}");
+                    }
+                }
+                Outgoing::Flush(done) => flushed.push(done),
             }
             batch += 1;
             if batch < MAX_BATCH {
@@ -308,6 +332,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::Receiver
         if let Err(e) = writer.flush().await {
             tracing::debug!(peer = %name, "flush failed, closing: {e}");
             return;
+        }
+        for done in flushed.drain(..) {
+            let _ = done.send(());
         }
     }
     // Every sender is gone: close our end so the other side sees EOF.

@@ -139,3 +139,15 @@ async fn dropping_every_peer_handle_closes_the_stream_for_the_other_side() {
     assert!(b_rx.recv().await.is_none());
     drop(at);
 }
+
+#[tokio::test]
+async fn flush_returns_once_earlier_messages_are_written() {
+    let ((a, _a_rx, _at), (_b, mut b_rx, _bt)) = memory_pair();
+    a.notify_raw("first", json!({})).await.unwrap();
+    a.flush().await.unwrap();
+    // The notification is already on the wire: the other side gets it without more sends.
+    match tokio::time::timeout(Duration::from_secs(5), b_rx.recv()).await.unwrap().unwrap() {
+        Incoming::Notification(n) => assert_eq!(n.method, "first"),
+        other => panic!("unexpected {other:?}"),
+    }
+}

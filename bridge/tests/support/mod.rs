@@ -1,0 +1,62 @@
+//! Shared by the bridge's integration tests: where the workspace and the example
+//! adapters are, and how to run each.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bridge/ has a parent").to_path_buf()
+}
+
+/// The cargo target directory this test was built into (`…/target`).
+fn target_dir() -> PathBuf {
+    // …/target/<profile>/deps/<test-binary>
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// `target/<profile>/echo-rs`, built on first use: `cargo test` builds the bins of the
+/// package under test only, and echo-rs lives in its own package.
+pub fn echo_rs() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+            let bin = profile_dir.join("echo-rs");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "terminull-echo-rs"])
+                .env("CARGO_TARGET_DIR", target_dir())
+                .current_dir(workspace())
+                .status()
+                .expect("running cargo build for echo-rs");
+            assert!(status.success(), "cargo build -p terminull-echo-rs failed");
+            assert!(bin.exists(), "{} missing after the build", bin.display());
+            bin
+        })
+        .clone()
+}
+
+/// The three example adapters as `(name, program, args)`.
+pub fn examples() -> Vec<(&'static str, PathBuf, Vec<String>)> {
+    let ws = workspace();
+    vec![
+        ("echo-rs", echo_rs(), vec![]),
+        ("echo-py", PathBuf::from("python3"), vec![ws.join("examples/ext_adapter_example.py").display().to_string()]),
+        ("echo-node", PathBuf::from("node"), vec![ws.join("examples/echo.mjs").display().to_string()]),
+    ]
+}
+
+/// The broken fixture adapter in `mode`, as `(program, args)`.
+pub fn broken(mode: &str) -> (PathBuf, Vec<String>) {
+    let script = workspace().join("tests/fixtures/adapters/broken.py");
+    (PathBuf::from("python3"), vec![script.display().to_string(), mode.to_owned()])
+}
