@@ -20,14 +20,13 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use futures::StreamExt;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::Serialize;
 use serde_json::Value;
-use terminull_protocol::ndjson::{DEFAULT_MAX_LINE_BYTES, LineError, NdjsonCodec};
+use terminull_protocol::ndjson::{DEFAULT_MAX_LINE_BYTES, LineCodec, LineError, NdjsonCodec, NumberedLine};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
@@ -186,9 +185,9 @@ impl AgentProcess {
             }
             Lines::Text => tokio::spawn(pump(
                 stdout,
-                TextLineCodec::new(opts.max_line_bytes),
+                LineCodec::new(opts.max_line_bytes),
                 tx,
-                |item| item.map(Value::String),
+                |item| text_line(item).map(Value::String),
                 program,
                 pid,
             )),
@@ -527,9 +526,9 @@ async fn drain_stderr<R: AsyncRead + Unpin>(
     program: String,
     pid: u32,
 ) {
-    let mut lines = FramedRead::new(stderr, TextLineCodec::new(max_line));
+    let mut lines = FramedRead::new(stderr, LineCodec::new(max_line));
     while let Some(frame) = lines.next().await {
-        let line = match frame {
+        let line = match frame.map(text_line) {
             Ok(Ok(line)) => line,
             Ok(Err(error)) => format!("[{error}; omitted]"),
             Err(error) => {
@@ -586,85 +585,15 @@ impl StderrTail {
     }
 }
 
-/// Text lines with a cap: like [`NdjsonCodec`] (an over-long line is discarded as it
-/// arrives and reported as [`LineError::TooLong`]) but yields the line as text, lossily
-/// decoded, blank lines included. Unlike tokio-util's `LinesCodec`, bad input never
-/// ends the stream.
-#[derive(Debug)]
-struct TextLineCodec {
-    max_line: usize,
-    /// Where to resume the newline search in the buffer.
-    scanned: usize,
-    /// Bytes of an over-long line dropped so far, while discarding it.
-    discarding: Option<usize>,
-    /// Lines completed so far.
-    line_no: u64,
-}
-
-impl TextLineCodec {
-    fn new(max_line: usize) -> Self {
-        Self { max_line, scanned: 0, discarding: None, line_no: 0 }
-    }
-
-    fn finish_line(&mut self, line: &[u8]) -> Result<String, LineError> {
-        self.line_no += 1;
-        if let Some(dropped) = self.discarding.take() {
-            return Err(LineError::TooLong { line: self.line_no, length: dropped + line.len(), max: self.max_line });
-        }
-        if line.len() > self.max_line {
-            return Err(LineError::TooLong { line: self.line_no, length: line.len(), max: self.max_line });
-        }
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        Ok(String::from_utf8_lossy(line).into_owned())
-    }
-}
-
-impl Decoder for TextLineCodec {
-    type Item = Result<String, LineError>;
-    type Error = io::Error;
-
-    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
-        match buf[self.scanned..].iter().position(|b| *b == b'\n') {
-            Some(offset) => {
-                let end = self.scanned + offset;
-                let line = buf.split_to(end + 1);
-                self.scanned = 0;
-                Ok(Some(self.finish_line(&line[..end])))
-            }
-            None => {
-                if let Some(dropped) = self.discarding.as_mut() {
-                    *dropped += buf.len();
-                    buf.clear();
-                    self.scanned = 0;
-                } else if buf.len() > self.max_line {
-                    self.discarding = Some(buf.len());
-                    buf.clear();
-                    self.scanned = 0;
-                } else {
-                    self.scanned = buf.len();
-                }
-                Ok(None)
-            }
-        }
-    }
-
-    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
-        if let Some(item) = self.decode(buf)? {
-            return Ok(Some(item));
-        }
-        // A last line without its newline still counts.
-        if buf.is_empty() && self.discarding.is_none() {
-            return Ok(None);
-        }
-        let line = buf.split();
-        self.scanned = 0;
-        Ok(Some(self.finish_line(&line)))
-    }
+/// A capped line as lossily decoded text (the protocol's shared [`LineCodec`] splits).
+fn text_line(item: Result<NumberedLine, LineError>) -> Result<String, LineError> {
+    item.map(|(_, line)| String::from_utf8_lossy(&line).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
     use serde_json::json;
 
     fn sh(script: &str) -> Command {
@@ -867,7 +796,7 @@ mod tests {
 
     #[test]
     fn text_codec_discards_an_over_long_line_arriving_in_pieces() {
-        let mut codec = TextLineCodec::new(16);
+        let mut codec = LineCodec::new(16);
         let mut buf = BytesMut::new();
         for _ in 0..10 {
             buf.extend_from_slice(&[b'a'; 10]);
@@ -875,8 +804,11 @@ mod tests {
             assert!(buf.len() <= 16 + 10);
         }
         buf.extend_from_slice(b"aaaa\nok\n");
-        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Err(LineError::TooLong { line: 1, length: 104, max: 16 })));
-        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Ok("ok".to_owned())));
+        assert_eq!(
+            codec.decode(&mut buf).unwrap().map(text_line),
+            Some(Err(LineError::TooLong { line: 1, length: 104, max: 16 }))
+        );
+        assert_eq!(codec.decode(&mut buf).unwrap().map(text_line), Some(Ok("ok".to_owned())));
         assert_eq!(codec.decode_eof(&mut buf).unwrap(), None);
     }
 

@@ -44,9 +44,11 @@ pub enum LineError {
     },
 }
 
-/// The NDJSON codec. Decodes to `Result<Value, LineError>`; encodes any `Serialize`.
+/// Splits a byte stream into lines under a length cap: the part every line reader in
+/// the project shares. Yields each line without its `\n` (and a trailing `\r`), or
+/// [`LineError::TooLong`] for a line over the cap, which is discarded as it arrives.
 #[derive(Debug, Clone)]
-pub struct NdjsonCodec {
+pub struct LineCodec {
     max_line: usize,
     /// Where to resume the newline search in the buffer.
     scanned: usize,
@@ -56,82 +58,56 @@ pub struct NdjsonCodec {
     line_no: u64,
 }
 
-impl Default for NdjsonCodec {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_LINE_BYTES)
-    }
-}
+/// One line from a [`LineCodec`]: its 1-based number and its bytes.
+pub type NumberedLine = (u64, BytesMut);
 
-impl NdjsonCodec {
-    /// A codec with the given line cap in bytes.
+impl LineCodec {
+    /// A splitter with the given line cap in bytes.
     pub fn new(max_line: usize) -> Self {
         Self { max_line, scanned: 0, discarding: None, line_no: 0 }
     }
 
-    /// The line cap in bytes.
-    pub fn max_line(&self) -> usize {
-        self.max_line
-    }
-
-    /// Lines seen so far, including blank and bad ones.
-    pub fn lines_seen(&self) -> u64 {
-        self.line_no
-    }
-
-    fn finish_line(&mut self, line: &[u8]) -> Option<Result<Value, LineError>> {
+    fn finish_line(&mut self, mut line: BytesMut) -> Result<NumberedLine, LineError> {
         self.line_no += 1;
         if let Some(dropped) = self.discarding.take() {
-            return Some(Err(LineError::TooLong {
-                line: self.line_no,
-                length: dropped + line.len(),
-                max: self.max_line,
-            }));
+            return Err(LineError::TooLong { line: self.line_no, length: dropped + line.len(), max: self.max_line });
         }
         if line.len() > self.max_line {
-            return Some(Err(LineError::TooLong { line: self.line_no, length: line.len(), max: self.max_line }));
+            return Err(LineError::TooLong { line: self.line_no, length: line.len(), max: self.max_line });
         }
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
+        if line.last() == Some(&b'\r') {
+            line.truncate(line.len() - 1);
         }
-        Some(serde_json::from_slice(line).map_err(|e| LineError::NotJson {
-            line: self.line_no,
-            problem: e.to_string(),
-            preview: String::from_utf8_lossy(&line[..line.len().min(PREVIEW_BYTES)]).into_owned(),
-        }))
+        Ok((self.line_no, line))
     }
 }
 
-impl Decoder for NdjsonCodec {
-    type Item = Result<Value, LineError>;
+impl Decoder for LineCodec {
+    type Item = Result<NumberedLine, LineError>;
     type Error = std::io::Error;
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
-        loop {
-            match buf[self.scanned..].iter().position(|b| *b == b'\n') {
-                Some(offset) => {
-                    let end = self.scanned + offset;
-                    let line = buf.split_to(end + 1);
+        match buf[self.scanned..].iter().position(|b| *b == b'\n') {
+            Some(offset) => {
+                let end = self.scanned + offset;
+                let mut line = buf.split_to(end + 1);
+                line.truncate(end);
+                self.scanned = 0;
+                Ok(Some(self.finish_line(line)))
+            }
+            None => {
+                if let Some(dropped) = self.discarding.as_mut() {
+                    *dropped += buf.len();
+                    buf.clear();
                     self.scanned = 0;
-                    match self.finish_line(&line[..end]) {
-                        Some(item) => return Ok(Some(item)),
-                        None => continue,
-                    }
+                } else if buf.len() > self.max_line {
+                    self.discarding = Some(buf.len());
+                    buf.clear();
+                    self.scanned = 0;
+                } else {
+                    self.scanned = buf.len();
                 }
-                None => {
-                    if let Some(dropped) = self.discarding.as_mut() {
-                        *dropped += buf.len();
-                        buf.clear();
-                        self.scanned = 0;
-                    } else if buf.len() > self.max_line {
-                        self.discarding = Some(buf.len());
-                        buf.clear();
-                        self.scanned = 0;
-                    } else {
-                        self.scanned = buf.len();
-                    }
-                    return Ok(None);
-                }
+                Ok(None)
             }
         }
     }
@@ -144,9 +120,76 @@ impl Decoder for NdjsonCodec {
         if buf.is_empty() && self.discarding.is_none() {
             return Ok(None);
         }
-        let line = buf.split();
         self.scanned = 0;
-        Ok(self.finish_line(&line))
+        Ok(Some(self.finish_line(buf.split())))
+    }
+}
+
+/// The NDJSON codec. Decodes to `Result<Value, LineError>`; encodes any `Serialize`.
+#[derive(Debug, Clone)]
+pub struct NdjsonCodec {
+    lines: LineCodec,
+}
+
+impl Default for NdjsonCodec {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_LINE_BYTES)
+    }
+}
+
+impl NdjsonCodec {
+    /// A codec with the given line cap in bytes.
+    pub fn new(max_line: usize) -> Self {
+        Self { lines: LineCodec::new(max_line) }
+    }
+
+    /// The line cap in bytes.
+    pub fn max_line(&self) -> usize {
+        self.lines.max_line
+    }
+
+    /// Lines seen so far, including blank and bad ones.
+    pub fn lines_seen(&self) -> u64 {
+        self.lines.line_no
+    }
+
+    /// Parses one line; `None` for a blank line, which is skipped.
+    fn parse(item: Result<NumberedLine, LineError>) -> Option<Result<Value, LineError>> {
+        let (line_no, line) = match item {
+            Ok(numbered) => numbered,
+            Err(e) => return Some(Err(e)),
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        Some(serde_json::from_slice(&line).map_err(|e| LineError::NotJson {
+            line: line_no,
+            problem: e.to_string(),
+            preview: String::from_utf8_lossy(&line[..line.len().min(PREVIEW_BYTES)]).into_owned(),
+        }))
+    }
+}
+
+impl Decoder for NdjsonCodec {
+    type Item = Result<Value, LineError>;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        while let Some(item) = self.lines.decode(buf)? {
+            if let Some(parsed) = Self::parse(item) {
+                return Ok(Some(parsed));
+            }
+        }
+        Ok(None)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
+        while let Some(item) = self.lines.decode_eof(buf)? {
+            if let Some(parsed) = Self::parse(item) {
+                return Ok(Some(parsed));
+            }
+        }
+        Ok(None)
     }
 }
 
