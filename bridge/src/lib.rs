@@ -4,3 +4,4 @@
 
 pub mod conformance;
 pub mod self_check;
+pub mod transcript;

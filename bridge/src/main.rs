@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use terminull_bridge::conformance::{CheckOptions, check_adapter};
+use terminull_bridge::transcript;
 
 /// Run AI coding agents on this machine and drive them from another device.
 #[derive(Debug, Parser)]
@@ -33,6 +34,34 @@ enum Command {
 enum AdapterCommand {
     /// Run the conformance checks against an adapter executable.
     Check(CheckArgs),
+    /// Run a fixed scripted session against an adapter and print its normalised
+    /// stdio transcript (JSONL; see docs/transcripts.md).
+    Record(RecordArgs),
+    /// Drive an adapter with the bridge side of a transcript and compare its answers.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// Write the transcript here instead of stdout.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// The adapter executable.
+    program: PathBuf,
+    /// Its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The transcript to replay (JSONL).
+    transcript: PathBuf,
+    /// The adapter executable.
+    program: PathBuf,
+    /// Its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -80,7 +109,33 @@ fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::SelfCheck { json } => self_check(json),
         Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
+        Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
+        Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
     }
+}
+
+fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let script = transcript::Script::default();
+    let entries = runtime()?
+        .block_on(transcript::record(&args.program, &args.args, &script))
+        .with_context(|| format!("recording {}", args.program.display()))?;
+    let text = transcript::to_jsonl(&entries);
+    match args.output {
+        Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
+        None => write_stdout(text.trim_end())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn adapter_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let text =
+        std::fs::read_to_string(&args.transcript).with_context(|| format!("reading {}", args.transcript.display()))?;
+    let entries = transcript::parse_jsonl(&text).with_context(|| format!("parsing {}", args.transcript.display()))?;
+    let report = runtime()?
+        .block_on(transcript::replay(&entries, &args.program, &args.args))
+        .with_context(|| format!("replaying against {}", args.program.display()))?;
+    write_stdout(&report.to_string())?;
+    Ok(if report.is_match() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -66,7 +66,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -282,10 +282,10 @@ pub enum TranscriptError {
         stderr_tail: String,
     },
     /// The adapter closed its stdout (typically: it exited) while an answer was due.
-    #[error("the adapter closed its stdout while `{method}` was waiting{}", tail_suffix(.stderr_tail))]
+    #[error("the adapter closed its stdout while the recorder waited for {waiting_for}{}", tail_suffix(.stderr_tail))]
     Closed {
-        /// What the recorder was waiting for.
-        method: String,
+        /// What the recorder was waiting for, such as "the answer to `start`".
+        waiting_for: String,
         /// The adapter's last stderr lines.
         stderr_tail: String,
     },
@@ -455,8 +455,7 @@ impl Normalizer {
     }
 
     fn walk_object(&mut self, map: &mut Map<String, Value>) {
-        let is_id_block =
-            map.get("type").and_then(Value::as_str).is_some_and(|t| ID_BLOCK_TYPES.contains(&t)) && map.contains_key("id");
+        let is_id_block = map.get("type").and_then(Value::as_str).is_some_and(|t| ID_BLOCK_TYPES.contains(&t));
         for (key, child) in map.iter_mut() {
             let key = key.as_str();
             match child {
@@ -566,6 +565,7 @@ impl Driven {
                     Line::Raw(format!("<line {line} too long: {length} bytes>"))
                 }
                 Err(LineError::NotJson { preview, .. }) => Line::Raw(preview),
+                Err(other) => Line::Raw(format!("<{other}>")),
             };
             tracing::trace!(?line, "adapter line");
             return Read::Line(line);
@@ -688,7 +688,7 @@ impl Recorder<'_> {
         let id = self.send(method, params).await?;
         let deadline = Instant::now() + self.script.response_timeout;
         loop {
-            match self.read(deadline, method).await {
+            match self.read(deadline, &format!("the answer to `{method}`")).await {
                 Ok(Some(v)) if is_response_to(&v, id) => return Ok(v),
                 Ok(Some(v)) => on_line(&v),
                 Ok(None) => {}
@@ -700,7 +700,7 @@ impl Recorder<'_> {
     fn failure(&self, failure: ReadFailure, method: &str, waited: Duration, turn: bool) -> TranscriptError {
         let stderr_tail = self.adapter.stderr_tail();
         match failure {
-            ReadFailure::Closed(method) => TranscriptError::Closed { method, stderr_tail },
+            ReadFailure::Closed(waiting_for) => TranscriptError::Closed { waiting_for, stderr_tail },
             ReadFailure::TimedOut if turn => TranscriptError::TurnTimeout { waited, stderr_tail },
             ReadFailure::TimedOut => TranscriptError::Timeout { method: method.to_owned(), waited, stderr_tail },
         }
@@ -740,7 +740,8 @@ impl Recorder<'_> {
         }
 
         let mut start = json!({"session_id": script.session_id});
-        for (param, value) in [("cwd", cwd.to_string_lossy().into_owned()), ("model", model), ("effort", script.effort.clone())]
+        for (param, value) in
+            [("cwd", cwd.to_string_lossy().into_owned()), ("model", model), ("effort", script.effort.clone())]
         {
             if accepted.contains(&param) {
                 start[param] = Value::String(value);
@@ -773,7 +774,7 @@ impl Recorder<'_> {
             stderr_tail: adapter.stderr_tail(),
         };
         loop {
-            match self.read(deadline, "exit").await {
+            match self.read(deadline, "the adapter's exit").await {
                 Ok(_) => {}
                 Err(ReadFailure::Closed(_)) => break,
                 Err(ReadFailure::TimedOut) => return Err(no_exit(&self.adapter)),
@@ -1060,18 +1061,16 @@ async fn drive(
     // The transcript is done: the adapter must write nothing more and exit.
     let end = transcript.len();
     let deadline = Instant::now() + opts.exit_timeout;
-    loop {
-        match adapter.next(deadline).await {
-            Read::Line(line) => {
-                let actual = match line {
-                    Line::Json(v) => Entry::FromAdapter(normalizer.from_adapter(&v)),
-                    Line::Raw(raw) => Entry::FromAdapterRaw(normalizer.raw(&raw)),
-                };
-                return Some((end, MismatchKind::Extra { actual }));
-            }
-            Read::Closed => break,
-            Read::TimedOut => return Some((end, MismatchKind::NoExit { waited: opts.exit_timeout })),
+    match adapter.next(deadline).await {
+        Read::Line(line) => {
+            let actual = match line {
+                Line::Json(v) => Entry::FromAdapter(normalizer.from_adapter(&v)),
+                Line::Raw(raw) => Entry::FromAdapterRaw(normalizer.raw(&raw)),
+            };
+            return Some((end, MismatchKind::Extra { actual }));
         }
+        Read::Closed => {}
+        Read::TimedOut => return Some((end, MismatchKind::NoExit { waited: opts.exit_timeout })),
     }
     match adapter.wait_exit(deadline).await {
         Some(status) => {
@@ -1110,17 +1109,13 @@ fn first_difference(a: &Value, b: &Value, path: String) -> Option<String> {
             })
         }
         (Value::Array(x), Value::Array(y)) => {
-            let common = x.iter().zip(y).enumerate().find_map(|(i, (u, v))| first_difference(u, v, format!("{path}/{i}")));
+            let common =
+                x.iter().zip(y).enumerate().find_map(|(i, (u, v))| first_difference(u, v, format!("{path}/{i}")));
             common.or_else(|| (x.len() != y.len()).then(|| format!("{path}/{}", x.len().min(y.len()))))
         }
         _ if a == b => None,
         _ => Some(path),
     }
-}
-
-/// Where the golden transcripts live, relative to the workspace root.
-pub fn golden_dir(workspace_root: &Path) -> PathBuf {
-    workspace_root.join("tests").join("transcripts")
 }
 
 #[cfg(test)]
