@@ -1,7 +1,15 @@
-//! The terminull bridge. Today it holds the protocol self-check that
-//! `terminull self-check` runs; the daemon (adapter host, sessions, history,
-//! transports) grows here.
+//! The terminull bridge: the daemon that hosts adapters and runs sessions, and the
+//! `terminull` command line.
+//!
+//! - [`home`]: the home directory and `config.toml`.
+//! - [`host`]: one adapter process — handshake, contract check, ordered events, shutdown.
+//! - [`registry`]: built-in and drop-in adapters, checked and detected.
+//! - [`conformance`], [`transcript`]: tools for adapter authors.
+//! - [`self_check`]: `terminull self-check`.
 
 pub mod conformance;
+pub mod home;
+pub mod host;
+pub mod registry;
 pub mod self_check;
 pub mod transcript;

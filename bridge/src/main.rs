@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use terminull_bridge::conformance::{CheckOptions, check_adapter};
+use terminull_bridge::home::Home;
+use terminull_bridge::registry::{self, ScanOptions, Source};
 use terminull_bridge::transcript;
 
 /// Run AI coding agents on this machine and drive them from another device.
@@ -28,6 +30,16 @@ enum Command {
     /// Tools for adapter authors.
     #[command(subcommand)]
     Adapter(AdapterCommand),
+    /// List the agents this bridge can run: built-ins and drop-ins, whether each
+    /// agent's CLI is installed, its capabilities, and the adapters refused and why.
+    Agents {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home (default: $TERMINULL_HOME, else ~/.terminull).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,8 +114,8 @@ fn main() -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
-                // The checker reports skipped lines itself; the peer's warning would repeat them.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,terminull_rpc=error")),
+                // The commands report what they find themselves; log lines would repeat it.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .try_init();
     match cli.command {
@@ -111,7 +123,51 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
         Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
+        Command::Agents { json, home } => agents(json, home),
     }
+}
+
+fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    let config = home.load_config()?;
+    let registry = runtime()?.block_on(registry::scan(&ScanOptions::new(home, config)));
+    if json {
+        write_stdout(&serde_json::to_string_pretty(&registry).context("encoding the registry")?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = format!("{:<14} {:<20} {:<9} {:<28} {}\n", "AGENT", "NAME", "SOURCE", "DETECTED", "CAPABILITIES");
+    for agent in &registry.agents {
+        let d = &agent.declaration;
+        let source = match agent.source {
+            Source::BuiltIn { .. } => "built-in",
+            Source::DropIn { .. } => "drop-in",
+        };
+        let detected = match (&agent.detected.installed, &agent.detected.version, &agent.detected.reason) {
+            (true, Some(v), _) => v.clone(),
+            (true, None, _) => "installed".to_owned(),
+            (false, _, Some(why)) => format!("not installed: {why}"),
+            (false, _, None) => "not installed".to_owned(),
+        };
+        out.push_str(&format!(
+            "{:<14} {:<20} {:<9} {:<28} {}\n",
+            d.agent_id.as_str(),
+            d.display_name,
+            source,
+            detected,
+            registry::capability_summary(d)
+        ));
+        if let Source::DropIn { path } = &agent.source {
+            out.push_str(&format!("{:<14} from {}\n", "", path.display()));
+        }
+    }
+    if registry.agents.is_empty() {
+        out.push_str("(no agents)\n");
+    }
+    for r in &registry.refused {
+        out.push_str(&format!("refused {} {}: {}\n", r.kind, r.path.display(), r.reason));
+    }
+    write_stdout(out.trim_end())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {

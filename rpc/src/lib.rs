@@ -133,6 +133,8 @@ struct Shared {
     pending: Mutex<PendingMap>,
     next_id: AtomicI64,
     bad_lines: AtomicU64,
+    /// Set by the reader at end of stream: no response can arrive any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// The sending half of a connection. Clone it freely; dropping the last clone closes
@@ -186,6 +188,7 @@ where
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(1),
         bad_lines: AtomicU64::new(0),
+        closed: std::sync::atomic::AtomicBool::new(false),
     });
     let writer = tokio::spawn(write_loop(writer, out_rx, config.name.clone()));
     let reader = tokio::spawn(read_loop(reader, in_tx, shared.clone(), config.max_line));
@@ -236,6 +239,13 @@ impl Peer {
         let id = RequestId::Int(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         self.lock_pending().insert(id.clone(), (method.to_owned(), tx));
+        // After the reader has seen the end of the stream nobody would answer: fail now
+        // instead of at the deadline. (The reader sets `closed` before it drains the
+        // pending table, so a call is either drained or sees the flag.)
+        if self.shared.closed.load(Ordering::SeqCst) {
+            self.lock_pending().remove(&id);
+            return Err(CallError::Closed { method: method.to_owned() });
+        }
         let request = Message::Request(Request { id: id.clone(), method: method.to_owned(), params });
         if self.out.send(Outgoing::Message(request)).await.is_err() {
             self.lock_pending().remove(&id);
@@ -376,6 +386,7 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, 
         }
     }
     // End of stream: nothing pending can be answered now.
+    shared.closed.store(true, Ordering::SeqCst);
     let pending: Vec<_> = lock(&shared.pending).drain().collect();
     drop(pending);
 }

@@ -151,3 +151,13 @@ async fn flush_returns_once_earlier_messages_are_written() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn calls_after_the_other_side_closed_fail_at_once_not_at_the_deadline() {
+    let ((a, _a_rx, mut at), (b, b_rx, bt)) = memory_pair();
+    drop((b, b_rx, bt));
+    at.reader_finished().await;
+    // No deadline on the call: without the closed check it would wait forever.
+    let outcome = tokio::time::timeout(Duration::from_secs(30), a.request_raw("late", Value::Null, None)).await;
+    assert_eq!(outcome.expect("the call hung"), Err(CallError::Closed { method: "late".into() }));
+}

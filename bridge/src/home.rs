@@ -1,0 +1,180 @@
+//! The bridge's home directory and its configuration file.
+//!
+//! Home is `--home DIR`, else `$TERMINULL_HOME`, else `~/.terminull`. It holds:
+//! - `config.toml` — optional; every key optional (docs/configuration.md);
+//! - `ext_adapters/` — drop-in adapter executables;
+//! - `sessions/` — session history;
+//! - `bridge.sock` — the local control socket.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where the bridge keeps its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+/// Why the home or its configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HomeError {
+    /// No `--home`, no `TERMINULL_HOME` and no `HOME` to derive it from.
+    #[error("no home directory: pass --home or set TERMINULL_HOME")]
+    NoHome,
+    /// `config.toml` exists but cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `config.toml` is not valid.
+    #[error("{path}: {problem}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the line and column.
+        problem: String,
+    },
+}
+
+impl Home {
+    /// `flag`, else `$TERMINULL_HOME`, else `$HOME/.terminull`.
+    pub fn resolve(flag: Option<PathBuf>) -> Result<Self, HomeError> {
+        Self::resolve_with(flag, std::env::var_os("TERMINULL_HOME"), std::env::var_os("HOME"))
+    }
+
+    /// [`resolve`](Self::resolve) with the environment given, for tests.
+    pub fn resolve_with(
+        flag: Option<PathBuf>,
+        terminull_home: Option<std::ffi::OsString>,
+        home: Option<std::ffi::OsString>,
+    ) -> Result<Self, HomeError> {
+        let root = flag
+            .or_else(|| terminull_home.filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| home.filter(|v| !v.is_empty()).map(|h| Path::new(&h).join(".terminull")))
+            .ok_or(HomeError::NoHome)?;
+        Ok(Self { root })
+    }
+
+    /// A home at `root`.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The home directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Drop-in adapters.
+    pub fn ext_adapters(&self) -> PathBuf {
+        self.root.join("ext_adapters")
+    }
+
+    /// Session history.
+    pub fn sessions(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// The configuration file.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// The local control socket.
+    pub fn socket(&self) -> PathBuf {
+        self.root.join("bridge.sock")
+    }
+
+    /// Reads `config.toml`; a missing file is the default configuration.
+    pub fn load_config(&self) -> Result<Config, HomeError> {
+        let path = self.config_file();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text).map_err(|problem| HomeError::Invalid { path, problem }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(HomeError::Read { path, source }),
+        }
+    }
+}
+
+/// `config.toml`. Unknown keys are refused so that a typo does not pass silently.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Per-agent settings, keyed by agent id (`[agents.claude]`).
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+/// Settings of one agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Extra environment for the adapter process (on top of the bridge's own).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The agent CLI to use, passed as the `binary` init param when the adapter accepts it.
+    #[serde(default)]
+    pub binary: Option<String>,
+    /// Leave this agent out entirely.
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+impl Config {
+    /// Parses the TOML text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    }
+
+    /// The settings of `agent_id` (defaults when not configured).
+    pub fn agent(&self, agent_id: &str) -> AgentConfig {
+        self.agents.get(agent_id).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_comes_from_the_flag_then_the_env_then_home() {
+        let r = |flag: Option<&str>, th: Option<&str>, h: Option<&str>| {
+            Home::resolve_with(flag.map(PathBuf::from), th.map(Into::into), h.map(Into::into)).map(|h| h.root)
+        };
+        assert_eq!(r(Some("/f"), Some("/t"), Some("/h")).unwrap(), PathBuf::from("/f"));
+        assert_eq!(r(None, Some("/t"), Some("/h")).unwrap(), PathBuf::from("/t"));
+        assert_eq!(r(None, Some(""), Some("/h")).unwrap(), PathBuf::from("/h/.terminull"));
+        assert!(matches!(r(None, None, None), Err(HomeError::NoHome)));
+    }
+
+    #[test]
+    fn config_keys_are_all_optional_and_typos_are_refused() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+        let c = Config::parse(
+            "[agents.claude]\nenv = { ANTHROPIC_BASE_URL = \"http://127.0.0.1:9\" }\nbinary = \"/opt/claude\"\n",
+        )
+        .unwrap();
+        let claude = c.agent("claude");
+        assert_eq!(claude.env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+        assert_eq!(claude.binary.as_deref(), Some("/opt/claude"));
+        assert!(!c.agent("codex").disabled);
+        let e = Config::parse("[agents.claude]\nbinnary = \"x\"\n").unwrap_err();
+        assert!(e.contains("binnary"), "{e}");
+    }
+
+    #[test]
+    fn missing_config_file_is_the_default_and_a_bad_one_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        assert_eq!(home.load_config().unwrap(), Config::default());
+        std::fs::write(home.config_file(), "agents = 3").unwrap();
+        let e = home.load_config().unwrap_err().to_string();
+        assert!(e.contains("config.toml"), "{e}");
+    }
+}

@@ -1,0 +1,356 @@
+//! The adapter host: runs one adapter executable and is the bridge's only way to
+//! talk to it.
+//!
+//! - The adapter runs in its own process group, with the user's environment plus
+//!   the agent's `env` from config.
+//! - [`launch`] does the handshake under a deadline and the contract check; a
+//!   refused adapter is shut down and the error names the adapter, its path and every
+//!   violation.
+//! - One ordered dispatch task per child turns what it writes into
+//!   [`AdapterEvent`]s, in the order written: blocks are validated (a bad one becomes
+//!   an event naming the field, never a crash), bad lines are counted and logged
+//!   without dropping the child, and when stdout closes the exit status and the
+//!   stderr tail are reported. Updates written before `start` answers wait in the
+//!   event queue; nothing is lost.
+//! - Calls carry the per-method deadline of `adapter::response_timeout`.
+//! - [`HostedAdapter::shutdown`] closes stdin, waits, then SIGTERM and SIGKILL of
+//!   the whole group.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use terminull_adapter_sdk::child::{AgentProcess, ShutdownOutcome, SpawnOptions};
+use terminull_protocol::adapter::{
+    self as proto, AdapterNotification, AdapterRequest, ContractViolation, Declaration, InitParam, PROTOCOL_VERSION,
+    check_declaration,
+};
+use terminull_protocol::blocks::{self, Block};
+use terminull_protocol::ids::AgentSessionId;
+use terminull_protocol::ndjson::LineError;
+use terminull_rpc::{CallError, Incoming, Peer, PeerTasks};
+use tokio::sync::mpsc;
+
+/// Events queued per adapter before its reader waits (back-pressure on the child).
+const EVENT_QUEUE: usize = 4096;
+/// How long the stdin → SIGTERM → SIGKILL ladder waits at each step.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How to start an adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Added to the inherited environment.
+    pub env: Vec<(String, String)>,
+}
+
+impl AdapterCommand {
+    /// `program` with no arguments and no extra environment.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self { program: program.into(), args: Vec::new(), env: Vec::new() }
+    }
+
+    /// The command line, for logs and errors.
+    pub fn display(&self) -> String {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Something the adapter did, in the order it did it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdapterEvent {
+    /// A valid streamed block (without `seq`; the session stamps it).
+    Block(Block),
+    /// The agent's own session id (`session_id` notification).
+    AgentSessionId(AgentSessionId),
+    /// A streamed block that failed validation, or a message the bridge cannot use;
+    /// the text names what is wrong.
+    Invalid(String),
+    /// A stdout line that was too long or not JSON; it was skipped.
+    BadLine(LineError),
+    /// stdout closed: the adapter exited (or closed it). Always the last event.
+    Exited {
+        /// The exit status, when the process was reaped.
+        status: Option<ExitStatus>,
+        /// The last lines it wrote to stderr.
+        stderr_tail: String,
+    },
+}
+
+/// Why an adapter could not be brought up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The executable could not be started.
+    #[error("adapter {command}: cannot start: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        source: terminull_adapter_sdk::child::SpawnError,
+    },
+    /// No answer to `initialize` in time.
+    #[error("adapter {command}: no answer to initialize within {after:?}")]
+    HandshakeTimeout {
+        /// The command.
+        command: String,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The process went away during the handshake.
+    #[error("adapter {command}: exited during initialize ({status}){}", tail_suffix(stderr_tail))]
+    ExitedDuringHandshake {
+        /// The command.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// Its last stderr lines.
+        stderr_tail: String,
+    },
+    /// `initialize` was answered with an error (e.g. a protocol version mismatch).
+    #[error("adapter {command}: initialize failed: {error}")]
+    Initialize {
+        /// The command.
+        command: String,
+        /// The error.
+        error: CallError,
+    },
+    /// The declaration broke the contract.
+    #[error("adapter {agent} ({path}) refused: {}", violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused {
+        /// The declared agent id, or `?`.
+        agent: String,
+        /// The executable.
+        path: String,
+        /// Every violation.
+        violations: Vec<ContractViolation>,
+    },
+}
+
+fn tail_suffix(tail: &str) -> String {
+    let tail = tail.trim_end();
+    if tail.is_empty() { String::new() } else { format!("; stderr tail:\n{tail}") }
+}
+
+/// A running, handshake-checked adapter.
+#[derive(Debug)]
+pub struct HostedAdapter {
+    command: AdapterCommand,
+    declaration: Declaration,
+    process: AgentProcess,
+    peer: Option<Peer>,
+    tasks: Option<PeerTasks>,
+    events: mpsc::Receiver<AdapterEvent>,
+}
+
+/// Starts an adapter and runs the handshake and the contract check.
+pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Result<HostedAdapter, HostError> {
+    let label = command.display();
+    let mut cmd = tokio::process::Command::new(&command.program);
+    cmd.args(&command.args);
+    for (k, v) in &command.env {
+        cmd.env(k, v);
+    }
+    let (process, (peer, incoming, tasks)) = AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), label.clone())
+        .map_err(|source| HostError::Spawn { command: label.clone(), source })?;
+    let (tx, events) = mpsc::channel(EVENT_QUEUE);
+    let pid = process.pid();
+    tokio::spawn(dispatch(incoming, tx, peer.clone(), label.clone()));
+    let handshake_peer = peer.clone();
+    let mut hosted = HostedAdapter {
+        command,
+        declaration: placeholder_declaration(),
+        process,
+        peer: Some(peer),
+        tasks: Some(tasks),
+        events,
+    };
+    tracing::debug!(adapter = %label, pid, "handshake");
+    let params = proto::InitializeParams {
+        protocol_version: PROTOCOL_VERSION,
+        bridge: proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
+        offered_init_params: InitParam::ALL.to_vec(),
+    };
+    let raw = handshake_peer
+        .request_raw(
+            proto::Initialize::METHOD,
+            serde_json::to_value(params).unwrap_or_default(),
+            Some(handshake_timeout),
+        )
+        .await;
+    let raw = match raw {
+        Ok(raw) => raw,
+        Err(error) => {
+            let err = match error {
+                CallError::Timeout { after, .. } => HostError::HandshakeTimeout { command: label, after },
+                CallError::Closed { .. } => {
+                    let status = match tokio::time::timeout(SHUTDOWN_GRACE, hosted.process.wait()).await {
+                        Ok(Ok(status)) => status.to_string(),
+                        _ => "stdout closed".to_owned(),
+                    };
+                    HostError::ExitedDuringHandshake {
+                        command: label,
+                        status,
+                        stderr_tail: hosted.process.stderr_tail(),
+                    }
+                }
+                error => HostError::Initialize { command: label, error },
+            };
+            drop(handshake_peer);
+            hosted.shutdown().await;
+            return Err(err);
+        }
+    };
+    drop(handshake_peer);
+    match check_declaration(&raw) {
+        Ok(declaration) => {
+            hosted.declaration = declaration;
+            Ok(hosted)
+        }
+        Err(violations) => {
+            let agent = raw.get("agent_id").and_then(|v| v.as_str()).unwrap_or("?").to_owned();
+            hosted.shutdown().await;
+            Err(HostError::Refused { agent, path: hosted.command.program.display().to_string(), violations })
+        }
+    }
+}
+
+/// Stands in until the handshake fills the real declaration in (never exposed).
+fn placeholder_declaration() -> Declaration {
+    Declaration {
+        protocol_version: PROTOCOL_VERSION,
+        agent_id: "?".into(),
+        display_name: "?".into(),
+        cli_binary: None,
+        adapter_version: None,
+        capabilities: terminull_protocol::Capabilities {
+            cap_images: false,
+            cap_documents: false,
+            cap_thinking: false,
+            cap_permissions: false,
+            cap_subagents: false,
+            cap_interrupt: false,
+            cap_input_during_turn: false,
+            cap_terminal: false,
+            provides_models: false,
+            provides_usage: false,
+        },
+        lease: proto::LeaseKind::PerTurn,
+        accepted_init_params: Vec::new(),
+        handoff_hooks: Vec::new(),
+    }
+}
+
+/// The per-child dispatch loop: one task, so events keep the order the child wrote them.
+async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<AdapterEvent>, peer: Peer, label: String) {
+    while let Some(message) = incoming.recv().await {
+        let event = match message {
+            Incoming::Notification(n) if n.method == proto::Stream::METHOD => {
+                let raw = match n.params {
+                    serde_json::Value::Object(mut map) => map.remove("block").unwrap_or_default(),
+                    _ => serde_json::Value::Null,
+                };
+                match blocks::validate(raw) {
+                    Ok(block) => AdapterEvent::Block(block),
+                    Err(e) => {
+                        tracing::warn!(adapter = %label, "invalid block: {e}");
+                        AdapterEvent::Invalid(e.to_string())
+                    }
+                }
+            }
+            Incoming::Notification(n) if n.method == proto::SessionIdNotification::METHOD => {
+                match n.params_as::<proto::SessionIdNotification>() {
+                    Ok(p) => AdapterEvent::AgentSessionId(p.agent_session_id),
+                    Err(e) => AdapterEvent::Invalid(e.to_string()),
+                }
+            }
+            Incoming::Notification(n) => {
+                tracing::warn!(adapter = %label, "unknown notification `{}`", n.method);
+                AdapterEvent::Invalid(format!("unknown notification `{}`", n.method))
+            }
+            Incoming::Request(r) => {
+                // Adapters answer; they do not call the bridge.
+                let _ =
+                    peer.respond(r.id, Err(terminull_protocol::jsonrpc::RpcError::method_not_found(&r.method))).await;
+                AdapterEvent::Invalid(format!("the adapter sent a request (`{}`)", r.method))
+            }
+            Incoming::BadLine(e) => {
+                tracing::warn!(adapter = %label, "skipped a stdout line: {e}");
+                AdapterEvent::BadLine(e)
+            }
+            Incoming::Invalid { error, .. } => AdapterEvent::Invalid(format!("not a JSON-RPC message: {error}")),
+        };
+        if tx.send(event).await.is_err() {
+            return;
+        }
+    }
+    // stdout closed. The exit status is added by `HostedAdapter::next_event`, which owns the process.
+    let _ = tx.send(AdapterEvent::Exited { status: None, stderr_tail: String::new() }).await;
+}
+
+impl HostedAdapter {
+    /// The checked declaration.
+    pub fn declaration(&self) -> &Declaration {
+        &self.declaration
+    }
+
+    /// The command it was started with.
+    pub fn command(&self) -> &AdapterCommand {
+        &self.command
+    }
+
+    /// The process id (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The last lines the adapter wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.process.stderr_tail()
+    }
+
+    /// Lines skipped so far because they were too long or not JSON.
+    pub fn bad_lines(&self) -> u64 {
+        self.peer.as_ref().map_or(0, Peer::bad_lines)
+    }
+
+    /// Calls a method with its policy deadline.
+    pub async fn call<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, CallError> {
+        match &self.peer {
+            Some(peer) => peer.request::<M>(params, proto::response_timeout(M::METHOD)).await,
+            None => Err(CallError::Closed { method: M::METHOD.to_owned() }),
+        }
+    }
+
+    /// The next event; `Exited` carries the exit status and the stderr tail. `None`
+    /// after `Exited`.
+    pub async fn next_event(&mut self) -> Option<AdapterEvent> {
+        match self.events.recv().await? {
+            AdapterEvent::Exited { .. } => {
+                let status = tokio::time::timeout(SHUTDOWN_GRACE, self.process.wait()).await.ok().and_then(Result::ok);
+                Some(AdapterEvent::Exited { status, stderr_tail: self.process.stderr_tail() })
+            }
+            event => Some(event),
+        }
+    }
+
+    /// True when `param` is among the accepted init params.
+    pub fn accepts(&self, param: InitParam) -> bool {
+        self.declaration.accepted_init_params.contains(&param)
+    }
+
+    /// Ends the process: close stdin, wait, SIGTERM, wait, SIGKILL of the whole group.
+    pub async fn shutdown(&mut self) -> ShutdownOutcome {
+        // Dropping the peer and its tasks closes the child's stdin.
+        self.peer = None;
+        self.tasks = None;
+        self.process.shutdown(SHUTDOWN_GRACE).await
+    }
+}

@@ -1,0 +1,150 @@
+//! The registry with real adapter processes: built-ins found next to the executable,
+//! drop-ins in `<home>/ext_adapters/`, and each kind of refusal kept apart.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use terminull_bridge::home::{Config, Home};
+use terminull_bridge::host::{AdapterEvent, launch};
+use terminull_bridge::registry::{Registry, ScanOptions, Source, scan};
+use terminull_protocol::adapter::{self as proto, Empty, StartParams};
+use terminull_protocol::blocks::{BlockKind, EndReason, UserMessage};
+
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn broken_wrapper(dir: &Path, name: &str, mode: &str) -> PathBuf {
+    let script = support::workspace().join("tests/fixtures/adapters/broken.py");
+    let path = dir.join(name);
+    write_script(&path, &format!("#!/bin/sh\nexec python3 '{}' {mode}\n", script.display()));
+    path
+}
+
+async fn scan_home(home: &Path, exe_dir: PathBuf) -> Registry {
+    let mut opts = ScanOptions::new(Home::at(home), Config::default());
+    opts.exe_dir = Some(exe_dir);
+    opts.handshake_timeout = Duration::from_secs(10);
+    scan(&opts).await
+}
+
+/// A home whose ext_adapters/ holds: the Python reference adapter (valid), a drop-in
+/// reusing the built-in id `echo`, one missing provides_models, and a file that is not
+/// executable.
+fn mixed_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let ext = home.path().join("ext_adapters");
+    std::fs::create_dir_all(&ext).unwrap();
+    std::fs::copy(support::workspace().join("examples/ext_adapter_example.py"), ext.join("echo-py")).unwrap();
+    write_script(&ext.join("echo-clone"), &format!("#!/bin/sh\nexec '{}'\n", support::echo_rs().display()));
+    broken_wrapper(&ext, "no-models", "missing-provides-models");
+    std::fs::write(ext.join("notes.py"), "print('not an adapter')\n").unwrap();
+    std::fs::write(ext.join("README.md"), "ignored\n").unwrap();
+    home
+}
+
+#[tokio::test]
+async fn valid_drop_ins_register_and_each_refusal_has_its_own_reason() {
+    let home = mixed_home();
+    let exe_dir = support::echo_rs().parent().unwrap().to_path_buf();
+    let registry = scan_home(home.path(), exe_dir).await;
+
+    let ids: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
+    assert_eq!(ids, ["echo", "echo-py"], "{registry:#?}");
+    assert!(matches!(registry.get("echo").unwrap().source, Source::BuiltIn { .. }));
+    assert!(matches!(registry.get("echo-py").unwrap().source, Source::DropIn { .. }));
+    assert!(registry.get("echo-py").unwrap().detected.installed);
+
+    let reason = |file: &str| {
+        registry
+            .refused
+            .iter()
+            .find(|r| r.path.file_name().unwrap() == file)
+            .unwrap_or_else(|| panic!("{file} not refused: {registry:#?}"))
+            .reason
+            .clone()
+    };
+    assert!(reason("echo-clone").contains("agent id `echo` is already taken by the built-in adapter"));
+    assert!(reason("no-models").contains("provides_models must be set explicitly to true or false"));
+    assert!(reason("notes.py").contains("not executable"));
+    assert_eq!(registry.refused.len(), 3, "README is skipped, nothing else refused: {registry:#?}");
+}
+
+#[tokio::test]
+async fn a_registered_python_drop_in_runs_a_session() {
+    let home = mixed_home();
+    let registry = scan_home(home.path(), support::echo_rs().parent().unwrap().to_path_buf()).await;
+    let agent = registry.get("echo-py").unwrap();
+    let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
+    let start = StartParams {
+        session_id: "s1".into(),
+        cwd: Some(home.path().display().to_string()),
+        model: None,
+        binary: None,
+        resume_session_id: None,
+        effort: None,
+    };
+    hosted.call::<proto::Start>(&start).await.unwrap();
+    hosted.call::<proto::Send>(&UserMessage { text: "hi there".into(), attachments: vec![] }).await.unwrap();
+    let mut text = String::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), hosted.next_event()).await.unwrap() {
+            Some(AdapterEvent::Block(b)) => match b.kind {
+                BlockKind::Text(t) if t.done => text = t.text,
+                BlockKind::SessionEnd(end) => {
+                    assert_eq!(end.reason, EndReason::Completed);
+                    break;
+                }
+                _ => {}
+            },
+            Some(AdapterEvent::AgentSessionId(_)) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(text, "You said: hi there");
+    hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
+    hosted.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_missing_ext_adapters_dir_is_not_an_error_and_disabled_agents_are_left_out() {
+    let home = tempfile::tempdir().unwrap();
+    let exe_dir = support::echo_rs().parent().unwrap().to_path_buf();
+    let registry = scan_home(home.path(), exe_dir.clone()).await;
+    assert_eq!(registry.agents.len(), 1);
+    assert!(registry.refused.is_empty());
+
+    let mut opts = ScanOptions::new(Home::at(home.path()), Config::parse("[agents.echo]\ndisabled = true\n").unwrap());
+    opts.exe_dir = Some(exe_dir);
+    assert!(scan(&opts).await.agents.is_empty());
+}
+
+#[test]
+fn agents_command_lists_agents_and_refusals() {
+    let home = mixed_home();
+    // The built-in echo-rs sits next to the test's terminull binary in target/<profile>/.
+    support::echo_rs();
+    let out = assert_cmd::Command::cargo_bin("terminull")
+        .unwrap()
+        .args(["agents", "--home"])
+        .arg(home.path())
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for needle in ["echo ", "built-in", "echo-py", "drop-in", "refused drop-in", "not executable", "already taken"] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let out = assert_cmd::Command::cargo_bin("terminull")
+        .unwrap()
+        .args(["agents", "--json", "--home"])
+        .arg(home.path())
+        .assert()
+        .success();
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(json["agents"].as_array().unwrap().len(), 2);
+    assert_eq!(json["refused"].as_array().unwrap().len(), 3);
+}
