@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::blocks::{Attachment, json_type_name, missing_field_name, strip_position};
+use crate::blocks::{Attachment, Block, json_type_name, missing_field_name, strip_position};
 use crate::ids::{AgentId, AgentSessionId, PermissionRequestId, SessionId};
 
 /// A control message with its optional correlation id.
@@ -171,6 +171,179 @@ control_messages! {
         /// The session.
         session_id: SessionId,
     },
+}
+
+/// What the bridge sends a client on the transports that carry blocks in the clear:
+/// the local socket and the in-process path. (The relay and the LAN server carry the
+/// same blocks sealed in [`crate::relay::BlockEnvelope`]s.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BridgeMessage {
+    /// One block of a session the client follows.
+    Block {
+        /// The session.
+        session_id: SessionId,
+        /// The block, with its `seq`.
+        block: Block,
+    },
+    /// The replayed part of a resume is complete; live blocks follow.
+    ReplayDone {
+        /// The session.
+        session_id: SessionId,
+        /// The highest `seq` sent so far, when any block was sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_seq: Option<u64>,
+    },
+    /// The answer to one control message.
+    Reply(Reply),
+}
+
+/// The answer to a control message, carrying its `id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Reply {
+    /// The control message's `id`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `"status": "ok"` with a `result`, or `"status": "error"` with an `error`.
+    #[serde(flatten)]
+    pub outcome: ReplyOutcome,
+}
+
+/// Success or failure of a control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ReplyOutcome {
+    /// It was done.
+    Ok {
+        /// What it produced.
+        result: ReplyResult,
+    },
+    /// It was refused or failed.
+    Error {
+        /// Why.
+        error: ReplyError,
+    },
+}
+
+/// Why a control message failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct ReplyError {
+    /// The kind of failure.
+    pub code: ReplyErrorCode,
+    /// A sentence for a person, naming what is wrong.
+    pub message: String,
+}
+
+/// Kinds of failure of a control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyErrorCode {
+    /// A known message type with a missing or malformed field.
+    InvalidMessage,
+    /// No such agent is registered.
+    UnknownAgent,
+    /// No such session.
+    UnknownSession,
+    /// The agent does not offer this (e.g. `list_models` without `provides_models`).
+    NotSupported,
+    /// Not possible in the session's current state.
+    Busy,
+    /// The adapter or the agent failed.
+    AgentFailed,
+    /// A bug or an I/O failure in the bridge.
+    Internal,
+}
+
+/// What a successful control message produced, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReplyResult {
+    /// Taken; its effects arrive as blocks (user_message, interrupt, permission_response, stop_session).
+    Accepted {},
+    /// A session was started or attached; its blocks follow.
+    SessionStarted {
+        /// The new session.
+        session_id: SessionId,
+    },
+    /// Answer to `list_sessions`.
+    Sessions {
+        /// Every session the bridge knows, newest first.
+        sessions: Vec<SessionListing>,
+    },
+    /// Answer to `list_agents`.
+    Agents {
+        /// The registered agents.
+        agents: Vec<crate::relay::AgentSummary>,
+    },
+    /// Answer to `list_models`.
+    Models {
+        /// The agent's models.
+        models: Vec<crate::adapter::ModelInfo>,
+    },
+    /// Answer to `get_usage`.
+    Usage {
+        /// Token and cost totals.
+        usage: crate::blocks::Usage,
+    },
+    /// Answer to a slash command the bridge handles itself (`/help`, `/status`, …).
+    CommandOutput {
+        /// The output, for a person.
+        text: String,
+    },
+}
+
+/// One session as listed by `list_sessions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct SessionListing {
+    /// The session.
+    pub session_id: SessionId,
+    /// Its agent.
+    pub agent_id: AgentId,
+    /// Its working directory.
+    pub cwd: String,
+    /// Where it stands.
+    pub state: SessionState,
+    /// The highest `seq` in its history.
+    pub last_seq: u64,
+    /// Its title, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Waiting for a message.
+    Idle,
+    /// A turn runs.
+    Running,
+    /// A turn waits for the user's answer to a permission request.
+    AwaitingPermission,
+    /// The adapter is gone (crashed or stopped); the next message restarts it.
+    Detached,
+    /// Ended by `stop_session`.
+    Stopped,
+}
+
+impl Reply {
+    /// A success.
+    pub fn ok(id: Option<String>, result: ReplyResult) -> Self {
+        Self { id, outcome: ReplyOutcome::Ok { result } }
+    }
+
+    /// A failure.
+    pub fn error(id: Option<String>, code: ReplyErrorCode, message: impl Into<String>) -> Self {
+        Self { id, outcome: ReplyOutcome::Error { error: ReplyError { code, message: message.into() } } }
+    }
 }
 
 /// Why a JSON value is not a control message this bridge can act on.

@@ -129,6 +129,11 @@ proptest! {
     }
 
     #[test]
+    fn bridge_messages_roundtrip(m in any::<crate::control::BridgeMessage>()) {
+        assert_roundtrip(&m);
+    }
+
+    #[test]
     fn relay_frames_roundtrip(f in any::<RelayFrame>()) {
         assert_roundtrip(&f);
     }

@@ -20,6 +20,7 @@ pub fn generate() -> Vec<(String, String)> {
         ),
         top::<crate::blocks::Block>("block", "One block of the session stream (bridge → app)."),
         top::<crate::control::Control>("control-message", "One control message (app → bridge)."),
+        top::<crate::control::BridgeMessage>("bridge-message", "One message bridge → client on the local socket."),
         top::<crate::relay::RelayFrame>("relay-frame", "One frame on the relay WebSocket."),
     ];
     for (method, part, schema) in method_schemas() {

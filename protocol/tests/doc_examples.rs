@@ -5,6 +5,7 @@
 //! - ```` ```json block ````: one block; `blocks::validate` accepts it.
 //! - ```` ```json control ````: one control message.
 //! - ```` ```json relay ````: one relay frame.
+//! - ```` ```json bridge ````: one bridge → client message (local socket).
 //! - ```` ```json declaration ````: one adapter declaration; `check_declaration` accepts it.
 //! - ```` ```json declaration-invalid ````: a declaration `check_declaration` refuses.
 //! - ```` ```json value ````: any JSON (only parsed).
@@ -106,6 +107,16 @@ fn check(ex: &Example) -> Vec<String> {
             let c = control::parse(v.clone()).unwrap_or_else(|e| panic!("{}: {e}", ex.at()));
             assert_canonical(ex, &v, &c);
             vec![format!("control:{}", c.message.message_type())]
+        }
+        "json bridge" => {
+            let v = parse_json(ex, &ex.text);
+            let m: control::BridgeMessage =
+                serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{}: {e}", ex.at()));
+            assert_canonical(ex, &v, &m);
+            if let control::BridgeMessage::Block { block, .. } = &m {
+                blocks::validate(serde_json::to_value(block).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", ex.at()));
+            }
+            vec![]
         }
         "json relay" => {
             let v = parse_json(ex, &ex.text);
