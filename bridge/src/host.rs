@@ -148,6 +148,10 @@ pub struct HostedAdapter {
     peer: Option<Peer>,
     tasks: Option<PeerTasks>,
     events: mpsc::Receiver<AdapterEvent>,
+    /// stdout has closed; the exit is still to be reported.
+    stdout_closed: bool,
+    /// The `Exited` event has been handed out.
+    exit_reported: bool,
 }
 
 /// Starts an adapter and runs the handshake and the contract check.
@@ -171,6 +175,8 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
         peer: Some(peer),
         tasks: Some(tasks),
         events,
+        stdout_closed: false,
+        exit_reported: false,
     };
     tracing::debug!(adapter = %label, pid, "handshake");
     let params = proto::InitializeParams {
@@ -330,15 +336,20 @@ impl HostedAdapter {
     }
 
     /// The next event; `Exited` carries the exit status and the stderr tail. `None`
-    /// after `Exited`.
+    /// after `Exited`. Cancel-safe: usable in `select!`.
     pub async fn next_event(&mut self) -> Option<AdapterEvent> {
-        match self.events.recv().await? {
-            AdapterEvent::Exited { .. } => {
-                let status = tokio::time::timeout(SHUTDOWN_GRACE, self.process.wait()).await.ok().and_then(Result::ok);
-                Some(AdapterEvent::Exited { status, stderr_tail: self.process.stderr_tail() })
+        if !self.stdout_closed {
+            match self.events.recv().await {
+                Some(AdapterEvent::Exited { .. }) | None => self.stdout_closed = true,
+                Some(event) => return Some(event),
             }
-            event => Some(event),
         }
+        if self.exit_reported {
+            return None;
+        }
+        let status = tokio::time::timeout(SHUTDOWN_GRACE, self.process.wait()).await.ok().and_then(Result::ok);
+        self.exit_reported = true;
+        Some(AdapterEvent::Exited { status, stderr_tail: self.process.stderr_tail() })
     }
 
     /// True when `param` is among the accepted init params.

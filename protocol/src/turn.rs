@@ -175,24 +175,17 @@ impl TurnTracker {
         out
     }
 
-    /// The blocks that close everything still open and end the turn: a `done=true`
-    /// chunk for each open text, each running call as `error` (innermost first) with
-    /// a `tool_result`, a result for each finished call that lacks one, and — unless
-    /// the turn already ended — an `error` block (when `error` is given) and a
-    /// `session_end` with `reason`. Feeding them back through [`observe`](Self::observe)
-    /// yields no violation.
-    pub fn close(&mut self, reason: EndReason, error: Option<&str>) -> Vec<BlockKind> {
+    /// The blocks that close everything still open, without ending the turn: a
+    /// `done=true` chunk for each open text, each running call as `error` (innermost
+    /// first) with a `tool_result` saying `why`, and a result for each finished call
+    /// that lacks one. Used when an adapter's own `session_end` arrives too early.
+    pub fn close_open(&mut self, why: &str) -> Vec<BlockKind> {
         let mut out = Vec::new();
         let open: Vec<_> = self.texts.values().filter_map(Option::clone).collect();
         for text in open {
             let chunk = StreamedText { done: true, ..text.last };
             out.push(if text.block_type == "thinking" { BlockKind::Thinking(chunk) } else { BlockKind::Text(chunk) });
         }
-        let why = error.unwrap_or(match reason {
-            EndReason::Interrupted => "interrupted",
-            EndReason::Stopped => "the session was stopped",
-            _ => "the turn ended before the tool call finished",
-        });
         for id in self.call_order.iter().rev() {
             let state = &self.calls[id];
             if state.call.status == ToolStatus::Running {
@@ -204,14 +197,32 @@ impl TurnTracker {
                 out.push(BlockKind::ToolResult(ToolResult { tool_call_id: id.clone(), output, is_error }));
             }
         }
-        if !self.ended {
-            if let Some(message) = error {
-                out.push(BlockKind::Error(ErrorBlock { message: message.to_owned(), recoverable: true, code: None }));
-            }
-            out.push(BlockKind::SessionEnd(SessionEnd { reason, usage: None, message: error.map(str::to_owned) }));
-        }
         for block in &out {
             let _ = self.observe(block);
+        }
+        out
+    }
+
+    /// [`close_open`](Self::close_open), then — unless the turn already ended — an
+    /// `error` block (when `error` is given) and a `session_end` with `reason`. Feeding
+    /// the blocks back through [`observe`](Self::observe) yields no violation.
+    pub fn close(&mut self, reason: EndReason, error: Option<&str>) -> Vec<BlockKind> {
+        let why = error.unwrap_or(match reason {
+            EndReason::Interrupted => "interrupted",
+            EndReason::Stopped => "the session was stopped",
+            _ => "the turn ended before the tool call finished",
+        });
+        let mut out = self.close_open(why);
+        if !self.ended {
+            let mut ending = Vec::new();
+            if let Some(message) = error {
+                ending.push(BlockKind::Error(ErrorBlock { message: message.to_owned(), recoverable: true, code: None }));
+            }
+            ending.push(BlockKind::SessionEnd(SessionEnd { reason, usage: None, message: error.map(str::to_owned) }));
+            for block in &ending {
+                let _ = self.observe(block);
+            }
+            out.extend(ending);
         }
         out
     }
