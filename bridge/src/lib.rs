@@ -8,8 +8,12 @@
 //! - [`self_check`]: `terminull self-check`.
 
 pub mod conformance;
+pub mod history;
 pub mod home;
 pub mod host;
+pub mod local;
 pub mod registry;
 pub mod self_check;
+pub mod service;
+pub mod session;
 pub mod transcript;

@@ -216,7 +216,11 @@ impl TurnTracker {
         if !self.ended {
             let mut ending = Vec::new();
             if let Some(message) = error {
-                ending.push(BlockKind::Error(ErrorBlock { message: message.to_owned(), recoverable: true, code: None }));
+                ending.push(BlockKind::Error(ErrorBlock {
+                    message: message.to_owned(),
+                    recoverable: true,
+                    code: None,
+                }));
             }
             ending.push(BlockKind::SessionEnd(SessionEnd { reason, usage: None, message: error.map(str::to_owned) }));
             for block in &ending {

@@ -1,0 +1,177 @@
+//! The local transport: a Unix socket (`<home>/bridge.sock`, mode 0600) speaking
+//! control messages in and [`BridgeMessage`]s out, one JSON object per line, with no
+//! encryption (only the user can open the socket). The same per-connection loop also
+//! serves in-process clients, so both paths run the one dispatcher the same way.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use terminull_protocol::control::{BridgeMessage, Reply, ReplyErrorCode};
+use terminull_protocol::ids::SessionId;
+use terminull_protocol::ndjson::{LineError, NdjsonCodec};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::service::Service;
+use crate::session::Following;
+
+/// Messages queued per client before the bridge stops reading its requests.
+const CLIENT_QUEUE: usize = 4096;
+
+/// Why the socket could not be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// Binding or securing the socket failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Another bridge is already listening there.
+    #[error("a bridge is already running on {0}")]
+    InUse(PathBuf),
+}
+
+/// Binds `path` (replacing a stale socket), restricted to the user.
+pub async fn bind(path: &Path) -> Result<UnixListener, LocalError> {
+    let io = |source| LocalError::Io { path: path.to_owned(), source };
+    if path.exists() {
+        if UnixStream::connect(path).await.is_ok() {
+            return Err(LocalError::InUse(path.to_owned()));
+        }
+        std::fs::remove_file(path).map_err(io)?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let listener = UnixListener::bind(path).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    Ok(listener)
+}
+
+/// Accepts clients until the task is dropped.
+pub async fn serve(service: Service, listener: UnixListener) {
+    let mut clients = JoinSet::new();
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let service = service.clone();
+                clients.spawn(async move {
+                    let (read, write) = stream.into_split();
+                    let (tx, mut rx) = mpsc::channel::<BridgeMessage>(CLIENT_QUEUE);
+                    let writer = tokio::spawn(async move {
+                        let mut out = FramedWrite::new(write, NdjsonCodec::default());
+                        while let Some(message) = rx.recv().await {
+                            if out.send(&message).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    let lines =
+                        FramedRead::new(read, NdjsonCodec::default()).filter_map(|r| std::future::ready(r.ok()));
+                    serve_connection(service, lines, tx).await;
+                    let _ = writer.await;
+                });
+            }
+            Err(e) => tracing::warn!("accepting a local client failed: {e}"),
+        }
+        while clients.try_join_next().is_some() {}
+    }
+}
+
+/// One client: every control line goes to the dispatcher; replies and followed
+/// sessions' blocks go to `out`, in order per session. Returns when the client's
+/// input ends.
+pub async fn serve_connection(
+    service: Service,
+    lines: impl futures::Stream<Item = Result<Value, LineError>> + Unpin,
+    out: mpsc::Sender<BridgeMessage>,
+) {
+    let mut lines = lines;
+    let mut followers: JoinSet<()> = JoinSet::new();
+    while let Some(line) = lines.next().await {
+        let value = match line {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("local client sent a bad line: {e}");
+                let reply = Reply::error(None, ReplyErrorCode::InvalidMessage, e.to_string());
+                if out.send(BridgeMessage::Reply(reply)).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        let Some(dispatched) = service.dispatch_value(value).await else { continue };
+        if out.send(BridgeMessage::Reply(dispatched.reply)).await.is_err() {
+            break;
+        }
+        if let Some((session_id, following)) = dispatched.follow {
+            followers.spawn(forward(session_id, following, service.clone(), out.clone()));
+        }
+    }
+    followers.abort_all();
+}
+
+/// Sends the backlog, `replay_done`, then live blocks; after a lag, resumes from the
+/// last block sent so nothing is lost or repeated.
+async fn forward(session_id: SessionId, following: Following, service: Service, out: mpsc::Sender<BridgeMessage>) {
+    let Following { backlog, mut live } = following;
+    let mut last_seq = 0u64;
+    for block in backlog {
+        last_seq = block.seq.unwrap_or(last_seq);
+        if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+            return;
+        }
+    }
+    let done =
+        BridgeMessage::ReplayDone { session_id: session_id.clone(), last_seq: (last_seq > 0).then_some(last_seq) };
+    if out.send(done).await.is_err() {
+        return;
+    }
+    loop {
+        match live.recv().await {
+            Ok(block) => {
+                let seq = block.seq.unwrap_or(0);
+                if seq != 0 && seq <= last_seq {
+                    continue;
+                }
+                last_seq = seq.max(last_seq);
+                if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+                    return;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(session = %session_id, "a local client fell {missed} blocks behind; resuming from seq {last_seq}");
+                let resumed = service
+                    .dispatch(terminull_protocol::control::Control {
+                        id: None,
+                        message: terminull_protocol::control::ControlMessage::SessionResume(
+                            terminull_protocol::control::SessionResume {
+                                session_id: session_id.clone(),
+                                since_seq: Some(last_seq),
+                                since_ts: None,
+                                app_pubkey: String::new(),
+                            },
+                        ),
+                    })
+                    .await;
+                let Some((_, following)) = resumed.follow else { return };
+                for block in following.backlog {
+                    last_seq = block.seq.unwrap_or(last_seq);
+                    if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+                        return;
+                    }
+                }
+                live = following.live;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}

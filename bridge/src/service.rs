@@ -1,0 +1,370 @@
+//! The bridge service: the registry, the live sessions and their history, and the
+//! one control dispatcher every transport (local socket, in-process, later the LAN
+//! server and the relay) hands its control messages to. A message type is handled
+//! here, once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use terminull_protocol::adapter as proto;
+use terminull_protocol::blocks::UserMessage;
+use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
+use terminull_protocol::control::{
+    self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
+};
+use terminull_protocol::ids::SessionId;
+use terminull_protocol::relay::AgentSummary;
+use tokio::sync::{Mutex, RwLock};
+
+use crate::history::{HistoryStore, SessionMeta, SessionState as HistoryState};
+use crate::home::{Config, Home};
+use crate::host::launch;
+use crate::registry::{Registry, ScanOptions, scan};
+use crate::session::{Following, SessionHandle, SessionPolicy, SessionSpec, spawn_session};
+
+/// What one control message produced: the reply, and a session to follow when the
+/// message started or resumed one.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The reply to send.
+    pub reply: Reply,
+    /// Blocks to forward to this client from now on.
+    pub follow: Option<(SessionId, Following)>,
+}
+
+impl Dispatched {
+    fn reply(reply: Reply) -> Self {
+        Self { reply, follow: None }
+    }
+}
+
+/// The running bridge. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Config,
+    registry: RwLock<Registry>,
+    history: HistoryStore,
+    sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    policy: SessionPolicy,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The home or its config is unusable.
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
+    /// The history directory is unusable.
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
+}
+
+fn error(code: ReplyErrorCode, message: impl Into<String>) -> ReplyError {
+    ReplyError { code, message: message.into() }
+}
+
+impl Service {
+    /// Scans the adapters and opens the history under `home`.
+    pub async fn start(
+        home: Home,
+        config: Config,
+        scan_options: ScanOptions,
+        policy: SessionPolicy,
+    ) -> Result<Self, ServiceError> {
+        let history = HistoryStore::open(home.sessions())?;
+        let registry = scan(&scan_options).await;
+        for refusal in &registry.refused {
+            tracing::warn!("{} adapter {} refused: {}", refusal.kind, refusal.path.display(), refusal.reason);
+        }
+        for agent in &registry.agents {
+            tracing::info!(
+                "agent {} ({}) from {}",
+                agent.declaration.agent_id,
+                agent.declaration.display_name,
+                agent.source.path().display()
+            );
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                registry: RwLock::new(registry),
+                history,
+                sessions: Mutex::new(HashMap::new()),
+                policy,
+            }),
+        })
+    }
+
+    /// The current registry.
+    pub async fn registry(&self) -> Registry {
+        self.inner.registry.read().await.clone()
+    }
+
+    /// Stops every live session's adapter (history stays; sessions remain resumable).
+    pub async fn shutdown(&self) {
+        let sessions: Vec<_> = self.inner.sessions.lock().await.drain().map(|(_, h)| h).collect();
+        // Dropping the handles ends each actor, which lets its adapter go.
+        drop(sessions);
+    }
+
+    /// Handles one decoded control message.
+    pub async fn dispatch(&self, control: Control) -> Dispatched {
+        let id = control.id.clone();
+        let outcome = self.handle(control.message).await;
+        match outcome {
+            Ok((result, follow)) => Dispatched { reply: Reply::ok(id, result), follow },
+            Err(e) => Dispatched::reply(Reply::error(id, e.code, e.message)),
+        }
+    }
+
+    /// Handles one raw control value: an unknown `type` is ignored and logged (no
+    /// reply, as the spec says); a bad field is answered with `invalid_message`.
+    pub async fn dispatch_value(&self, value: serde_json::Value) -> Option<Dispatched> {
+        let id = value.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+        match control::parse(value) {
+            Ok(control) => Some(self.dispatch(control).await),
+            Err(e @ control::ControlError::UnknownType { .. }) => {
+                tracing::info!("ignored: {e}");
+                None
+            }
+            Err(e) => Some(Dispatched::reply(Reply::error(id, ReplyErrorCode::InvalidMessage, e.to_string()))),
+        }
+    }
+
+    async fn session(&self, id: &SessionId) -> Result<SessionHandle, ReplyError> {
+        if let Some(h) = self.inner.sessions.lock().await.get(id) {
+            return Ok(h.clone());
+        }
+        // Not live: a session in history can be revived (bridge restart).
+        let unknown =
+            |e: crate::history::HistoryError| error(ReplyErrorCode::UnknownSession, format!("no session `{id}`: {e}"));
+        let meta = self.inner.history.meta(id).map_err(unknown)?;
+        if meta.state == HistoryState::Stopped {
+            return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
+        }
+        let log = self.inner.history.open_session(id).map_err(unknown)?;
+        let handle = self.spawn(meta, log).await?;
+        self.inner.sessions.lock().await.insert(id.clone(), handle.clone());
+        Ok(handle)
+    }
+
+    async fn spawn(&self, meta: SessionMeta, log: crate::history::SessionLog) -> Result<SessionHandle, ReplyError> {
+        let registry = self.inner.registry.read().await;
+        let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
+            error(ReplyErrorCode::UnknownAgent, format!("agent `{}` is not registered", meta.agent_id))
+        })?;
+        let spec = SessionSpec {
+            command: agent.command.clone(),
+            binary: self.inner.config.agent(meta.agent_id.as_str()).binary,
+            meta,
+            policy: self.inner.policy.clone(),
+            store: self.inner.history.clone(),
+        };
+        drop(registry);
+        spawn_session(spec, log).await
+    }
+
+    async fn handle(
+        &self,
+        message: ControlMessage,
+    ) -> Result<(ReplyResult, Option<(SessionId, Following)>), ReplyError> {
+        let accepted = || ReplyResult::Accepted {};
+        match message {
+            ControlMessage::SessionRequest(r) => {
+                let known: Vec<String> = self
+                    .inner
+                    .registry
+                    .read()
+                    .await
+                    .agents
+                    .iter()
+                    .map(|a| a.declaration.agent_id.to_string())
+                    .collect();
+                if !known.contains(&r.agent.to_string()) {
+                    return Err(error(
+                        ReplyErrorCode::UnknownAgent,
+                        format!("no agent `{}` is registered (known: {})", r.agent, known.join(", ")),
+                    ));
+                }
+                if !Path::new(&r.cwd).is_dir() {
+                    return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{}` is not a directory", r.cwd)));
+                }
+                let session_id = SessionId(format!("s-{}", uuid::Uuid::now_v7().simple()));
+                let mut meta = SessionMeta::new(session_id.clone(), r.agent, r.cwd);
+                meta.model = r.model;
+                meta.effort = r.effort;
+                let log = self
+                    .inner
+                    .history
+                    .create(meta.clone())
+                    .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
+                let handle = self.spawn(meta, log).await?;
+                let following = handle.follow(Some(0), None).await?;
+                self.inner.sessions.lock().await.insert(session_id.clone(), handle);
+                Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))
+            }
+            ControlMessage::SessionResume(r) => {
+                let handle = self.session(&r.session_id).await?;
+                let following = handle.follow(r.since_seq, r.since_ts).await?;
+                Ok((accepted(), Some((r.session_id, following))))
+            }
+            ControlMessage::UserMessage(m) => {
+                let handle = self.session(&m.session_id).await?;
+                handle.user_message(UserMessage { text: m.text, attachments: m.attachments }).await?;
+                Ok((accepted(), None))
+            }
+            ControlMessage::Interrupt(m) => {
+                self.session(&m.session_id).await?.interrupt().await?;
+                Ok((accepted(), None))
+            }
+            ControlMessage::PermissionResponse(m) => {
+                self.session(&m.session_id).await?.permission_response(m.request_id, m.option_id).await?;
+                Ok((accepted(), None))
+            }
+            ControlMessage::StopSession(m) => {
+                let handle = self.session(&m.session_id).await?;
+                handle.stop().await?;
+                self.inner.sessions.lock().await.remove(&m.session_id);
+                Ok((accepted(), None))
+            }
+            ControlMessage::ListSessions(_) => Ok((ReplyResult::Sessions { sessions: self.listings().await }, None)),
+            ControlMessage::ListAgents(_) => {
+                let agents = self
+                    .inner
+                    .registry
+                    .read()
+                    .await
+                    .agents
+                    .iter()
+                    .map(|a| AgentSummary {
+                        agent_id: a.declaration.agent_id.clone(),
+                        display_name: a.declaration.display_name.clone(),
+                        version: a.detected.version.clone(),
+                        provides_models: a.declaration.capabilities.provides_models,
+                    })
+                    .collect();
+                Ok((ReplyResult::Agents { agents }, None))
+            }
+            ControlMessage::ListModels(m) => {
+                Ok((ReplyResult::Models { models: self.models(m.agent.as_str()).await? }, None))
+            }
+            ControlMessage::GetUsage(m) => {
+                let usage = self.session(&m.session_id).await?.usage().await?;
+                Ok((ReplyResult::Usage { usage }, None))
+            }
+            ControlMessage::SlashCommand(m) => self.slash(m).await.map(|r| (r, None)),
+            ControlMessage::ScanExternalSessions(_)
+            | ControlMessage::AttachExternal(_)
+            | ControlMessage::ContinueInTerminal(_) => Err(error(
+                ReplyErrorCode::NotSupported,
+                "terminal handoff is not available in this version of the bridge",
+            )),
+        }
+    }
+
+    async fn models(&self, agent_id: &str) -> Result<Vec<proto::ModelInfo>, ReplyError> {
+        let command = {
+            let registry = self.inner.registry.read().await;
+            let agent = registry
+                .get(agent_id)
+                .ok_or_else(|| error(ReplyErrorCode::UnknownAgent, format!("agent `{agent_id}` is not registered")))?;
+            if !agent.declaration.capabilities.provides_models {
+                return Err(error(ReplyErrorCode::NotSupported, format!("agent `{agent_id}` does not list models")));
+            }
+            agent.command.clone()
+        };
+        // Class-level call: a short-lived process, as for detect.
+        let mut adapter = launch(command, self.inner.policy.handshake_timeout)
+            .await
+            .map_err(|e| error(ReplyErrorCode::AgentFailed, e.to_string()))?;
+        let result = adapter.call::<proto::ListModels>(&proto::Empty {}).await;
+        adapter.shutdown().await;
+        result.map(|r| r.models).map_err(|e| error(ReplyErrorCode::AgentFailed, e.to_string()))
+    }
+
+    async fn listings(&self) -> Vec<SessionListing> {
+        let live: Vec<_> = self.inner.sessions.lock().await.values().cloned().collect();
+        let mut out = Vec::new();
+        for handle in live {
+            if let Some(listing) = handle.listing().await {
+                out.push(listing);
+            }
+        }
+        // Sessions in history that no actor runs right now.
+        let stored = self.inner.history.list().unwrap_or_else(|e| {
+            tracing::warn!("cannot list session history: {e}");
+            Vec::new()
+        });
+        for meta in stored {
+            if out.iter().any(|l| l.session_id == meta.session_id) {
+                continue;
+            }
+            let last_seq = self.inner.history.open_session(&meta.session_id).map(|l| l.last_seq()).unwrap_or(0);
+            out.push(SessionListing {
+                state: if meta.state == HistoryState::Stopped { SessionState::Stopped } else { SessionState::Detached },
+                agent_id: meta.agent_id,
+                session_id: meta.session_id,
+                cwd: meta.cwd,
+                last_seq,
+                title: meta.title,
+            });
+        }
+        out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
+        out
+    }
+
+    async fn slash(&self, m: control::SlashCommand) -> Result<ReplyResult, ReplyError> {
+        let handle = self.session(&m.session_id).await?;
+        let output = |text: String| Ok(ReplyResult::CommandOutput { text });
+        if !is_universal(&m.command) {
+            // The agent's own command: it travels as the message text.
+            let text = if m.args.is_empty() { format!("/{}", m.command) } else { format!("/{} {}", m.command, m.args) };
+            handle.user_message(UserMessage { text, attachments: Vec::new() }).await?;
+            return Ok(ReplyResult::Accepted {});
+        }
+        match m.command.as_str() {
+            "help" => output(
+                UNIVERSAL_SLASH_COMMANDS.iter().map(|(n, d)| format!("/{n} — {d}")).collect::<Vec<_>>().join("\n"),
+            ),
+            "stop" => {
+                handle.interrupt().await?;
+                output("interrupting the turn".into())
+            }
+            "status" => {
+                let listing = handle.listing().await.ok_or_else(|| error(ReplyErrorCode::UnknownSession, "gone"))?;
+                let mut text = format!(
+                    "agent {} · {:?} · {} blocks · cwd {}",
+                    listing.agent_id, listing.state, listing.last_seq, listing.cwd
+                );
+                if let Ok(usage) = handle.usage().await {
+                    text.push_str(&format!(
+                        "\ntokens in {} / out {} · cost ${:.4}",
+                        usage.input_tokens.unwrap_or(0),
+                        usage.output_tokens.unwrap_or(0),
+                        usage.cost_usd.unwrap_or(0.0)
+                    ));
+                }
+                output(text)
+            }
+            "model" => {
+                let models = self.models(&handle.agent_id).await?;
+                output(
+                    models
+                        .iter()
+                        .map(|m| format!("{}{}", m.id, if m.is_default { " (default)" } else { "" }))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            }
+            "new" => output("start a new session with session_request (the same agent and cwd)".into()),
+            other => Err(error(ReplyErrorCode::NotSupported, format!("/{other} is not handled here"))),
+        }
+    }
+}

@@ -1,0 +1,588 @@
+//! Sessions: one actor task per session that owns its adapter process and its
+//! history, and enforces the turn contract whatever the adapter does.
+//!
+//! Turn state: idle → running → awaiting_permission → running → idle. The actor:
+//! - appends every block to the session's history (which assigns `seq`) and
+//!   broadcasts it to the clients following the session;
+//! - checks each block against the shared [`TurnTracker`]: a block that breaks the
+//!   contract is logged and dropped; what the adapter leaves open when its own
+//!   `session_end` arrives is closed first;
+//! - when the adapter crashes, exits, or goes silent past the liveness deadline in a
+//!   turn, closes the turn with an `error` block and a `session_end` (reason `error`),
+//!   and restarts the adapter on the next message, resuming with the agent's own
+//!   session id — unless the crash budget is spent;
+//! - queues messages sent during a turn when the adapter lacks
+//!   `cap_input_during_turn` and delivers them in order after `session_end`.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use terminull_protocol::adapter::{self as proto, Declaration, InitParam, StartParams};
+use terminull_protocol::blocks::{Block, BlockKind, EndReason, Usage, UserMessage, now_ts};
+use terminull_protocol::commands::with_universal_first;
+use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionListing, SessionState};
+use terminull_protocol::ids::{AgentSessionId, PermissionRequestId, SessionId};
+use terminull_protocol::turn::TurnTracker;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::history::{self, HistoryStore, SessionLog, SessionMeta};
+use crate::host::{AdapterCommand, AdapterEvent, HostedAdapter, launch};
+
+/// Policy of a session; small pure values so tests can shorten them.
+#[derive(Debug, Clone)]
+pub struct SessionPolicy {
+    /// A running turn with no output for this long is declared hung.
+    pub liveness: Duration,
+    /// Deadline for the adapter's handshake.
+    pub handshake_timeout: Duration,
+    /// At most this many crashes …
+    pub crash_budget: usize,
+    /// … within this window before automatic restarts stop.
+    pub crash_window: Duration,
+}
+
+impl Default for SessionPolicy {
+    fn default() -> Self {
+        Self {
+            liveness: Duration::from_secs(600),
+            handshake_timeout: Duration::from_secs(120),
+            crash_budget: 5,
+            crash_window: Duration::from_secs(180),
+        }
+    }
+}
+
+/// True when `crashes` (times of past crashes, oldest first) leave room for another
+/// automatic restart at `now`.
+pub fn may_restart(crashes: &VecDeque<Instant>, now: Instant, policy: &SessionPolicy) -> bool {
+    crashes.iter().filter(|t| now.duration_since(**t) <= policy.crash_window).count() < policy.crash_budget
+}
+
+/// Blocks buffered per follower before it lags (and must resume by seq).
+const FOLLOWER_BUFFER: usize = 4096;
+/// Commands queued per session.
+const COMMAND_QUEUE: usize = 256;
+
+/// A request to a session actor.
+#[derive(Debug)]
+pub enum SessionCommand {
+    /// A user message (queued while a turn runs unless the agent takes input during turns).
+    UserMessage(UserMessage, oneshot::Sender<Result<(), ReplyError>>),
+    /// Interrupt the running turn.
+    Interrupt(oneshot::Sender<Result<(), ReplyError>>),
+    /// Answer a permission request.
+    PermissionResponse(PermissionRequestId, String, oneshot::Sender<Result<(), ReplyError>>),
+    /// Usage of the session.
+    GetUsage(oneshot::Sender<Result<Usage, ReplyError>>),
+    /// Follow the session: the blocks after a point, then live ones.
+    Follow {
+        /// Blocks with a greater seq are replayed.
+        since_seq: Option<u64>,
+        /// Or blocks newer than this time.
+        since_ts: Option<f64>,
+        /// The backlog and the live feed.
+        reply: oneshot::Sender<Result<Following, ReplyError>>,
+    },
+    /// A listing line.
+    Listing(oneshot::Sender<SessionListing>),
+    /// End the session.
+    Stop(oneshot::Sender<Result<(), ReplyError>>),
+}
+
+/// What [`SessionCommand::Follow`] returns.
+#[derive(Debug)]
+pub struct Following {
+    /// Blocks after the resume point, compacted.
+    pub backlog: Vec<Block>,
+    /// Blocks from now on.
+    pub live: broadcast::Receiver<Block>,
+}
+
+/// A handle to a running session actor.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    /// The session.
+    pub id: SessionId,
+    /// Its agent.
+    pub agent_id: String,
+    tx: mpsc::Sender<SessionCommand>,
+}
+
+fn gone() -> ReplyError {
+    ReplyError { code: ReplyErrorCode::UnknownSession, message: "the session has ended".into() }
+}
+
+impl SessionHandle {
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> SessionCommand) -> Option<T> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Sends a user message.
+    pub async fn user_message(&self, message: UserMessage) -> Result<(), ReplyError> {
+        self.ask(|tx| SessionCommand::UserMessage(message, tx)).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Interrupts the running turn.
+    pub async fn interrupt(&self) -> Result<(), ReplyError> {
+        self.ask(SessionCommand::Interrupt).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Answers a permission request.
+    pub async fn permission_response(&self, id: PermissionRequestId, option: String) -> Result<(), ReplyError> {
+        self.ask(|tx| SessionCommand::PermissionResponse(id, option, tx)).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// The session's usage.
+    pub async fn usage(&self) -> Result<Usage, ReplyError> {
+        self.ask(SessionCommand::GetUsage).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Follows the session from a resume point.
+    pub async fn follow(&self, since_seq: Option<u64>, since_ts: Option<f64>) -> Result<Following, ReplyError> {
+        self.ask(|reply| SessionCommand::Follow { since_seq, since_ts, reply }).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// A listing line, `None` once the actor is gone.
+    pub async fn listing(&self) -> Option<SessionListing> {
+        self.ask(SessionCommand::Listing).await
+    }
+
+    /// Stops the session.
+    pub async fn stop(&self) -> Result<(), ReplyError> {
+        self.ask(SessionCommand::Stop).await.unwrap_or_else(|| Err(gone()))
+    }
+}
+
+/// Everything needed to (re)start a session's adapter.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// The session.
+    pub meta: SessionMeta,
+    /// How to start the adapter.
+    pub command: AdapterCommand,
+    /// The agent CLI path from config, passed as `binary` when accepted.
+    pub binary: Option<String>,
+    /// Policy.
+    pub policy: SessionPolicy,
+    /// Where the session's metadata is kept.
+    pub store: HistoryStore,
+}
+
+/// Starts a session actor: launches the adapter, starts the session (appending its
+/// `agent_info`), and returns the handle. Fails when the adapter cannot be started.
+pub async fn spawn_session(spec: SessionSpec, log: SessionLog) -> Result<SessionHandle, ReplyError> {
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let (live, _) = broadcast::channel(FOLLOWER_BUFFER);
+    let mut actor = Actor {
+        spec,
+        log,
+        live,
+        adapter: None,
+        declaration: None,
+        state: SessionState::Idle,
+        turn: None,
+        last_output: Instant::now(),
+        queued: VecDeque::new(),
+        crashes: VecDeque::new(),
+        ever_started: false,
+    };
+    actor.ensure_adapter().await?;
+    let handle =
+        SessionHandle { id: actor.spec.meta.session_id.clone(), agent_id: actor.spec.meta.agent_id.to_string(), tx };
+    tokio::spawn(actor.run(rx));
+    Ok(handle)
+}
+
+struct Actor {
+    spec: SessionSpec,
+    log: SessionLog,
+    live: broadcast::Sender<Block>,
+    adapter: Option<HostedAdapter>,
+    declaration: Option<Declaration>,
+    state: SessionState,
+    turn: Option<TurnTracker>,
+    last_output: Instant,
+    queued: VecDeque<UserMessage>,
+    crashes: VecDeque<Instant>,
+    ever_started: bool,
+}
+
+fn agent_failed(message: impl Into<String>) -> ReplyError {
+    ReplyError { code: ReplyErrorCode::AgentFailed, message: message.into() }
+}
+
+impl Actor {
+    fn label(&self) -> String {
+        format!("{} ({})", self.spec.meta.agent_id, self.spec.command.program.display())
+    }
+
+    /// Appends to history and broadcasts; logs (never panics) when the disk refuses.
+    fn publish(&mut self, kind: BlockKind) {
+        let block = Block { seq: None, ts: now_ts(), meta: None, kind };
+        self.publish_block(block);
+    }
+
+    fn publish_block(&mut self, block: Block) {
+        match self.log.append(block) {
+            Ok(stamped) => {
+                let _ = self.live.send(stamped);
+            }
+            Err(e) => tracing::error!(session = %self.spec.meta.session_id, "cannot write history: {e}"),
+        }
+    }
+
+    /// Starts the adapter when none runs (first start, or after a crash).
+    async fn ensure_adapter(&mut self) -> Result<(), ReplyError> {
+        if self.adapter.is_some() {
+            return Ok(());
+        }
+        if self.ever_started && !may_restart(&self.crashes, Instant::now(), &self.spec.policy) {
+            let message = format!(
+                "the adapter {} crashed {} times within {:?}; automatic restarts are stopped — start a new session",
+                self.label(),
+                self.spec.policy.crash_budget,
+                self.spec.policy.crash_window
+            );
+            tracing::error!("{message}");
+            return Err(agent_failed(message));
+        }
+        let mut adapter = launch(self.spec.command.clone(), self.spec.policy.handshake_timeout)
+            .await
+            .map_err(|e| agent_failed(e.to_string()))?;
+        let d = adapter.declaration().clone();
+        let takes = |p| d.accepted_init_params.contains(&p);
+        let meta = &self.spec.meta;
+        let params = StartParams {
+            session_id: meta.session_id.clone(),
+            cwd: takes(InitParam::Cwd).then(|| meta.cwd.clone()),
+            model: meta.model.clone().filter(|_| takes(InitParam::Model)),
+            binary: self.spec.binary.clone().filter(|_| takes(InitParam::Binary)),
+            resume_session_id: meta.agent_session_id.clone().filter(|_| takes(InitParam::ResumeSessionId)),
+            effort: meta.effort.clone().filter(|_| takes(InitParam::Effort)),
+        };
+        match adapter.call::<proto::Start>(&params).await {
+            Ok(started) => {
+                let mut info = started.agent_info;
+                info.slash_commands = with_universal_first(info.slash_commands);
+                // The declaration is the single source of truth for capabilities.
+                info.capabilities = d.capabilities;
+                self.publish(BlockKind::AgentInfo(info));
+                self.adapter = Some(adapter);
+                self.declaration = Some(d);
+                self.ever_started = true;
+                if self.state == SessionState::Detached {
+                    self.state = SessionState::Idle;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("{}: start failed: {e}", self.label());
+                adapter.shutdown().await;
+                Err(agent_failed(message))
+            }
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<SessionCommand>) {
+        loop {
+            let watching = matches!(self.state, SessionState::Running);
+            let deadline = self.last_output + self.spec.policy.liveness;
+            tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => {
+                        if self.command(command).await {
+                            break;
+                        }
+                    }
+                    None => {
+                        // Every handle is gone (bridge shutdown): let the adapter go.
+                        self.shutdown_adapter(true).await;
+                        break;
+                    }
+                },
+                event = next_event(&mut self.adapter) => self.event(event).await,
+                () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
+            }
+        }
+    }
+
+    /// Handles one command; true when the session is over.
+    async fn command(&mut self, command: SessionCommand) -> bool {
+        match command {
+            SessionCommand::UserMessage(message, reply) => {
+                let result = self.user_message(message).await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::Interrupt(reply) => {
+                let result = self.interrupt().await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::PermissionResponse(id, option, reply) => {
+                let result = self.permission_response(id, option).await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::GetUsage(reply) => {
+                let result = self.usage().await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::Follow { since_seq, since_ts, reply } => {
+                let backlog = match (since_seq, since_ts) {
+                    (Some(seq), _) => self.log.read_since_seq(seq),
+                    (None, Some(ts)) => self.log.read_since_ts(ts),
+                    (None, None) => self.log.read_since_seq(0),
+                };
+                let result = backlog
+                    .map(|backlog| Following { backlog, live: self.live.subscribe() })
+                    .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });
+                let _ = reply.send(result);
+            }
+            SessionCommand::Listing(reply) => {
+                let m = &self.spec.meta;
+                let _ = reply.send(SessionListing {
+                    session_id: m.session_id.clone(),
+                    agent_id: m.agent_id.clone(),
+                    cwd: m.cwd.clone(),
+                    state: self.state,
+                    last_seq: self.log.last_seq(),
+                    title: m.title.clone(),
+                });
+            }
+            SessionCommand::Stop(reply) => {
+                if self.turn.is_some() {
+                    self.end_turn(EndReason::Stopped, None);
+                }
+                self.shutdown_adapter(true).await;
+                self.state = SessionState::Stopped;
+                self.spec.meta.state = history::SessionState::Stopped;
+                self.save_meta();
+                let _ = reply.send(Ok(()));
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn user_message(&mut self, message: UserMessage) -> Result<(), ReplyError> {
+        let in_turn = matches!(self.state, SessionState::Running | SessionState::AwaitingPermission);
+        let takes_input = self.declaration.as_ref().is_some_and(|d| d.capabilities.cap_input_during_turn);
+        self.publish(BlockKind::UserMessage(message.clone()));
+        if in_turn && !takes_input {
+            self.queued.push_back(message);
+            return Ok(());
+        }
+        self.deliver(message).await
+    }
+
+    async fn deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
+        if let Err(e) = self.ensure_adapter().await {
+            self.publish(BlockKind::Error(terminull_protocol::blocks::ErrorBlock {
+                message: e.message.clone(),
+                recoverable: false,
+                code: Some("adapter_unavailable".into()),
+            }));
+            return Err(e);
+        }
+        let Some(adapter) = self.adapter.as_ref() else { return Err(agent_failed("no adapter")) };
+        if self.turn.is_none() {
+            self.turn = Some(TurnTracker::new());
+        }
+        self.state = SessionState::Running;
+        self.last_output = Instant::now();
+        if let Err(e) = adapter.call::<proto::Send>(&message).await {
+            let text = format!("{}: send failed: {e}", self.label());
+            self.end_turn(EndReason::Error, Some(&text));
+            return Err(agent_failed(text));
+        }
+        Ok(())
+    }
+
+    async fn interrupt(&mut self) -> Result<(), ReplyError> {
+        let Some(adapter) = self.adapter.as_ref() else { return Ok(()) };
+        if !adapter.declaration().capabilities.cap_interrupt {
+            return Err(ReplyError {
+                code: ReplyErrorCode::NotSupported,
+                message: format!("{} cannot be interrupted (cap_interrupt is false)", self.spec.meta.agent_id),
+            });
+        }
+        adapter.call::<proto::Interrupt>(&proto::Empty {}).await.map(drop).map_err(|e| agent_failed(e.to_string()))
+    }
+
+    async fn permission_response(&mut self, id: PermissionRequestId, option: String) -> Result<(), ReplyError> {
+        let Some(adapter) = self.adapter.as_ref() else { return Err(agent_failed("the adapter is not running")) };
+        let params = proto::PermissionResponseParams { request_id: id, option_id: option };
+        adapter.call::<proto::PermissionResponse>(&params).await.map_err(|e| agent_failed(e.to_string()))?;
+        if self.state == SessionState::AwaitingPermission {
+            self.state = SessionState::Running;
+            self.last_output = Instant::now();
+        }
+        Ok(())
+    }
+
+    async fn usage(&mut self) -> Result<Usage, ReplyError> {
+        let Some(adapter) = self.adapter.as_ref() else { return Err(agent_failed("the adapter is not running")) };
+        if !adapter.declaration().capabilities.provides_usage {
+            return Err(ReplyError {
+                code: ReplyErrorCode::NotSupported,
+                message: format!("{} does not provide usage", self.spec.meta.agent_id),
+            });
+        }
+        adapter.call::<proto::GetUsage>(&proto::Empty {}).await.map_err(|e| agent_failed(e.to_string()))
+    }
+
+    async fn event(&mut self, event: Option<AdapterEvent>) {
+        match event {
+            Some(AdapterEvent::Block(block)) => self.block(block).await,
+            Some(AdapterEvent::AgentSessionId(id)) => self.agent_session_id(id),
+            Some(AdapterEvent::Invalid(what)) => {
+                tracing::warn!(adapter = %self.label(), "dropped: {what}");
+            }
+            Some(AdapterEvent::BadLine(e)) => {
+                tracing::warn!(adapter = %self.label(), "skipped a stdout line: {e}");
+            }
+            Some(AdapterEvent::Exited { status, stderr_tail }) => {
+                let status = status.map_or_else(|| "stdout closed".to_owned(), |s| s.to_string());
+                let mut text = format!("the adapter {} exited ({status})", self.label());
+                let tail = stderr_tail.trim_end();
+                if !tail.is_empty() {
+                    text.push_str(&format!("; stderr tail:\n{tail}"));
+                }
+                tracing::error!("{text}");
+                if self.adapter.take().is_some() {
+                    self.crashes.push_back(Instant::now());
+                    while self.crashes.len() > self.spec.policy.crash_budget {
+                        self.crashes.pop_front();
+                    }
+                }
+                if self.turn.is_some() {
+                    self.end_turn(EndReason::Error, Some(&text));
+                }
+                self.queued.clear();
+                self.state = SessionState::Detached;
+            }
+            None => {}
+        }
+    }
+
+    async fn block(&mut self, mut block: Block) {
+        self.last_output = Instant::now();
+        block.seq = None;
+        let Some(mut tracker) = self.turn.take() else {
+            // Outside a turn only informational blocks make sense.
+            match block.kind {
+                BlockKind::SessionSummary(_) | BlockKind::Progress(_) | BlockKind::BgTask(_) | BlockKind::Error(_) => {
+                    self.publish_block(block);
+                }
+                _ => {
+                    tracing::warn!(adapter = %self.label(), "dropped a `{}` block sent outside a turn", block.block_type())
+                }
+            }
+            return;
+        };
+        if let BlockKind::SessionEnd(_) = &block.kind {
+            for closing in tracker.close_open("the agent ended the turn before this finished") {
+                tracing::warn!(adapter = %self.label(), "closing a `{}` the adapter left open", closing.block_type());
+                self.publish(closing);
+            }
+        }
+        if let Some(violation) = tracker.observe(&block.kind) {
+            tracing::warn!(adapter = %self.label(), "dropped a block that breaks the turn contract: {violation}");
+            self.turn = Some(tracker);
+            return;
+        }
+        match &block.kind {
+            BlockKind::PermissionRequest(_) => self.state = SessionState::AwaitingPermission,
+            BlockKind::SessionSummary(s) => {
+                if let Some(title) = &s.title {
+                    self.spec.meta.title = Some(title.clone());
+                    self.save_meta();
+                }
+            }
+            _ => {}
+        }
+        let ended = matches!(block.kind, BlockKind::SessionEnd(_));
+        self.publish_block(block);
+        if ended {
+            self.state = SessionState::Idle;
+            if let Some(next) = self.queued.pop_front() {
+                let _ = self.deliver(next).await;
+            }
+        } else {
+            self.turn = Some(tracker);
+        }
+    }
+
+    fn agent_session_id(&mut self, id: AgentSessionId) {
+        if self.spec.meta.agent_session_id.as_ref() != Some(&id) {
+            self.spec.meta.agent_session_id = Some(id);
+            self.save_meta();
+        }
+    }
+
+    /// The running turn produced nothing for too long.
+    async fn hung(&mut self) {
+        let text = format!(
+            "the adapter {} produced nothing for {:?} during a turn; it was stopped",
+            self.label(),
+            self.spec.policy.liveness
+        );
+        tracing::error!("{text}");
+        self.end_turn(EndReason::Error, Some(&text));
+        self.shutdown_adapter(false).await;
+        self.state = SessionState::Detached;
+    }
+
+    /// Closes the current turn: everything open, an error block when `error`, and
+    /// the single `session_end`.
+    fn end_turn(&mut self, reason: EndReason, error: Option<&str>) {
+        if let Some(mut tracker) = self.turn.take() {
+            for kind in tracker.close(reason, error) {
+                self.publish(kind);
+            }
+        }
+        self.state = SessionState::Idle;
+    }
+
+    async fn shutdown_adapter(&mut self, polite: bool) {
+        if let Some(mut adapter) = self.adapter.take() {
+            if polite {
+                let _ = adapter.call::<proto::Stop>(&proto::Empty {}).await;
+            }
+            adapter.shutdown().await;
+        }
+    }
+
+    fn save_meta(&mut self) {
+        let meta = self.spec.meta.clone();
+        match self.spec.store.update_meta(&meta.session_id, |m| *m = meta.clone()) {
+            Ok(saved) => self.spec.meta = saved,
+            Err(e) => tracing::error!(session = %meta.session_id, "cannot save session metadata: {e}"),
+        }
+    }
+}
+
+async fn next_event(adapter: &mut Option<HostedAdapter>) -> Option<AdapterEvent> {
+    match adapter {
+        Some(a) => a.next_event().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_budget_counts_only_recent_crashes() {
+        let policy =
+            SessionPolicy { crash_budget: 3, crash_window: Duration::from_secs(60), ..SessionPolicy::default() };
+        let now = Instant::now() + Duration::from_secs(1000);
+        let at = |secs_ago: u64| now - Duration::from_secs(secs_ago);
+        assert!(may_restart(&VecDeque::new(), now, &policy));
+        assert!(may_restart(&[at(10), at(20)].into(), now, &policy));
+        assert!(!may_restart(&[at(10), at(20), at(30)].into(), now, &policy));
+        assert!(may_restart(&[at(100), at(20), at(30)].into(), now, &policy));
+    }
+}

@@ -1,0 +1,418 @@
+//! Sessions end to end through the one dispatcher: real adapter processes (echo-rs,
+//! the Python reference adapter and the broken fixtures as drop-ins), the in-process
+//! path and the Unix socket. Whatever an adapter does, the client sees the turn end.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use terminull_bridge::home::{Config, Home};
+use terminull_bridge::local;
+use terminull_bridge::registry::ScanOptions;
+use terminull_bridge::service::Service;
+use terminull_bridge::session::SessionPolicy;
+use terminull_protocol::blocks::{Block, BlockKind, EndReason, ToolStatus};
+use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::ndjson::NdjsonCodec;
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+const BROKEN_MODES: &[&str] = &[
+    "exits-mid-turn",
+    "hangs-mid-turn",
+    "no-session-end",
+    "tool-call-left-running",
+    "huge-line",
+    "stdout-garbage",
+    "slow-handshake",
+];
+
+/// A home with every broken mode and the Python reference adapter as drop-ins.
+fn home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let ext = home.path().join("ext_adapters");
+    std::fs::create_dir_all(&ext).unwrap();
+    let script = support::workspace().join("tests/fixtures/adapters/broken.py");
+    for mode in BROKEN_MODES {
+        let path = ext.join(mode);
+        std::fs::write(&path, format!("#!/bin/sh\nexec python3 '{}' {mode}\n", script.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::copy(support::workspace().join("examples/ext_adapter_example.py"), ext.join("echo-py")).unwrap();
+    home
+}
+
+fn policy() -> SessionPolicy {
+    SessionPolicy {
+        liveness: Duration::from_secs(2),
+        handshake_timeout: Duration::from_secs(10),
+        ..SessionPolicy::default()
+    }
+}
+
+async fn service(home: &Path, policy: SessionPolicy) -> Service {
+    let mut scan = ScanOptions::new(Home::at(home), Config::default());
+    scan.exe_dir = Some(support::echo_rs().parent().unwrap().to_path_buf());
+    scan.handshake_timeout = Duration::from_secs(10);
+    Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
+}
+
+/// A client on the in-process path: the same per-connection loop as the socket.
+struct Client {
+    tx: mpsc::Sender<Value>,
+    rx: mpsc::Receiver<BridgeMessage>,
+    next_id: u64,
+}
+
+impl Client {
+    fn in_process(service: &Service) -> Self {
+        let (tx, lines_rx) = mpsc::channel::<Value>(64);
+        let (out_tx, rx) = mpsc::channel(4096);
+        let lines = tokio_stream_from(lines_rx);
+        tokio::spawn(local::serve_connection(service.clone(), lines, out_tx));
+        Client { tx, rx, next_id: 0 }
+    }
+
+    async fn over_socket(path: &Path) -> Self {
+        let stream = tokio::net::UnixStream::connect(path).await.unwrap();
+        let (read, write) = stream.into_split();
+        let (tx, mut lines_rx) = mpsc::channel::<Value>(64);
+        tokio::spawn(async move {
+            let mut out = FramedWrite::new(write, NdjsonCodec::default());
+            while let Some(v) = lines_rx.recv().await {
+                futures::SinkExt::send(&mut out, &v).await.unwrap();
+            }
+        });
+        let (out_tx, rx) = mpsc::channel(4096);
+        tokio::spawn(async move {
+            let mut lines = FramedRead::new(read, NdjsonCodec::default());
+            while let Some(Ok(Ok(v))) = lines.next().await {
+                if out_tx.send(serde_json::from_value(v).unwrap()).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Client { tx, rx, next_id: 0 }
+    }
+
+    async fn send(&mut self, mut message: Value) -> String {
+        self.next_id += 1;
+        let id = format!("c{}", self.next_id);
+        message["id"] = json!(id);
+        self.tx.send(message).await.unwrap();
+        id
+    }
+
+    async fn next(&mut self) -> BridgeMessage {
+        tokio::time::timeout(Duration::from_secs(20), self.rx.recv())
+            .await
+            .expect("nothing from the bridge in 20 s")
+            .unwrap()
+    }
+
+    /// Sends a control message and returns its reply, keeping other messages for later.
+    async fn call(&mut self, message: Value, kept: &mut Vec<BridgeMessage>) -> ReplyOutcome {
+        let id = self.send(message).await;
+        loop {
+            match self.next().await {
+                BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id) => return r.outcome,
+                other => kept.push(other),
+            }
+        }
+    }
+
+    async fn start(&mut self, agent: &str, cwd: &Path) -> (String, Vec<Block>) {
+        let mut kept = Vec::new();
+        let outcome = self
+            .call(json!({"type": "session_request", "agent": agent, "cwd": cwd, "app_pubkey": "k"}), &mut kept)
+            .await;
+        let ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } = outcome else {
+            panic!("session_request failed: {outcome:?}")
+        };
+        let mut blocks: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+        loop {
+            match self.next().await {
+                BridgeMessage::ReplayDone { .. } => break,
+                m => blocks.extend(block_of(m)),
+            }
+        }
+        (session_id.0, blocks)
+    }
+
+    /// Sends a user message and collects blocks up to the turn's session_end.
+    async fn turn(&mut self, session: &str, text: &str) -> Vec<Block> {
+        let mut kept = Vec::new();
+        let outcome = self.call(json!({"type": "user_message", "session_id": session, "text": text}), &mut kept).await;
+        assert!(matches!(outcome, ReplyOutcome::Ok { .. }), "{outcome:?}");
+        let mut blocks: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+        while !blocks.iter().any(|b| matches!(b.kind, BlockKind::SessionEnd(_))) {
+            blocks.extend(block_of(self.next().await));
+        }
+        blocks
+    }
+}
+
+fn tokio_stream_from(
+    rx: mpsc::Receiver<Value>,
+) -> impl futures::Stream<Item = Result<Value, terminull_protocol::ndjson::LineError>> + Unpin {
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (Ok(v), rx)) }))
+}
+
+fn block_of(m: BridgeMessage) -> Option<Block> {
+    match m {
+        BridgeMessage::Block { block, .. } => Some(block),
+        _ => None,
+    }
+}
+
+fn end_of(blocks: &[Block]) -> EndReason {
+    let ends: Vec<_> = blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::SessionEnd(e) => Some(e.reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 1, "exactly one session_end per turn: {blocks:#?}");
+    ends[0]
+}
+
+fn error_text(blocks: &[Block]) -> String {
+    blocks
+        .iter()
+        .find_map(|b| match &b.kind {
+            BlockKind::Error(e) => Some(e.message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no error block in {blocks:#?}"))
+}
+
+#[tokio::test]
+async fn an_echo_session_streams_with_continuous_seqs() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let (session, opening) = client.start("echo", home.path()).await;
+    assert!(matches!(opening[0].kind, BlockKind::AgentInfo(_)), "{opening:?}");
+    let blocks = client.turn(&session, "hello bridge").await;
+    assert_eq!(end_of(&blocks), EndReason::Completed);
+    let seqs: Vec<u64> = opening.iter().chain(&blocks).map(|b| b.seq.unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(
+        blocks.iter().any(|b| matches!(&b.kind, BlockKind::Text(t) if t.done && t.text == "You said: hello bridge"))
+    );
+}
+
+#[tokio::test]
+async fn a_crash_mid_turn_ends_the_turn_with_an_error_naming_the_adapter_and_the_bridge_goes_on() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let (session, _) = client.start("broken-exits-mid-turn", home.path()).await;
+    let blocks = client.turn(&session, "hi").await;
+    assert_eq!(end_of(&blocks), EndReason::Error);
+    let text = error_text(&blocks);
+    assert!(text.contains("broken-exits-mid-turn") && text.contains("exit status: 3"), "{text}");
+    assert!(text.contains("exiting with status 3"), "stderr tail missing: {text}");
+    // Every text opened before the crash was closed.
+    assert!(blocks.iter().filter(|b| matches!(&b.kind, BlockKind::Text(t) if t.done)).count() >= 1, "{blocks:#?}");
+    // The bridge still serves other sessions.
+    let (other, _) = client.start("echo", home.path()).await;
+    assert_eq!(end_of(&client.turn(&other, "still there?").await), EndReason::Completed);
+    // The crashed session restarts its adapter on the next message.
+    let again = client.turn(&session, "again").await;
+    assert!(again.iter().any(|b| matches!(b.kind, BlockKind::AgentInfo(_))), "no restart: {again:#?}");
+    assert_eq!(end_of(&again), EndReason::Error);
+}
+
+#[tokio::test]
+async fn a_silent_adapter_is_declared_hung_and_the_turn_ends() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    for agent in ["broken-hangs-mid-turn", "broken-no-session-end"] {
+        let (session, _) = client.start(agent, home.path()).await;
+        let blocks = client.turn(&session, "hi").await;
+        assert_eq!(end_of(&blocks), EndReason::Error, "{agent}");
+        let text = error_text(&blocks);
+        assert!(text.contains(agent) && text.contains("produced nothing"), "{agent}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_call_left_running_is_closed_before_the_session_end() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let (session, _) = client.start("broken-tool-call-left-running", home.path()).await;
+    let blocks = client.turn(&session, "hi").await;
+    let end_at = blocks.iter().position(|b| matches!(b.kind, BlockKind::SessionEnd(_))).unwrap();
+    let closed_at = blocks
+        .iter()
+        .position(|b| matches!(&b.kind, BlockKind::ToolCall(c) if c.status == ToolStatus::Error))
+        .expect("the running call was closed");
+    let result_at =
+        blocks.iter().position(|b| matches!(&b.kind, BlockKind::ToolResult(r) if r.is_error)).expect("paired result");
+    assert!(closed_at < end_at && result_at < end_at, "{blocks:#?}");
+}
+
+#[tokio::test]
+async fn garbage_and_a_20_mib_line_do_not_break_the_turn() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    for agent in ["broken-stdout-garbage", "broken-huge-line"] {
+        let (session, _) = client.start(agent, home.path()).await;
+        assert_eq!(end_of(&client.turn(&session, "hi").await), EndReason::Completed, "{agent}");
+    }
+}
+
+#[tokio::test]
+async fn a_slow_handshake_past_the_deadline_is_refused_with_a_reason() {
+    let home = home();
+    let tight = SessionPolicy { handshake_timeout: Duration::from_millis(500), ..policy() };
+    let service = service(home.path(), tight).await;
+    let mut client = Client::in_process(&service);
+    let mut kept = Vec::new();
+    let outcome = client
+        .call(
+            json!({"type": "session_request", "agent": "broken-slow-handshake", "cwd": home.path(), "app_pubkey": "k"}),
+            &mut kept,
+        )
+        .await;
+    match outcome {
+        ReplyOutcome::Error { error } => assert!(error.message.contains("no answer to initialize"), "{error:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn messages_sent_during_a_turn_are_queued_and_delivered_in_order() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let (session, _) = client.start("echo", home.path()).await;
+    let mut kept = Vec::new();
+    for text in ["slow one two three", "second", "third"] {
+        let outcome =
+            client.call(json!({"type": "user_message", "session_id": session, "text": text}), &mut kept).await;
+        assert!(matches!(outcome, ReplyOutcome::Ok { .. }));
+    }
+    let mut blocks: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+    while blocks.iter().filter(|b| matches!(b.kind, BlockKind::SessionEnd(_))).count() < 3 {
+        blocks.extend(block_of(client.next().await));
+    }
+    let finals: Vec<_> = blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::Text(t) if t.done => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finals, ["You said: slow one two three", "You said: second", "You said: third"]);
+}
+
+#[tokio::test]
+async fn unknown_types_are_ignored_and_bad_fields_answered() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    client.send(json!({"type": "from_the_future"})).await;
+    let mut kept = Vec::new();
+    let outcome = client.call(json!({"type": "interrupt", "session_id": 5}), &mut kept).await;
+    match outcome {
+        ReplyOutcome::Error { error } => assert!(error.message.contains("session_id"), "{error:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(kept.is_empty(), "the unknown type got an answer: {kept:?}");
+    let outcome = client
+        .call(json!({"type": "session_request", "agent": "nope", "cwd": "/", "app_pubkey": "k"}), &mut kept)
+        .await;
+    assert!(matches!(outcome, ReplyOutcome::Error { ref error } if error.message.contains("known: ")), "{outcome:?}");
+}
+
+/// Blocks with time stamps and generated ids blanked, for comparing two runs.
+fn normalized(blocks: &[Block]) -> Vec<Value> {
+    blocks
+        .iter()
+        .map(|b| {
+            let mut v = serde_json::to_value(b).unwrap();
+            v["ts"] = json!(0);
+            if v.get("id").is_some() {
+                v["id"] = json!("<id>");
+            }
+            v
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_socket_and_the_in_process_path_give_the_same_blocks() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let socket = home.path().join("bridge.sock");
+    let listener = local::bind(&socket).await.unwrap();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    tokio::spawn(local::serve(service.clone(), listener));
+
+    let mut runs = Vec::new();
+    for over_socket in [false, true] {
+        let mut client = if over_socket { Client::over_socket(&socket).await } else { Client::in_process(&service) };
+        let (session, mut blocks) = client.start("echo", home.path()).await;
+        blocks.extend(client.turn(&session, "same words").await);
+        let mut kept = Vec::new();
+        let usage = client.call(json!({"type": "get_usage", "session_id": session}), &mut kept).await;
+        assert!(matches!(usage, ReplyOutcome::Ok { result: ReplyResult::Usage { .. } }), "{usage:?}");
+        runs.push(normalized(&blocks));
+    }
+    assert_eq!(runs[0], runs[1]);
+    assert!(matches!(local::bind(&socket).await, Err(local::LocalError::InUse(_))));
+}
+
+#[tokio::test]
+async fn a_restarted_bridge_replays_history_and_resumes_with_the_agent_session_id() {
+    let home = home();
+    let session;
+    let before;
+    {
+        let service = service(home.path(), policy()).await;
+        let mut client = Client::in_process(&service);
+        let (id, mut blocks) = client.start("echo-py", home.path()).await;
+        blocks.extend(client.turn(&id, "remember me").await);
+        session = id;
+        before = blocks;
+        service.shutdown().await;
+    }
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let mut kept = Vec::new();
+    let outcome = client
+        .call(json!({"type": "session_resume", "session_id": session, "since_seq": 0, "app_pubkey": "k"}), &mut kept)
+        .await;
+    assert!(matches!(outcome, ReplyOutcome::Ok { .. }), "{outcome:?}");
+    let mut replayed: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+    loop {
+        match client.next().await {
+            BridgeMessage::ReplayDone { .. } => break,
+            m => replayed.extend(block_of(m)),
+        }
+    }
+    // Everything before the restart comes back (chunks compacted: the final text once).
+    let final_text = |blocks: &[Block]| {
+        blocks.iter().rev().find_map(|b| match &b.kind {
+            BlockKind::Text(t) if t.done => Some(t.text.clone()),
+            _ => None,
+        })
+    };
+    assert_eq!(final_text(&replayed), final_text(&before));
+    assert!(replayed.iter().filter(|b| matches!(b.kind, BlockKind::Text(_))).count() == 1, "{replayed:#?}");
+    // The next message restarts the adapter with the agent's own session id: the
+    // Python adapter refuses a resume id it did not mint, so a completed turn proves it.
+    let blocks = client.turn(&session, "still me").await;
+    assert_eq!(end_of(&blocks), EndReason::Completed, "{blocks:#?}");
+}
