@@ -8,7 +8,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 use terminull_bridge::home::{Config, Home};
 use terminull_bridge::local;
@@ -17,9 +16,6 @@ use terminull_bridge::service::Service;
 use terminull_bridge::session::SessionPolicy;
 use terminull_protocol::blocks::{Block, BlockKind, EndReason, ToolStatus};
 use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
-use terminull_protocol::ndjson::NdjsonCodec;
-use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, FramedWrite};
 
 const BROKEN_MODES: &[&str] = &[
     "exits-mid-turn",
@@ -61,54 +57,31 @@ async fn service(home: &Path, policy: SessionPolicy) -> Service {
     Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
 }
 
-/// A client on the in-process path: the same per-connection loop as the socket.
+/// The library's client, with helpers that keep the tests short.
 struct Client {
-    tx: mpsc::Sender<Value>,
-    rx: mpsc::Receiver<BridgeMessage>,
+    inner: terminull_bridge::client::Client,
     next_id: u64,
 }
 
 impl Client {
     fn in_process(service: &Service) -> Self {
-        let (tx, lines_rx) = mpsc::channel::<Value>(64);
-        let (out_tx, rx) = mpsc::channel(4096);
-        let lines = tokio_stream_from(lines_rx);
-        tokio::spawn(local::serve_connection(service.clone(), lines, out_tx));
-        Client { tx, rx, next_id: 0 }
+        Client { inner: terminull_bridge::client::Client::in_process(service), next_id: 0 }
     }
 
     async fn over_socket(path: &Path) -> Self {
-        let stream = tokio::net::UnixStream::connect(path).await.unwrap();
-        let (read, write) = stream.into_split();
-        let (tx, mut lines_rx) = mpsc::channel::<Value>(64);
-        tokio::spawn(async move {
-            let mut out = FramedWrite::new(write, NdjsonCodec::default());
-            while let Some(v) = lines_rx.recv().await {
-                futures::SinkExt::send(&mut out, &v).await.unwrap();
-            }
-        });
-        let (out_tx, rx) = mpsc::channel(4096);
-        tokio::spawn(async move {
-            let mut lines = FramedRead::new(read, NdjsonCodec::default());
-            while let Some(Ok(Ok(v))) = lines.next().await {
-                if out_tx.send(serde_json::from_value(v).unwrap()).await.is_err() {
-                    break;
-                }
-            }
-        });
-        Client { tx, rx, next_id: 0 }
+        Client { inner: terminull_bridge::client::Client::connect(path).await.unwrap(), next_id: 0 }
     }
 
     async fn send(&mut self, mut message: Value) -> String {
         self.next_id += 1;
         let id = format!("c{}", self.next_id);
         message["id"] = json!(id);
-        self.tx.send(message).await.unwrap();
+        self.inner.send_raw(message).await.unwrap();
         id
     }
 
     async fn next(&mut self) -> BridgeMessage {
-        tokio::time::timeout(Duration::from_secs(20), self.rx.recv())
+        tokio::time::timeout(Duration::from_secs(20), self.inner.next())
             .await
             .expect("nothing from the bridge in 20 s")
             .unwrap()
@@ -154,12 +127,6 @@ impl Client {
         }
         blocks
     }
-}
-
-fn tokio_stream_from(
-    rx: mpsc::Receiver<Value>,
-) -> impl futures::Stream<Item = Result<Value, terminull_protocol::ndjson::LineError>> + Unpin {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (Ok(v), rx)) }))
 }
 
 fn block_of(m: BridgeMessage) -> Option<Block> {

@@ -1,0 +1,150 @@
+//! A client of the bridge for the command line and tests: over the local socket when
+//! a daemon runs, otherwise an in-process bridge behind the same per-connection loop.
+
+use std::path::Path;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use terminull_protocol::control::{BridgeMessage, Control, ControlMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::ndjson::{LineError, NdjsonCodec};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::local;
+use crate::service::Service;
+
+/// Messages buffered from the bridge.
+const INBOX: usize = 4096;
+
+/// A connection to a bridge.
+#[derive(Debug)]
+pub struct Client {
+    tx: mpsc::Sender<Value>,
+    rx: mpsc::Receiver<BridgeMessage>,
+    next_id: u64,
+    /// The bridge this client runs in-process, when there is no daemon.
+    in_process: Option<Service>,
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The bridge went away.
+    #[error("the bridge closed the connection")]
+    Closed,
+    /// The bridge refused the message.
+    #[error("{code:?}: {message}")]
+    Refused {
+        /// The error code.
+        code: terminull_protocol::control::ReplyErrorCode,
+        /// The bridge's explanation.
+        message: String,
+    },
+    /// The socket could not be opened.
+    #[error("cannot connect to {path}: {source}")]
+    Connect {
+        /// The socket.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl Client {
+    /// A client of a bridge running in this process.
+    pub fn in_process(service: &Service) -> Self {
+        let (tx, lines_rx) = mpsc::channel::<Value>(64);
+        let (out_tx, rx) = mpsc::channel(INBOX);
+        let lines = Box::pin(futures::stream::unfold(lines_rx, |mut rx| async move {
+            rx.recv().await.map(|v| (Ok::<_, LineError>(v), rx))
+        }));
+        tokio::spawn(local::serve_connection(service.clone(), lines, out_tx));
+        Client { tx, rx, next_id: 0, in_process: Some(service.clone()) }
+    }
+
+    /// A client of the daemon listening on `socket`.
+    pub async fn connect(socket: &Path) -> Result<Self, ClientError> {
+        let stream = tokio::net::UnixStream::connect(socket)
+            .await
+            .map_err(|source| ClientError::Connect { path: socket.display().to_string(), source })?;
+        let (read, write) = stream.into_split();
+        let (tx, mut lines_rx) = mpsc::channel::<Value>(64);
+        tokio::spawn(async move {
+            let mut out = FramedWrite::new(write, NdjsonCodec::default());
+            while let Some(v) = lines_rx.recv().await {
+                if out.send(&v).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (out_tx, rx) = mpsc::channel(INBOX);
+        tokio::spawn(async move {
+            let mut lines = FramedRead::new(read, NdjsonCodec::default());
+            while let Some(Ok(line)) = lines.next().await {
+                let message = match line.map(serde_json::from_value::<BridgeMessage>) {
+                    Ok(Ok(m)) => m,
+                    Ok(Err(e)) => {
+                        tracing::warn!("unreadable message from the bridge: {e}");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!("bad line from the bridge: {e}");
+                        continue;
+                    }
+                };
+                if out_tx.send(message).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Client { tx, rx, next_id: 0, in_process: None })
+    }
+
+    /// True when the bridge runs inside this process (no daemon was found).
+    pub fn is_in_process(&self) -> bool {
+        self.in_process.is_some()
+    }
+
+    /// Sends a raw control value (tests use it for malformed messages).
+    pub async fn send_raw(&mut self, value: Value) -> Result<(), ClientError> {
+        self.tx.send(value).await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Sends a control message and returns its correlation id.
+    pub async fn send(&mut self, message: ControlMessage) -> Result<String, ClientError> {
+        self.next_id += 1;
+        let id = format!("c{}", self.next_id);
+        let value = serde_json::to_value(Control { id: Some(id.clone()), message }).map_err(|_| ClientError::Closed)?;
+        self.send_raw(value).await?;
+        Ok(id)
+    }
+
+    /// The next message from the bridge; `None` when it is gone.
+    pub async fn next(&mut self) -> Option<BridgeMessage> {
+        self.rx.recv().await
+    }
+
+    /// Sends a control message and waits for its reply; other messages that arrive
+    /// meanwhile are appended to `kept`, in order.
+    pub async fn call(
+        &mut self,
+        message: ControlMessage,
+        kept: &mut Vec<BridgeMessage>,
+    ) -> Result<ReplyResult, ClientError> {
+        let id = self.send(message).await?;
+        loop {
+            match self.next().await.ok_or(ClientError::Closed)? {
+                BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id) => {
+                    return match r.outcome {
+                        ReplyOutcome::Ok { result } => Ok(result),
+                        ReplyOutcome::Error { error } => {
+                            Err(ClientError::Refused { code: error.code, message: error.message })
+                        }
+                    };
+                }
+                other => kept.push(other),
+            }
+        }
+    }
+}
