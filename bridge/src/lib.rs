@@ -7,6 +7,7 @@
 //! - [`conformance`], [`transcript`]: tools for adapter authors.
 //! - [`self_check`]: `terminull self-check`.
 
+pub mod chat;
 pub mod client;
 pub mod conformance;
 pub mod history;

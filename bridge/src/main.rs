@@ -6,10 +6,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use terminull_bridge::chat::{self, ChatOptions, PermissionAnswer};
+use terminull_bridge::client::Client;
 use terminull_bridge::conformance::{CheckOptions, check_adapter};
 use terminull_bridge::home::Home;
+use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
+use terminull_bridge::service::Service;
+use terminull_bridge::session::SessionPolicy;
 use terminull_bridge::transcript;
+use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 
 /// Run AI coding agents on this machine and drive them from another device.
 #[derive(Debug, Parser)]
@@ -30,6 +36,59 @@ enum Command {
     /// Tools for adapter authors.
     #[command(subcommand)]
     Adapter(AdapterCommand),
+    /// Run the bridge daemon in the foreground: adapters, sessions, history, and the
+    /// local control socket (`<home>/bridge.sock`).
+    Up {
+        /// The bridge's home (default: $TERMINULL_HOME, else ~/.terminull).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        /// Log level (error, warn, info, debug, trace) or a tracing filter.
+        #[arg(long, default_value = "info")]
+        log_level: String,
+    },
+    /// Talk to an agent: through the running daemon, or an in-process bridge if none runs.
+    Chat {
+        /// The agent (see `terminull agents`).
+        agent: String,
+        /// The session's working directory (default: the current one).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The model, when the agent offers a choice.
+        #[arg(long)]
+        model: Option<String>,
+        /// Send this prompt, print the turn, and exit (0 only if the turn completed).
+        #[arg(short = 'p', long = "prompt")]
+        prompt: Option<String>,
+        /// Print every block received as one NDJSON line instead of rendering it.
+        #[arg(long)]
+        json: bool,
+        /// Answer permission requests without asking.
+        #[arg(long, value_enum)]
+        permission: Option<PermissionAnswer>,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// Continue an existing session: replay its history, then talk.
+    Attach {
+        /// The session id (see `terminull sessions`).
+        session: String,
+        /// Print blocks as NDJSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List sessions, live and in history.
+    Sessions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
     /// List the agents this bridge can run: built-ins and drop-ins, whether each
     /// agent's CLI is installed, its capabilities, and the adapters refused and why.
     Agents {
@@ -109,6 +168,14 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    // `up` sets up its own logging from --log-level; the other commands stay quiet.
+    if !matches!(cli.command, Command::Up { .. }) {
+        quiet_logging();
+    }
+    dispatch_command(cli)
+}
+
+fn quiet_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -118,13 +185,118 @@ fn main() -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .try_init();
+}
+
+fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::SelfCheck { json } => self_check(json),
         Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
         Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
+        Command::Up { home, log_level } => up(home, &log_level),
+        Command::Chat { agent, cwd, model, prompt, json, permission, home } => {
+            let cwd = match cwd {
+                Some(c) => c,
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            let opts = ChatOptions { agent, cwd: cwd.display().to_string(), model, prompt, json, permission };
+            with_client(home, |mut client| async move { chat::chat(&mut client, &opts).await.map(|ok| (ok, client)) })
+        }
+        Command::Attach { session, json, home } => with_client(home, |mut client| async move {
+            chat::attach(&mut client, &session, json).await.map(|ok| (ok, client))
+        }),
+        Command::Sessions { json, home } => sessions(json, home),
     }
+}
+
+/// Connects to the daemon of `home`, or starts an in-process bridge when none runs.
+async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
+    let socket = home.socket();
+    if socket.exists()
+        && let Ok(client) = Client::connect(&socket).await
+    {
+        return Ok((client, None));
+    }
+    let config = home.load_config()?;
+    let scan = ScanOptions::new(home.clone(), config.clone());
+    let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+    Ok((Client::in_process(&service), Some(service)))
+}
+
+fn with_client<F, Fut>(home: Option<PathBuf>, run: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<(bool, Client), terminull_bridge::client::ClientError>>,
+{
+    let home = Home::resolve(home)?;
+    runtime()?.block_on(async move {
+        let (client, service) = client_for(&home).await?;
+        let outcome = run(client).await;
+        if let Some(service) = service {
+            service.shutdown().await;
+        }
+        let (ok, _client) = outcome?;
+        Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    })
+}
+
+fn sessions(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    runtime()?.block_on(async move {
+        let (mut client, service) = client_for(&home).await?;
+        let mut kept = Vec::new();
+        let result = client.call(ControlMessage::ListSessions(control::ListSessions {}), &mut kept).await;
+        if let Some(service) = service {
+            service.shutdown().await;
+        }
+        let ReplyResult::Sessions { sessions } = result? else { anyhow::bail!("unexpected reply to list_sessions") };
+        if json {
+            write_stdout(&serde_json::to_string_pretty(&sessions)?)?;
+        } else {
+            let mut out = format!("{:<40} {:<12} {:<19} {:>6}  {}\n", "SESSION", "AGENT", "STATE", "BLOCKS", "CWD");
+            for s in &sessions {
+                let state = serde_json::to_value(s.state)?.as_str().unwrap_or_default().to_owned();
+                out.push_str(&format!(
+                    "{:<40} {:<12} {:<19} {:>6}  {}\n",
+                    s.session_id, s.agent_id, state, s.last_seq, s.cwd
+                ));
+            }
+            write_stdout(out.trim_end())?;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_level))
+        .context("--log-level")?;
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(filter)
+        .try_init();
+    let home = Home::resolve(home)?;
+    let config = home.load_config()?;
+    runtime()?.block_on(async move {
+        std::fs::create_dir_all(home.root()).with_context(|| format!("creating {}", home.root().display()))?;
+        let scan = ScanOptions::new(home.clone(), config.clone());
+        let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+        let listener = local::bind(&home.socket()).await?;
+        tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
+        let server = tokio::spawn(local::serve(service.clone(), listener));
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        server.abort();
+        service.shutdown().await;
+        let _ = std::fs::remove_file(home.socket());
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {

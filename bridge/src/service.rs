@@ -107,11 +107,11 @@ impl Service {
         self.inner.registry.read().await.clone()
     }
 
-    /// Stops every live session's adapter (history stays; sessions remain resumable).
+    /// Stops every live session's adapter and waits for it (history stays; sessions
+    /// remain resumable by a later bridge).
     pub async fn shutdown(&self) {
         let sessions: Vec<_> = self.inner.sessions.lock().await.drain().map(|(_, h)| h).collect();
-        // Dropping the handles ends each actor, which lets its adapter go.
-        drop(sessions);
+        futures::future::join_all(sessions.iter().map(SessionHandle::detach)).await;
     }
 
     /// Handles one decoded control message.
@@ -150,12 +150,17 @@ impl Service {
             return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
         }
         let log = self.inner.history.open_session(id).map_err(unknown)?;
-        let handle = self.spawn(meta, log).await?;
+        let handle = self.spawn(meta, log, false).await?;
         self.inner.sessions.lock().await.insert(id.clone(), handle.clone());
         Ok(handle)
     }
 
-    async fn spawn(&self, meta: SessionMeta, log: crate::history::SessionLog) -> Result<SessionHandle, ReplyError> {
+    async fn spawn(
+        &self,
+        meta: SessionMeta,
+        log: crate::history::SessionLog,
+        start_now: bool,
+    ) -> Result<SessionHandle, ReplyError> {
         let registry = self.inner.registry.read().await;
         let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
             error(ReplyErrorCode::UnknownAgent, format!("agent `{}` is not registered", meta.agent_id))
@@ -168,7 +173,7 @@ impl Service {
             store: self.inner.history.clone(),
         };
         drop(registry);
-        spawn_session(spec, log).await
+        spawn_session(spec, log, start_now).await
     }
 
     async fn handle(
@@ -205,7 +210,7 @@ impl Service {
                     .history
                     .create(meta.clone())
                     .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-                let handle = self.spawn(meta, log).await?;
+                let handle = self.spawn(meta, log, true).await?;
                 let following = handle.follow(Some(0), None).await?;
                 self.inner.sessions.lock().await.insert(session_id.clone(), handle);
                 Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))

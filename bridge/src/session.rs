@@ -88,6 +88,8 @@ pub enum SessionCommand {
     Listing(oneshot::Sender<SessionListing>),
     /// End the session.
     Stop(oneshot::Sender<Result<(), ReplyError>>),
+    /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
+    Detach(oneshot::Sender<()>),
 }
 
 /// What [`SessionCommand::Follow`] returns.
@@ -154,6 +156,11 @@ impl SessionHandle {
     pub async fn stop(&self) -> Result<(), ReplyError> {
         self.ask(SessionCommand::Stop).await.unwrap_or_else(|| Err(gone()))
     }
+
+    /// Ends the actor and its adapter but keeps the session resumable; returns once done.
+    pub async fn detach(&self) {
+        let _ = self.ask(SessionCommand::Detach).await;
+    }
 }
 
 /// Everything needed to (re)start a session's adapter.
@@ -171,9 +178,11 @@ pub struct SessionSpec {
     pub store: HistoryStore,
 }
 
-/// Starts a session actor: launches the adapter, starts the session (appending its
-/// `agent_info`), and returns the handle. Fails when the adapter cannot be started.
-pub async fn spawn_session(spec: SessionSpec, log: SessionLog) -> Result<SessionHandle, ReplyError> {
+/// Starts a session actor and returns its handle. With `start_now` the adapter is
+/// launched and the session started (appending its `agent_info`) before this returns,
+/// and a failure to start is the error; otherwise (a session revived from history)
+/// the adapter starts with the first message, so replaying history costs no process.
+pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) -> Result<SessionHandle, ReplyError> {
     let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
     let (live, _) = broadcast::channel(FOLLOWER_BUFFER);
     let mut actor = Actor {
@@ -189,7 +198,11 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog) -> Result<Session
         crashes: VecDeque::new(),
         ever_started: false,
     };
-    actor.ensure_adapter().await?;
+    if start_now {
+        actor.ensure_adapter().await?;
+    } else {
+        actor.state = SessionState::Detached;
+    }
     let handle =
         SessionHandle { id: actor.spec.meta.session_id.clone(), agent_id: actor.spec.meta.agent_id.to_string(), tx };
     tokio::spawn(actor.run(rx));
@@ -349,6 +362,17 @@ impl Actor {
                     last_seq: self.log.last_seq(),
                     title: m.title.clone(),
                 });
+            }
+            SessionCommand::Detach(reply) => {
+                if self.turn.is_some() {
+                    self.end_turn(EndReason::Stopped, Some("the bridge is shutting down"));
+                }
+                self.shutdown_adapter(true).await;
+                if let Err(e) = self.log.sync() {
+                    tracing::warn!(session = %self.spec.meta.session_id, "cannot sync history: {e}");
+                }
+                let _ = reply.send(());
+                return true;
             }
             SessionCommand::Stop(reply) => {
                 if self.turn.is_some() {

@@ -23,7 +23,8 @@ macro_rules! string_id {
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
+                // `pad` honours width and alignment (`{:<12}`), unlike `write_str`.
+                f.pad(&self.0)
             }
         }
 
