@@ -59,8 +59,11 @@ pub fn may_restart(crashes: &VecDeque<Instant>, now: Instant, policy: &SessionPo
     crashes.iter().filter(|t| now.duration_since(**t) <= policy.crash_window).count() < policy.crash_budget
 }
 
-/// Blocks buffered per follower before it lags (and must resume by seq).
-const FOLLOWER_BUFFER: usize = 4096;
+/// Blocks buffered for followers before a slow one lags; a lagging follower resumes
+/// from history by seq, so nothing is lost. tokio's broadcast channel allocates every
+/// slot up front, so this is per-session memory (4096 slots measured ~1 MB per idle
+/// session; 256 keep it small while covering a burst of streamed chunks).
+const FOLLOWER_BUFFER: usize = 256;
 /// Commands queued per session.
 const COMMAND_QUEUE: usize = 256;
 
