@@ -286,6 +286,8 @@ fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
+        // New or changed drop-ins are picked up without a restart.
+        let watcher = tokio::spawn(service.clone().watch_drop_ins(Duration::from_secs(2)));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -293,6 +295,7 @@ fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
         }
         tracing::info!("shutting down");
         server.abort();
+        watcher.abort();
         service.shutdown().await;
         let _ = std::fs::remove_file(home.socket());
         Ok(ExitCode::SUCCESS)

@@ -260,6 +260,29 @@ async fn probe(opts: &ScanOptions, built_in: Option<&str>, path: PathBuf) -> Res
     Ok(Agent { declaration, source, command, detected })
 }
 
+/// What identifies the contents of a drop-in directory: name, size, mode and
+/// modification time of each entry, sorted. Equal fingerprints mean nothing to rescan.
+pub fn fingerprint(dir: &Path) -> Vec<(String, u64, u32, Option<std::time::SystemTime>)> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let meta = e.metadata().ok()?;
+                    Some((
+                        e.file_name().to_string_lossy().into_owned(),
+                        meta.len(),
+                        meta.permissions().mode(),
+                        meta.modified().ok(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 /// The capability flags that are on, for one-line listings.
 pub fn capability_summary(d: &Declaration) -> String {
     let c = &d.capabilities;

@@ -47,6 +47,7 @@ pub struct Service {
 
 #[derive(Debug)]
 struct Inner {
+    scan: ScanOptions,
     config: Config,
     registry: RwLock<Registry>,
     history: HistoryStore,
@@ -80,6 +81,20 @@ impl Service {
     ) -> Result<Self, ServiceError> {
         let history = HistoryStore::open(home.sessions())?;
         let registry = scan(&scan_options).await;
+        Self::log_registry(&registry);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                scan: scan_options,
+                config,
+                registry: RwLock::new(registry),
+                history,
+                sessions: Mutex::new(HashMap::new()),
+                policy,
+            }),
+        })
+    }
+
+    fn log_registry(registry: &Registry) {
         for refusal in &registry.refused {
             tracing::warn!("{} adapter {} refused: {}", refusal.kind, refusal.path.display(), refusal.reason);
         }
@@ -91,15 +106,32 @@ impl Service {
                 agent.source.path().display()
             );
         }
-        Ok(Self {
-            inner: Arc::new(Inner {
-                config,
-                registry: RwLock::new(registry),
-                history,
-                sessions: Mutex::new(HashMap::new()),
-                policy,
-            }),
-        })
+    }
+
+    /// Scans the adapters again (new drop-ins, detect results) and swaps the registry.
+    /// Running sessions keep the adapter they started with.
+    pub async fn rescan(&self) {
+        let registry = scan(&self.inner.scan).await;
+        Self::log_registry(&registry);
+        *self.inner.registry.write().await = registry;
+    }
+
+    /// Watches `<home>/ext_adapters/` and rescans when its contents change, compared
+    /// with what they are when this is called. The future runs until dropped.
+    pub fn watch_drop_ins(self, every: std::time::Duration) -> impl std::future::Future<Output = ()> + Send {
+        let dir = self.inner.scan.home.ext_adapters();
+        let mut seen = crate::registry::fingerprint(&dir);
+        async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let now = crate::registry::fingerprint(&dir);
+                if now != seen {
+                    tracing::info!("{} changed; rescanning adapters", dir.display());
+                    self.rescan().await;
+                    seen = now;
+                }
+            }
+        }
     }
 
     /// The current registry.
@@ -367,6 +399,17 @@ impl Service {
                         .collect::<Vec<_>>()
                         .join("\n"),
                 )
+            }
+            "usage" => {
+                let u = handle.usage().await?;
+                output(format!(
+                    "tokens in {} / out {} · cache read {} / write {} · cost ${:.4}",
+                    u.input_tokens.unwrap_or(0),
+                    u.output_tokens.unwrap_or(0),
+                    u.cache_read_tokens.unwrap_or(0),
+                    u.cache_write_tokens.unwrap_or(0),
+                    u.cost_usd.unwrap_or(0.0)
+                ))
             }
             "new" => output("start a new session with session_request (the same agent and cwd)".into()),
             other => Err(error(ReplyErrorCode::NotSupported, format!("/{other} is not handled here"))),

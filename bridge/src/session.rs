@@ -439,6 +439,12 @@ impl Actor {
 
     async fn permission_response(&mut self, id: PermissionRequestId, option: String) -> Result<(), ReplyError> {
         let Some(adapter) = self.adapter.as_ref() else { return Err(agent_failed("the adapter is not running")) };
+        if !adapter.declaration().capabilities.cap_permissions {
+            return Err(ReplyError {
+                code: ReplyErrorCode::NotSupported,
+                message: format!("{} does not ask for permissions (cap_permissions is false)", self.spec.meta.agent_id),
+            });
+        }
         let params = proto::PermissionResponseParams { request_id: id, option_id: option };
         adapter.call::<proto::PermissionResponse>(&params).await.map_err(|e| agent_failed(e.to_string()))?;
         if self.state == SessionState::AwaitingPermission {

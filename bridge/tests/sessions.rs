@@ -383,3 +383,104 @@ async fn a_restarted_bridge_replays_history_and_resumes_with_the_agent_session_i
     let blocks = client.turn(&session, "still me").await;
     assert_eq!(end_of(&blocks), EndReason::Completed, "{blocks:#?}");
 }
+
+/// Replaces what differs between two runs by nature (session ids, times, generated
+/// ids, paths to temp dirs) so the rest can be compared exactly.
+fn normalized_message(m: &BridgeMessage, session: &str) -> Value {
+    let text = serde_json::to_string(m).unwrap().replace(session, "<session>");
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, val) in map.iter_mut() {
+                    match k.as_str() {
+                        "ts" | "id" | "request_id" | "agent_session_id" => *val = json!("<x>"),
+                        _ => walk(val),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+#[tokio::test]
+async fn every_control_message_type_gives_the_same_result_over_the_socket_and_in_process() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let socket = home.path().join("bridge.sock");
+    tokio::spawn(local::serve(service.clone(), local::bind(&socket).await.unwrap()));
+
+    let mut runs = Vec::new();
+    let mut covered = std::collections::BTreeSet::new();
+    for over_socket in [false, true] {
+        let mut client = if over_socket { Client::over_socket(&socket).await } else { Client::in_process(&service) };
+        let (session, _) = client.start("echo-py", home.path()).await;
+        let s = session.as_str();
+        let messages = [
+            json!({"type": "user_message", "session_id": s, "text": "hello"}),
+            json!({"type": "interrupt", "session_id": s}),
+            json!({"type": "permission_response", "session_id": s, "request_id": "p1", "option_id": "allow"}),
+            json!({"type": "get_usage", "session_id": s}),
+            json!({"type": "list_agents"}),
+            json!({"type": "list_models", "agent": "echo-py"}),
+            json!({"type": "slash_command", "session_id": s, "command": "help"}),
+            json!({"type": "scan_external_sessions"}),
+            json!({"type": "attach_external", "agent": "echo-py", "agent_session_id": "x", "cwd": "/", "app_pubkey": "k"}),
+            json!({"type": "continue_in_terminal", "session_id": s}),
+            json!({"type": "session_resume", "session_id": s, "since_seq": 0, "app_pubkey": "k"}),
+            json!({"type": "stop_session", "session_id": s}),
+        ];
+        let mut transcript = Vec::new();
+        for message in messages {
+            let kind = message["type"].as_str().unwrap().to_owned();
+            covered.insert(kind.clone());
+            let id = client.send(message).await;
+            // Everything up to this message's reply, then what it sets off: a turn runs to
+            // its session_end, a resume replays to replay_done. Each step is awaited so
+            // both runs see the same order.
+            let mut replied = false;
+            let mut settled = !matches!(kind.as_str(), "user_message" | "session_resume");
+            while !(replied && settled) {
+                let m = client.next().await;
+                replied |= matches!(&m, BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id));
+                settled |= matches!(&m, BridgeMessage::ReplayDone { .. })
+                    || matches!(&m, BridgeMessage::Block { block, .. } if matches!(block.kind, BlockKind::SessionEnd(_)));
+                transcript.push(normalized_message(&m, s));
+            }
+        }
+        runs.push(transcript);
+    }
+    covered.insert("session_request".into());
+    covered.insert("list_sessions".into());
+    for t in terminull_protocol::control::CONTROL_TYPES {
+        assert!(covered.contains(*t), "control type `{t}` not exercised");
+    }
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[tokio::test]
+async fn a_drop_in_added_while_the_bridge_runs_is_picked_up() {
+    let home = tempfile::tempdir().unwrap();
+    let service = service(home.path(), policy()).await;
+    tokio::spawn(service.clone().watch_drop_ins(Duration::from_millis(100)));
+    let ids = |service: Service| async move {
+        service.registry().await.agents.iter().map(|a| a.declaration.agent_id.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(service.clone()).await, ["echo"]);
+    let ext = home.path().join("ext_adapters");
+    std::fs::create_dir_all(&ext).unwrap();
+    std::fs::copy(support::workspace().join("examples/ext_adapter_example.py"), ext.join("echo-py")).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while ids(service.clone()).await != ["echo", "echo-py"] {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new drop-in was not registered: {:?}",
+            service.registry().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -4,10 +4,11 @@
 use crate::blocks::{CommandSource, SlashCommand};
 
 /// `(name, description)` of every universal command, in palette order.
-pub const UNIVERSAL_SLASH_COMMANDS: [(&str, &str); 5] = [
+pub const UNIVERSAL_SLASH_COMMANDS: [(&str, &str); 6] = [
     ("help", "List the commands this session understands"),
     ("status", "Show the session's agent, model, cost and token usage"),
-    ("model", "Show or change the model for new turns"),
+    ("model", "List the models this agent offers"),
+    ("usage", "Show the session's token and cost totals"),
     ("stop", "Interrupt the running turn"),
     ("new", "End this session and start a fresh one with the same agent and directory"),
 ];
@@ -60,7 +61,7 @@ mod tests {
             |name: &str| SlashCommand { name: name.into(), description: String::new(), source: CommandSource::Agent };
         let once = with_universal_first(vec![agent("compact"), agent("status")]);
         let names: Vec<_> = once.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["help", "status", "model", "stop", "new", "compact"]);
+        assert_eq!(names, ["help", "status", "model", "usage", "stop", "new", "compact"]);
         assert_eq!(with_universal_first(once.clone()), once);
     }
 }
