@@ -13,6 +13,7 @@ use std::io::Write;
 use terminull_protocol::blocks::{
     Block, BlockKind, EndReason, PermissionOptionKind, PermissionRequest, PlanStatus, ToolStatus,
 };
+use terminull_protocol::commands::is_universal;
 use terminull_protocol::control::{
     self as control, BridgeMessage, ControlMessage, ReplyResult, SessionRequest, SessionResume,
 };
@@ -232,6 +233,21 @@ async fn converse(
                             if let Some(request) = waiting_permission.take() {
                                 let answer = if line.trim().eq_ignore_ascii_case("y") { PermissionAnswer::Allow } else { PermissionAnswer::Deny };
                                 answer_permission(client, session, &request, answer).await?;
+                            } else if let Some(command) = line.trim().strip_prefix('/') {
+                                // Slash commands go to the bridge, which runs its own or passes the agent's on.
+                                let (name, args) = command.split_once(' ').unwrap_or((command, ""));
+                                let message = ControlMessage::SlashCommand(control::SlashCommand {
+                                    session_id: session.clone(),
+                                    command: name.to_owned(),
+                                    args: args.trim().to_owned(),
+                                });
+                                let mut kept = Vec::new();
+                                match client.call(message, &mut kept).await {
+                                    Ok(ReplyResult::CommandOutput { text }) => out(&format!("{text}\n")),
+                                    Ok(_) => in_turn = !is_universal(name),
+                                    Err(e) => eprintln_note(&format!("/{name}: {e}")),
+                                }
+                                pending.extend(kept);
                             } else if !line.trim().is_empty() {
                                 send_user(client, session, line).await?;
                                 in_turn = true;
