@@ -162,96 +162,59 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
     for (k, v) in &command.env {
         cmd.env(k, v);
     }
-    let (process, (peer, incoming, tasks)) = AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), label.clone())
-        .map_err(|source| HostError::Spawn { command: label.clone(), source })?;
+    let (mut process, (peer, incoming, tasks)) =
+        AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), label.clone())
+            .map_err(|source| HostError::Spawn { command: label.clone(), source })?;
+    // Events are dispatched from the start, so nothing written before `start` answers is lost.
     let (tx, events) = mpsc::channel(EVENT_QUEUE);
-    let pid = process.pid();
     tokio::spawn(dispatch(incoming, tx, peer.clone(), label.clone()));
-    let handshake_peer = peer.clone();
-    let mut hosted = HostedAdapter {
-        command,
-        declaration: placeholder_declaration(),
-        process,
-        peer: Some(peer),
-        tasks: Some(tasks),
-        events,
-        stdout_closed: false,
-        exit_reported: false,
-    };
-    tracing::debug!(adapter = %label, pid, "handshake");
+    tracing::debug!(adapter = %label, pid = process.pid(), "handshake");
     let params = proto::InitializeParams {
         protocol_version: PROTOCOL_VERSION,
         bridge: proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
         offered_init_params: InitParam::ALL.to_vec(),
     };
-    let raw = handshake_peer
+    let answer = peer
         .request_raw(
             proto::Initialize::METHOD,
             serde_json::to_value(params).unwrap_or_default(),
             Some(handshake_timeout),
         )
         .await;
-    let raw = match raw {
-        Ok(raw) => raw,
-        Err(error) => {
-            let err = match error {
-                CallError::Timeout { after, .. } => HostError::HandshakeTimeout { command: label, after },
-                CallError::Closed { .. } => {
-                    let status = match tokio::time::timeout(SHUTDOWN_GRACE, hosted.process.wait()).await {
-                        Ok(Ok(status)) => status.to_string(),
-                        _ => "stdout closed".to_owned(),
-                    };
-                    HostError::ExitedDuringHandshake {
-                        command: label,
-                        status,
-                        stderr_tail: hosted.process.stderr_tail(),
-                    }
-                }
-                error => HostError::Initialize { command: label, error },
-            };
-            drop(handshake_peer);
-            hosted.shutdown().await;
-            return Err(err);
-        }
-    };
-    drop(handshake_peer);
-    match check_declaration(&raw) {
-        Ok(declaration) => {
-            hosted.declaration = declaration;
-            Ok(hosted)
-        }
-        Err(violations) => {
-            let agent = raw.get("agent_id").and_then(|v| v.as_str()).unwrap_or("?").to_owned();
-            hosted.shutdown().await;
-            Err(HostError::Refused { agent, path: hosted.command.program.display().to_string(), violations })
-        }
-    }
-}
-
-/// Stands in until the handshake fills the real declaration in (never exposed).
-fn placeholder_declaration() -> Declaration {
-    Declaration {
-        protocol_version: PROTOCOL_VERSION,
-        agent_id: "?".into(),
-        display_name: "?".into(),
-        cli_binary: None,
-        adapter_version: None,
-        capabilities: terminull_protocol::Capabilities {
-            cap_images: false,
-            cap_documents: false,
-            cap_thinking: false,
-            cap_permissions: false,
-            cap_subagents: false,
-            cap_interrupt: false,
-            cap_input_during_turn: false,
-            cap_terminal: false,
-            provides_models: false,
-            provides_usage: false,
+    let refused = match answer {
+        Ok(raw) => match check_declaration(&raw) {
+            Ok(declaration) => {
+                return Ok(HostedAdapter {
+                    command,
+                    declaration,
+                    process,
+                    peer: Some(peer),
+                    tasks: Some(tasks),
+                    events,
+                    stdout_closed: false,
+                    exit_reported: false,
+                });
+            }
+            Err(violations) => HostError::Refused {
+                agent: raw.get("agent_id").and_then(|v| v.as_str()).unwrap_or("?").to_owned(),
+                path: command.program.display().to_string(),
+                violations,
+            },
         },
-        lease: proto::LeaseKind::PerTurn,
-        accepted_init_params: Vec::new(),
-        handoff_hooks: Vec::new(),
-    }
+        Err(CallError::Timeout { after, .. }) => HostError::HandshakeTimeout { command: label, after },
+        Err(CallError::Closed { .. }) => {
+            let status = match tokio::time::timeout(SHUTDOWN_GRACE, process.wait()).await {
+                Ok(Ok(status)) => status.to_string(),
+                _ => "stdout closed".to_owned(),
+            };
+            HostError::ExitedDuringHandshake { command: label, status, stderr_tail: process.stderr_tail() }
+        }
+        Err(error) => HostError::Initialize { command: label, error },
+    };
+    // Closing our ends closes the child's stdin; then the shutdown ladder.
+    drop((peer, tasks, events));
+    process.shutdown(SHUTDOWN_GRACE).await;
+    Err(refused)
 }
 
 /// The per-child dispatch loop: one task, so events keep the order the child wrote them.
