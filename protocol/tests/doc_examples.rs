@@ -270,3 +270,18 @@ fn relay_doc_shows_every_frame() {
         assert!(covered.contains(&format!("relay:{t}")), "docs/relay.md has no example of the `{t}` frame");
     }
 }
+
+#[test]
+fn block_protocol_doc_lists_the_universal_slash_commands_as_the_code_does() {
+    let doc = std::fs::read_to_string(docs_dir().join("block-protocol.md")).unwrap();
+    let rows: Vec<String> = terminull_protocol::commands::UNIVERSAL_SLASH_COMMANDS
+        .iter()
+        .map(|(name, description)| format!("| `{name}` | {description} |"))
+        .collect();
+    let table: Vec<&str> = doc.lines().filter(|l| rows.iter().any(|r| r == l)).collect();
+    assert_eq!(
+        table,
+        rows.iter().map(String::as_str).collect::<Vec<_>>(),
+        "docs/block-protocol.md's table of universal commands differs from protocol/src/commands.rs"
+    );
+}
