@@ -284,6 +284,12 @@ async fn converse(
                 replaying = false;
                 continue;
             }
+            BridgeMessage::Reply(r) => {
+                if let control::ReplyOutcome::Error { error } = r.outcome {
+                    eprintln_note(&format!("error: {}", error.message));
+                }
+                continue;
+            }
             _ => continue,
         };
         if json {

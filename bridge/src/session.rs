@@ -256,10 +256,11 @@ impl Actor {
             return Ok(());
         }
         if self.ever_started && !may_restart(&self.crashes, Instant::now(), &self.spec.policy) {
+            let n = self.spec.policy.crash_budget;
             let message = format!(
-                "the adapter {} crashed {} times within {:?}; automatic restarts are stopped — start a new session",
+                "the adapter {} crashed {n} {} within {:?}; automatic restarts are stopped — start a new session",
                 self.label(),
-                self.spec.policy.crash_budget,
+                if n == 1 { "time" } else { "times" },
                 self.spec.policy.crash_window
             );
             tracing::error!("{message}");
@@ -405,11 +406,10 @@ impl Actor {
 
     async fn deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
         if let Err(e) = self.ensure_adapter().await {
-            self.publish(BlockKind::Error(terminull_protocol::blocks::ErrorBlock {
-                message: e.message.clone(),
-                recoverable: false,
-                code: Some("adapter_unavailable".into()),
-            }));
+            // The message was recorded; its turn still ends, so no client waits forever.
+            self.turn = Some(TurnTracker::new());
+            self.end_turn(EndReason::Error, Some(&e.message));
+            self.state = SessionState::Detached;
             return Err(e);
         }
         let Some(adapter) = self.adapter.as_ref() else { return Err(agent_failed("no adapter")) };

@@ -484,3 +484,26 @@ async fn a_drop_in_added_while_the_bridge_runs_is_picked_up() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn once_the_crash_budget_is_spent_a_message_still_ends_its_turn_with_the_reason() {
+    let home = home();
+    let service = service(home.path(), SessionPolicy { crash_budget: 1, ..policy() }).await;
+    let mut client = Client::in_process(&service);
+    let (session, _) = client.start("broken-exits-mid-turn", home.path()).await;
+    assert_eq!(end_of(&client.turn(&session, "first").await), EndReason::Error);
+    // The send is refused, but the turn it opened still ends, with the reason.
+    let mut kept = Vec::new();
+    let outcome =
+        client.call(json!({"type": "user_message", "session_id": session, "text": "second"}), &mut kept).await;
+    match outcome {
+        ReplyOutcome::Error { error } => assert!(error.message.contains("automatic restarts are stopped"), "{error:?}"),
+        other => panic!("{other:?}"),
+    }
+    let mut blocks: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+    while !blocks.iter().any(|b| matches!(b.kind, BlockKind::SessionEnd(_))) {
+        blocks.extend(block_of(client.next().await));
+    }
+    assert_eq!(end_of(&blocks), EndReason::Error);
+    assert!(error_text(&blocks).contains("crashed 1 time within"), "{blocks:#?}");
+}
