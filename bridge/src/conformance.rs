@@ -543,6 +543,11 @@ impl Checker {
                             if matches!(block.kind, BlockKind::SessionEnd(_)) {
                                 ended = true;
                             }
+                            if let BlockKind::PermissionRequest(request) = &block.kind
+                                && d.capabilities.cap_permissions
+                            {
+                                self.answer_permission(request).await;
+                            }
                         }
                         Err(e) => invalid_blocks.push(e.to_string()),
                     }
@@ -602,6 +607,31 @@ impl Checker {
             self.report.pass("session_id", format!("reported {}", self.agent_session_ids.join(", ")));
         }
         TurnOutcome { alive: !exited && ended }
+    }
+
+    /// Answers a permission request the way a cautious user would: the first "reject"
+    /// option, else the first option. The answer itself is a check.
+    async fn answer_permission(&mut self, request: &terminull_protocol::blocks::PermissionRequest) {
+        use terminull_protocol::blocks::PermissionOptionKind as Kind;
+        let choice = request
+            .options
+            .iter()
+            .find(|o| matches!(o.kind, Kind::RejectOnce | Kind::RejectAlways))
+            .or_else(|| request.options.first());
+        let Some(choice) = choice else {
+            self.report
+                .fail("permission_response", format!("permission request `{}` offers no options", request.request_id));
+            return;
+        };
+        let params =
+            proto::PermissionResponseParams { request_id: request.request_id.clone(), option_id: choice.id.clone() };
+        match self.call::<proto::PermissionResponse>(&params, self.opts.call_timeout).await {
+            Ok(_) => self.report.pass("permission_response", format!("answered `{}` to `{}`", choice.id, request.tool)),
+            Err(e) => {
+                let detail = self.describe_call_error(&e);
+                self.report.fail("permission_response", detail);
+            }
+        }
     }
 
     /// Sends stop (when the adapter can still take it) and checks the process exits.

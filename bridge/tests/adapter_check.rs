@@ -76,6 +76,18 @@ async fn a_correct_fixture_passes_so_the_failures_are_the_modes_own() {
     assert!(report.passed(), "{}", report.render());
 }
 
+#[tokio::test]
+async fn a_permission_request_in_the_test_turn_is_answered_and_checked() {
+    let (program, args) = support::broken("asks-permission");
+    let report = check(program, args).await;
+    assert!(report.passed(), "{}", report.render());
+    assert!(
+        report.findings.iter().any(|f| f.check == "permission_response" && f.detail.contains("`deny`")),
+        "{}",
+        report.render()
+    );
+}
+
 #[test]
 fn cli_exit_status_and_json_report_follow_the_outcome() {
     let (program, args) = support::broken("missing-provides-usage");

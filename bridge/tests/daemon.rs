@@ -22,6 +22,9 @@ fn home_with_python_drop_in() -> tempfile::TempDir {
     std::fs::create_dir_all(&ext).unwrap();
     std::fs::copy(support::workspace().join("examples/ext_adapter_example.py"), ext.join("echo-py")).unwrap();
     let script = support::workspace().join("tests/fixtures/adapters/broken.py");
+    let asks = ext.join("asker");
+    std::fs::write(&asks, format!("#!/bin/sh\nexec python3 '{}' asks-permission\n", script.display())).unwrap();
+    std::fs::set_permissions(&asks, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let crash = ext.join("crasher");
     std::fs::write(&crash, format!("#!/bin/sh\nexec python3 '{}' exits-mid-turn\n", script.display())).unwrap();
     std::fs::set_permissions(&crash, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -131,4 +134,24 @@ fn a_daemon_killed_mid_turn_leaves_history_intact_and_the_session_resumes() {
     // agent's own session id came back.
     assert!(replayed.iter().any(|b| b["type"] == "text" && b["done"] == true && b["text"] == "You said: still me"));
     assert_eq!(replayed.last().unwrap()["reason"], "completed");
+}
+
+#[test]
+fn permission_requests_are_answered_by_the_flag_and_denied_without_one() {
+    let home = home_with_python_drop_in();
+    for (flag, expected) in
+        [(Some("allow"), "(write allowed)"), (Some("deny"), "(write denied)"), (None, "(write denied)")]
+    {
+        let mut cmd = terminull();
+        cmd.args(["chat", "broken-asks-permission", "-p", "write it", "--json", "--home"]).arg(home.path());
+        if let Some(flag) = flag {
+            cmd.args(["--permission", flag]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{flag:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let blocks = parse_lines(&out.stdout);
+        assert!(blocks.iter().any(|b| b["type"] == "permission_request"), "{blocks:#?}");
+        let last_text = blocks.iter().rev().find(|b| b["type"] == "text").unwrap();
+        assert!(last_text["text"].as_str().unwrap().ends_with(expected), "{flag:?}: {last_text}");
+    }
 }
