@@ -54,8 +54,14 @@ pub enum ClientError {
 impl Client {
     /// A client of a bridge running in this process.
     pub fn in_process(service: &Service) -> Self {
+        Self::in_process_with_inbox(service, INBOX)
+    }
+
+    /// [`in_process`](Self::in_process) with room for `inbox` messages before the bridge
+    /// waits on this client (a small inbox makes a slow client fall behind sooner).
+    pub fn in_process_with_inbox(service: &Service, inbox: usize) -> Self {
         let (tx, lines_rx) = mpsc::channel::<Value>(64);
-        let (out_tx, rx) = mpsc::channel(INBOX);
+        let (out_tx, rx) = mpsc::channel(inbox.max(1));
         let lines = Box::pin(futures::stream::unfold(lines_rx, |mut rx| async move {
             rx.recv().await.map(|v| (Ok::<_, LineError>(v), rx))
         }));

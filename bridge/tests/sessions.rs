@@ -507,3 +507,46 @@ async fn once_the_crash_budget_is_spent_a_message_still_ends_its_turn_with_the_r
     assert_eq!(end_of(&blocks), EndReason::Error);
     assert!(error_text(&blocks).contains("crashed 1 time within"), "{blocks:#?}");
 }
+
+#[tokio::test]
+async fn a_client_that_falls_behind_the_live_feed_resumes_from_history_without_loss_or_repeats() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    // Room for 8 messages only: while this client does not read, the live feed (256
+    // blocks) overflows and its follower must resume from history.
+    let mut slow = Client { inner: terminull_bridge::client::Client::in_process_with_inbox(&service, 8), next_id: 0 };
+    let (session, _) = slow.start("echo", home.path()).await;
+    let words: Vec<String> = (0..600).map(|i| format!("w{i}")).collect();
+    let text = words.join(" ");
+    slow.send(json!({"type": "user_message", "session_id": session, "text": text})).await;
+    // Wait for the turn to end, watching from another client.
+    let mut watcher = Client::in_process(&service);
+    loop {
+        let mut kept = Vec::new();
+        if let ReplyOutcome::Ok { result: ReplyResult::Sessions { sessions } } =
+            watcher.call(json!({"type": "list_sessions"}), &mut kept).await
+            && sessions.iter().any(|s| s.session_id.as_str() == session && s.last_seq > 600)
+            && sessions
+                .iter()
+                .any(|s| s.session_id.as_str() == session && s.state == terminull_protocol::control::SessionState::Idle)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut blocks = Vec::new();
+    while !blocks.iter().any(|b: &Block| matches!(b.kind, BlockKind::SessionEnd(_))) {
+        blocks.extend(block_of(slow.next().await));
+    }
+    let seqs: Vec<u64> = blocks.iter().map(|b| b.seq.unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "repeated or reordered: {seqs:?}");
+    // The resume from history compacted superseded chunks: proof the follower did lag.
+    assert!(seqs.windows(2).any(|w| w[1] > w[0] + 1), "the client never fell behind: {} blocks", seqs.len());
+    assert_eq!(end_of(&blocks), EndReason::Completed);
+    let last_text = blocks.iter().rev().find_map(|b| match &b.kind {
+        BlockKind::Text(t) => Some(t.clone()),
+        _ => None,
+    });
+    let last_text = last_text.unwrap();
+    assert!(last_text.done && last_text.text == format!("You said: {text}"));
+}
