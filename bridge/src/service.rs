@@ -171,7 +171,10 @@ impl Service {
     }
 
     async fn session(&self, id: &SessionId) -> Result<SessionHandle, ReplyError> {
-        if let Some(h) = self.inner.sessions.lock().await.get(id) {
+        // Held across the revive so two messages for the same stored session cannot
+        // start two actors (and two writers) for it. Reviving starts no process.
+        let mut sessions = self.inner.sessions.lock().await;
+        if let Some(h) = sessions.get(id) {
             return Ok(h.clone());
         }
         // Not live: a session in history can be revived (bridge restart).
@@ -183,7 +186,7 @@ impl Service {
         }
         let log = self.inner.history.open_session(id).map_err(unknown)?;
         let handle = self.spawn(meta, log, false).await?;
-        self.inner.sessions.lock().await.insert(id.clone(), handle.clone());
+        sessions.insert(id.clone(), handle.clone());
         Ok(handle)
     }
 
