@@ -218,20 +218,15 @@ impl Service {
         let accepted = || ReplyResult::Accepted {};
         match message {
             ControlMessage::SessionRequest(r) => {
-                let known: Vec<String> = self
-                    .inner
-                    .registry
-                    .read()
-                    .await
-                    .agents
-                    .iter()
-                    .map(|a| a.declaration.agent_id.to_string())
-                    .collect();
-                if !known.contains(&r.agent.to_string()) {
-                    return Err(error(
-                        ReplyErrorCode::UnknownAgent,
-                        format!("no agent `{}` is registered (known: {})", r.agent, known.join(", ")),
-                    ));
+                {
+                    let registry = self.inner.registry.read().await;
+                    if registry.get(r.agent.as_str()).is_none() {
+                        let known: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
+                        return Err(error(
+                            ReplyErrorCode::UnknownAgent,
+                            format!("no agent `{}` is registered (known: {})", r.agent, known.join(", ")),
+                        ));
+                    }
                 }
                 if !Path::new(&r.cwd).is_dir() {
                     return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{}` is not a directory", r.cwd)));
