@@ -1,0 +1,260 @@
+//! A scripted, stateless model server for running agent CLIs (Claude Code, Codex, Gemini, OpenCode, …) offline.
+//!
+//! It speaks the Anthropic Messages API, the OpenAI Responses and Chat Completions APIs and the Gemini
+//! `generateContent` API, streaming and not. What it answers is chosen from the request alone (see
+//! [`Scenario`]): a keyword such as `mock:long` in the last user message, or — without a keyword — a shell
+//! tool call when the client offers a shell tool, and a text quoting the tool output once the conversation
+//! ends with a tool result. Every request is logged via `tracing` and kept in memory (`GET /__requests`).
+//!
+//! See `docs/model-server.md` for the scenarios and how to point each CLI at the server.
+
+mod anthropic;
+mod gemini;
+mod openai;
+mod script;
+mod sse;
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{
+    Json, Router,
+    body::Bytes,
+    extract::State,
+    http::{Method, StatusCode, Uri},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub use script::{PLAIN_TEXT, Scenario, TOOL_PREAMBLE};
+
+/// Settings of the scripted server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The command the `tool` scenario asks to run.
+    pub shell_command: String,
+    /// The path the `write` scenario asks to write (Claude's `Write` wants an absolute path).
+    pub write_path: String,
+    /// The content the `write` scenario asks to write.
+    pub write_content: String,
+    /// Delay between stream events in the `slow` scenario.
+    pub slow_delay: Duration,
+    /// Number of text chunks in the `slow` scenario.
+    pub slow_chunks: usize,
+    /// Minimum size in bytes of the `long` answer.
+    pub long_bytes: usize,
+    /// Model ids listed by `GET /v1/models`.
+    pub models: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            shell_command: "echo hello".into(),
+            write_path: "made_by_agent.txt".into(),
+            write_content: "created by the terminull model server\n".into(),
+            slow_delay: Duration::from_millis(250),
+            slow_chunks: 20,
+            long_bytes: 64 * 1024,
+            models: vec!["mock-model".into(), "mock-claude".into()],
+        }
+    }
+}
+
+/// One request as kept in memory and served by `GET /__requests`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Sequence number, starting at 1.
+    pub seq: u64,
+    /// HTTP method.
+    pub method: String,
+    /// Request path (without the query).
+    pub path: String,
+    /// Query string, if any.
+    pub query: Option<String>,
+    /// Which API answered: `anthropic`, `responses`, `chat`, `gemini`, `meta` or `unknown`.
+    pub api: String,
+    /// The model the request named.
+    pub model: Option<String>,
+    /// Whether a stream was requested.
+    pub stream: bool,
+    /// The scenario played, for model calls.
+    pub scenario: Option<String>,
+    /// Number of messages / input items / contents in the request.
+    pub messages: usize,
+    /// Names of the tools offered.
+    pub tools: Vec<String>,
+    /// Response status code.
+    pub status: u16,
+    /// The request body, when it was JSON.
+    pub body: Option<Value>,
+}
+
+/// Errors of [`serve`].
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The HTTP server failed.
+    #[error("model server i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Shared server state.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    pub config: Config,
+    log: Mutex<Vec<RequestRecord>>,
+    ids: AtomicU64,
+}
+
+impl AppState {
+    /// A fresh id suffix, unique within this server.
+    pub fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn record(&self, mut record: RequestRecord) {
+        tracing::info!(
+            method = %record.method, path = %record.path, api = %record.api, model = ?record.model, stream = record.stream,
+            scenario = ?record.scenario, messages = record.messages, tools = record.tools.len(), status = record.status,
+            "request"
+        );
+        let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        record.seq = log.len() as u64 + 1;
+        log.push(record);
+    }
+
+    fn records(&self) -> Vec<RequestRecord> {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+pub(crate) type Shared = Arc<AppState>;
+
+/// What an API module reports about a model call, for the request log.
+#[derive(Debug, Default)]
+pub(crate) struct CallSummary {
+    pub api: &'static str,
+    pub model: Option<String>,
+    pub stream: bool,
+    pub scenario: Option<Scenario>,
+    pub messages: usize,
+    pub tools: Vec<String>,
+}
+
+/// Records a request and passes its response through.
+pub(crate) fn logged(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    body: Option<Value>,
+    summary: CallSummary,
+    response: Response,
+) -> Response {
+    state.record(RequestRecord {
+        seq: 0,
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        query: uri.query().map(str::to_owned),
+        api: summary.api.to_owned(),
+        model: summary.model,
+        stream: summary.stream,
+        scenario: summary.scenario.map(|s| s.name().to_owned()),
+        messages: summary.messages,
+        tools: summary.tools,
+        status: response.status().as_u16(),
+        body,
+    });
+    response
+}
+
+/// Parses a JSON request body, or answers 400.
+pub(crate) fn parse_body(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    api: &'static str,
+    body: &Bytes,
+) -> Result<Value, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        let response = (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": {"type": "invalid_request_error", "message": e.to_string()}})),
+        )
+            .into_response();
+        Box::new(logged(state, method, uri, None, CallSummary { api, ..CallSummary::default() }, response))
+    })
+}
+
+/// Builds the router (exposed for embedding; [`serve`] is the usual entry point).
+pub fn router(config: Config) -> Router {
+    let state: Shared = Arc::new(AppState { config, log: Mutex::new(Vec::new()), ids: AtomicU64::new(0) });
+    Router::new()
+        .route("/", get(root))
+        .route("/__requests", get(requests))
+        .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(model))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(openai::responses))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1beta/models", get(gemini::models))
+        .route("/v1beta/models/{*rest}", post(gemini::call))
+        .fallback(fallback)
+        .with_state(state)
+}
+
+/// Serves the scripted API on `listener` until the task is dropped or the server fails.
+pub async fn serve(listener: tokio::net::TcpListener, config: Config) -> Result<(), ServeError> {
+    axum::serve(listener, router(config)).await?;
+    Ok(())
+}
+
+fn meta(api: &'static str) -> CallSummary {
+    CallSummary { api, ..CallSummary::default() }
+}
+
+async fn root(State(state): State<Shared>, method: Method, uri: Uri) -> Response {
+    logged(&state, &method, &uri, None, meta("meta"), "terminull model server\n".into_response())
+}
+
+async fn requests(State(state): State<Shared>) -> Response {
+    Json(state.records()).into_response()
+}
+
+fn model_object(id: &str) -> Value {
+    json!({"id": id, "object": "model", "type": "model", "created": 0, "owned_by": "terminull",
+           "display_name": id, "created_at": "2026-01-01T00:00:00Z"})
+}
+
+async fn models(State(state): State<Shared>, method: Method, uri: Uri) -> Response {
+    let data: Vec<Value> = state.config.models.iter().map(|m| model_object(m)).collect();
+    let body = json!({"object": "list", "data": data, "has_more": false,
+        "first_id": state.config.models.first(), "last_id": state.config.models.last()});
+    logged(&state, &method, &uri, None, meta("meta"), Json(body).into_response())
+}
+
+async fn model(
+    State(state): State<Shared>,
+    method: Method,
+    uri: Uri,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    logged(&state, &method, &uri, None, meta("meta"), Json(model_object(&id)).into_response())
+}
+
+async fn fallback(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
+    let body = serde_json::from_slice(&body).ok();
+    let response = (
+        StatusCode::NOT_FOUND,
+        Json(json!({"error": {"type": "not_found_error", "message": format!("no scripted route for {method} {}", uri.path())}})),
+    )
+        .into_response();
+    logged(&state, &method, &uri, body, meta("unknown"), response)
+}
