@@ -11,23 +11,9 @@ use serde_json::{Value, json};
 
 use crate::{
     CallSummary, Shared, logged, parse_body,
-    script::{self, Conversation, Outcome, Reply, ToolSpec},
+    script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
-
-/// Text of a `content` field: a string, or the `text` of its text blocks.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b["type"] == "text")
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
 
 pub(crate) fn conversation(body: &Value) -> Conversation {
     let empty = Vec::new();
@@ -39,12 +25,7 @@ pub(crate) fn conversation(body: &Value) -> Conversation {
     });
     let last_user_text =
         turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
-    let tools = body["tools"]
-        .as_array()
-        .unwrap_or(&empty)
-        .iter()
-        .filter_map(|t| Some(ToolSpec { name: t["name"].as_str()?.to_owned(), schema: t["input_schema"].clone() }))
-        .collect();
+    let tools = ToolSpec::all_in(&body["tools"], |t| t, "input_schema");
     Conversation {
         last_user_text,
         tool_result,

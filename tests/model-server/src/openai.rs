@@ -11,18 +11,9 @@ use serde_json::{Value, json};
 
 use crate::{
     CallSummary, Shared, logged, parse_body,
-    script::{self, Conversation, Outcome, Reply, ToolSpec},
+    script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
-
-/// Text of a content field: a string, or the `text` of its text parts (`input_text`, `output_text`, `text`).
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
-        _ => String::new(),
-    }
-}
 
 fn error_response() -> Response {
     let body = json!({"error": {"message": "scripted server error (mock:error)", "type": "server_error", "param": null, "code": "server_error"}});
@@ -62,16 +53,7 @@ fn responses_conversation(body: &Value) -> Conversation {
         .map(|i| content_text(&i["output"]));
     let last_user_text =
         turns.iter().rev().find(|i| i["role"] == "user").map(|i| content_text(&i["content"])).unwrap_or_default();
-    let tools = body["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| {
-                    Some(ToolSpec { name: t["name"].as_str()?.to_owned(), schema: t["parameters"].clone() })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let tools = ToolSpec::all_in(&body["tools"], |t| t, "parameters");
     Conversation {
         last_user_text,
         tool_result,
@@ -255,17 +237,7 @@ fn chat_conversation(body: &Value) -> Conversation {
     let tool_result = turns.last().filter(|m| m["role"] == "tool").map(|m| content_text(&m["content"]));
     let last_user_text =
         turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
-    let tools = body["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| {
-                    let f = &t["function"];
-                    Some(ToolSpec { name: f["name"].as_str()?.to_owned(), schema: f["parameters"].clone() })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let tools = ToolSpec::all_in(&body["tools"], |t| &t["function"], "parameters");
     Conversation {
         last_user_text,
         tool_result,

@@ -68,6 +68,36 @@ pub(crate) struct ToolSpec {
     pub schema: Value,
 }
 
+impl ToolSpec {
+    /// The tools of a request's `tools` array: each entry's definition is found by
+    /// `definition` (the entry itself, or its `function`), its schema under `schema_key`.
+    /// Entries without a name are skipped.
+    pub(crate) fn all_in(tools: &Value, definition: fn(&Value) -> &Value, schema_key: &str) -> Vec<ToolSpec> {
+        tools
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| {
+                        let d = definition(t);
+                        Some(ToolSpec { name: d["name"].as_str()?.to_owned(), schema: d[schema_key].clone() })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Text of a message's content: a string, or the `text` of its parts joined by newlines
+/// (parts without `text` — tool calls, thinking — are skipped). Every API shapes content
+/// this way.
+pub(crate) fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}
+
 /// The API-neutral view of a request.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Conversation {
