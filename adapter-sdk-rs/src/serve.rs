@@ -364,5 +364,8 @@ fn accepted_only(mut p: StartParams, accepted: &[InitParam]) -> StartParams {
     if !takes(InitParam::Effort) {
         p.effort = None;
     }
+    if !takes(InitParam::PermissionMode) {
+        p.permission_mode = None;
+    }
     p
 }

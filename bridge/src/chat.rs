@@ -40,6 +40,8 @@ pub struct ChatOptions {
     pub cwd: String,
     /// Model, when chosen.
     pub model: Option<String>,
+    /// Permission mode, when chosen (agent-specific).
+    pub permission_mode: Option<String>,
     /// One prompt, then exit when the turn ends (the scriptable form).
     pub prompt: Option<String>,
     /// Print blocks as NDJSON instead of rendering them.
@@ -172,6 +174,7 @@ pub async fn chat(client: &mut Client, opts: &ChatOptions) -> Result<bool, Clien
         cwd: opts.cwd.clone(),
         model: opts.model.clone(),
         effort: None,
+        permission_mode: opts.permission_mode.clone(),
         app_pubkey: String::new(),
     });
     let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await? else {

@@ -426,6 +426,7 @@ impl Checker {
             binary: None,
             resume_session_id: None,
             effort: None,
+            permission_mode: None,
         };
         match self.call::<proto::Start>(&params, self.opts.call_timeout.max(Duration::from_secs(60))).await {
             Ok(r) => {

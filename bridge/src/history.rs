@@ -290,6 +290,9 @@ pub struct SessionMeta {
     /// The reasoning effort asked for, when one was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
+    /// The permission mode asked for, when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     /// When the session was created, Unix seconds.
     pub created_at: f64,
     /// When this metadata last changed, Unix seconds ([`HistoryStore::update_meta`] sets it).
@@ -316,6 +319,7 @@ impl SessionMeta {
             cwd: cwd.into(),
             model: None,
             effort: None,
+            permission_mode: None,
             created_at: now,
             updated_at: now,
             agent_session_id: None,

@@ -56,6 +56,10 @@ enum Command {
         /// The model, when the agent offers a choice.
         #[arg(long)]
         model: Option<String>,
+        /// The agent's permission mode (Claude Code: default, acceptEdits, plan, bypassPermissions;
+        /// Codex: read-only, workspace-write, full-access).
+        #[arg(long, value_name = "MODE")]
+        mode: Option<String>,
         /// Send this prompt, print the turn, and exit (0 only if the turn completed).
         #[arg(short = 'p', long = "prompt")]
         prompt: Option<String>,
@@ -195,12 +199,20 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
         Command::Up { home, log_level } => up(home, &log_level),
-        Command::Chat { agent, cwd, model, prompt, json, permission, home } => {
+        Command::Chat { agent, cwd, model, mode, prompt, json, permission, home } => {
             let cwd = match cwd {
                 Some(c) => c,
                 None => std::env::current_dir().context("reading the current directory")?,
             };
-            let opts = ChatOptions { agent, cwd: cwd.display().to_string(), model, prompt, json, permission };
+            let opts = ChatOptions {
+                agent,
+                cwd: cwd.display().to_string(),
+                model,
+                permission_mode: mode,
+                prompt,
+                json,
+                permission,
+            };
             with_client(home, |mut client| async move { chat::chat(&mut client, &opts).await.map(|ok| (ok, client)) })
         }
         Command::Attach { session, json, home } => with_client(home, |mut client| async move {

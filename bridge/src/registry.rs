@@ -30,7 +30,11 @@ pub struct BuiltIn {
 }
 
 /// The adapters that ship with terminull. The list grows as adapters land.
-pub const BUILT_INS: &[BuiltIn] = &[BuiltIn { agent_id: "echo", executable: "echo-rs" }];
+pub const BUILT_INS: &[BuiltIn] = &[
+    BuiltIn { agent_id: "echo", executable: "echo-rs" },
+    BuiltIn { agent_id: "claude-code", executable: "terminull-claude-code" },
+    BuiltIn { agent_id: "codex", executable: "terminull-codex" },
+];
 
 /// Where a registered adapter comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -235,6 +235,7 @@ impl Service {
                 let mut meta = SessionMeta::new(session_id.clone(), r.agent, r.cwd);
                 meta.model = r.model;
                 meta.effort = r.effort;
+                meta.permission_mode = r.permission_mode;
                 let log = self
                     .inner
                     .history

@@ -279,6 +279,7 @@ impl Actor {
             binary: self.spec.binary.clone().filter(|_| takes(InitParam::Binary)),
             resume_session_id: meta.agent_session_id.clone().filter(|_| takes(InitParam::ResumeSessionId)),
             effort: meta.effort.clone().filter(|_| takes(InitParam::Effort)),
+            permission_mode: meta.permission_mode.clone().filter(|_| takes(InitParam::PermissionMode)),
         };
         match adapter.call::<proto::Start>(&params).await {
             Ok(started) => {

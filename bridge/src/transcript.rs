@@ -85,7 +85,8 @@ pub const UPDATE_ENV: &str = "TERMINULL_UPDATE_TRANSCRIPTS";
 pub const CWD_PLACEHOLDER: &str = "<cwd>";
 
 /// The init params the recorder offers in `initialize`: all six of protocol version 1.
-const OFFERED_INIT_PARAMS: [&str; 6] = ["cwd", "model", "binary", "resume_session_id", "on_session_id", "effort"];
+const OFFERED_INIT_PARAMS: [&str; 7] =
+    ["cwd", "model", "binary", "resume_session_id", "on_session_id", "effort", "permission_mode"];
 
 /// Block types whose `id` is an adapter-minted id that the normaliser numbers.
 const ID_BLOCK_TYPES: [&str; 5] = ["text", "thinking", "progress", "bg_task", "tool_call"];

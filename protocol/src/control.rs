@@ -75,6 +75,9 @@ control_messages! {
         /// Reasoning effort, when the user picked one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         effort: Option<String>,
+        /// Permission mode (agent-specific: `acceptEdits`, `read-only`, …), when the user picked one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permission_mode: Option<String>,
         /// The app's X25519 public key for this session, base64url without padding.
         app_pubkey: String,
     },

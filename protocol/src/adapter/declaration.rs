@@ -63,17 +63,22 @@ pub enum InitParam {
     OnSessionId,
     /// Reasoning effort.
     Effort,
+    /// How much the agent may do without asking: an agent-specific mode name
+    /// (Claude Code `default`/`acceptEdits`/`plan`/`bypassPermissions`, Codex
+    /// `read-only`/`workspace-write`/`full-access`, …).
+    PermissionMode,
 }
 
 impl InitParam {
     /// Every init param, in the spec's order.
-    pub const ALL: [InitParam; 6] = [
+    pub const ALL: [InitParam; 7] = [
         InitParam::Cwd,
         InitParam::Model,
         InitParam::Binary,
         InitParam::ResumeSessionId,
         InitParam::OnSessionId,
         InitParam::Effort,
+        InitParam::PermissionMode,
     ];
 }
 

@@ -238,6 +238,10 @@ pub struct StartParams {
     /// Reasoning effort (`low`, `medium`, `high`, …; init param `effort`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
+    /// Permission mode, an agent-specific name (init param `permission_mode`). The
+    /// adapter refuses a name it does not know with `invalid_params`, listing its modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
 }
 
 /// Result of `start`.

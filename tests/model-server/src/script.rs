@@ -312,7 +312,9 @@ fn build_arguments(schema: &Value, fill: &dyn Fn(&str, &Value) -> Option<Value>)
     for (key, prop) in properties(schema).into_iter().flatten() {
         let value = if let Some(v) = fill(key, prop) {
             Some(v)
-        } else if matches!(key.as_str(), "description" | "summary" | "justification") {
+        } else if matches!(key.as_str(), "description" | "summary") {
+            // Not `justification`: codex 0.171 refuses an exec_command that has one
+            // without `sandbox_permissions`, and it is optional.
             Some(json!("Run the requested command"))
         } else if required.contains(&key.as_str()) {
             Some(sample_from_schema(prop))

@@ -424,6 +424,7 @@ async fn responses_tool_round_trip_for_each_shell_flavour() {
         let args: Value = serde_json::from_str(call["arguments"].as_str().expect("args")).expect("args json");
         let (key, value) = expected_command(&flavour.0);
         assert_eq!(args[key], value);
+        assert!(args.get("justification").is_none(), "codex refuses a justification without sandbox_permissions");
 
         let mut body = responses_body("Please run echo hello", &tools, false);
         let input = body["input"].as_array_mut().expect("input");

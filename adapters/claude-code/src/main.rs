@@ -1,0 +1,2 @@
+// Being written in this session; replaced by the adapter.
+fn main() {}
