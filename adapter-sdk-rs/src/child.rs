@@ -31,7 +31,9 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_util::codec::{Decoder, FramedRead};
+use tokio_util::codec::FramedRead;
+
+use crate::tap::Tap;
 
 /// One stdout line as the caller receives it: a decoded value, or why the line could
 /// not be decoded (the stream goes on after it).
@@ -169,6 +171,8 @@ pub struct AgentProcess {
     status: Option<ExitStatus>,
     /// True once the group was found empty; no signal is sent after that (its id may be reused).
     group_gone: bool,
+    /// The recording of this process, when recording is on (see [`crate::tap`]).
+    tap: Option<Tap>,
 }
 
 impl AgentProcess {
@@ -179,25 +183,20 @@ impl AgentProcess {
         let (process, stdout) = Self::spawn_piped(cmd, &opts)?;
         let (program, pid) = (process.program.clone(), process.pid);
         let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
-        match opts.lines {
-            Lines::Json => {
-                tokio::spawn(pump(stdout, NdjsonCodec::new(opts.max_line_bytes), tx, |item| item, program, pid))
-            }
-            Lines::Text => tokio::spawn(pump(
-                stdout,
-                LineCodec::new(opts.max_line_bytes),
-                tx,
-                |item| text_line(item).map(Value::String),
-                program,
-                pid,
-            )),
+        let convert: fn(Result<NumberedLine, LineError>) -> Option<LineItem> = match opts.lines {
+            Lines::Json => NdjsonCodec::parse_line,
+            Lines::Text => |item| Some(text_line(item).map(Value::String)),
         };
+        let lines = LineCodec::new(opts.max_line_bytes);
+        tokio::spawn(pump(stdout, lines, tx, convert, process.tap.clone(), program, pid));
         Ok((process, rx))
     }
 
     /// Starts `cmd` like [`spawn`](Self::spawn) but speaks JSON-RPC with it: the
     /// child's stdin and stdout belong to the returned peer (line cap from `opts`).
     /// To close the child's stdin, drop every clone of the peer and its tasks.
+    /// (The [`tap`](crate::tap) records only the start and exit of such a child: its
+    /// stdio belongs to the peer.)
     pub fn spawn_rpc(
         cmd: Command,
         opts: SpawnOptions,
@@ -227,6 +226,8 @@ impl AgentProcess {
         let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         tracing::debug!(program = %program, pid, "spawned agent process");
+        let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let tap = Tap::start(&args);
 
         let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
         let stderr_task =
@@ -241,6 +242,7 @@ impl AgentProcess {
             stderr_task: Some(stderr_task),
             status: None,
             group_gone: false,
+            tap,
         };
         Ok((process, stdout))
     }
@@ -276,6 +278,9 @@ impl AgentProcess {
             return Err(WriteError::StdinClosed { program: self.program.clone() });
         };
         let io_error = |source| WriteError::Io { program: self.program.clone(), source };
+        if let Some(tap) = &self.tap {
+            tap.stdin_bytes(bytes);
+        }
         stdin.write_all(bytes).await.map_err(io_error)?;
         stdin.flush().await.map_err(io_error)
     }
@@ -407,6 +412,11 @@ impl AgentProcess {
 
     fn record_exit(&mut self, status: ExitStatus) {
         tracing::debug!(program = %self.program, pid = self.pid, %status, "agent process exited");
+        if self.status.is_none()
+            && let Some(tap) = &self.tap
+        {
+            tap.exit(status);
+        }
         self.status = Some(status);
         self.refresh_group_gone();
     }
@@ -489,22 +499,24 @@ fn lock(tail: &Mutex<StderrTail>) -> std::sync::MutexGuard<'_, StderrTail> {
 
 /// Reads `stdout` with `codec` and forwards every item, in order, until end of file or
 /// until the receiver is dropped (the pipe is then closed; the child sees EPIPE).
-async fn pump<R, D, T>(
+async fn pump<R: AsyncRead + Unpin>(
     stdout: R,
-    codec: D,
+    lines: LineCodec,
     tx: mpsc::Sender<LineItem>,
-    into_item: fn(Result<T, LineError>) -> LineItem,
+    convert: fn(Result<NumberedLine, LineError>) -> Option<LineItem>,
+    tap: Option<Tap>,
     program: String,
     pid: u32,
-) where
-    R: AsyncRead + Unpin,
-    D: Decoder<Item = Result<T, LineError>, Error = io::Error>,
-{
-    let mut frames = FramedRead::new(stdout, codec);
+) {
+    let mut frames = FramedRead::new(stdout, lines);
     while let Some(frame) = frames.next().await {
         match frame {
             Ok(item) => {
-                if tx.send(into_item(item)).await.is_err() {
+                if let (Some(tap), Ok((_, line))) = (&tap, &item) {
+                    tap.stdout_line(line);
+                }
+                let Some(item) = convert(item) else { continue };
+                if tx.send(item).await.is_err() {
                     tracing::debug!(program = %program, pid, "stdout receiver dropped; stopped reading");
                     return;
                 }
@@ -595,6 +607,7 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use serde_json::json;
+    use tokio_util::codec::Decoder;
 
     fn sh(script: &str) -> Command {
         let mut cmd = Command::new("sh");

@@ -20,6 +20,7 @@ pub mod detect;
 pub mod serve;
 pub mod session;
 pub mod streamer;
+pub mod tap;
 pub mod tools;
 
 pub use adapter::{Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration};

@@ -116,6 +116,7 @@ fn start_params(session: &str) -> proto::StartParams {
         binary: None,
         resume_session_id: None,
         effort: Some("high".into()),
+        permission_mode: Some("not-accepted-either".into()),
     }
 }
 

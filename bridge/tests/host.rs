@@ -23,6 +23,7 @@ fn start_params() -> StartParams {
         binary: None,
         resume_session_id: None,
         effort: None,
+        permission_mode: None,
     }
 }
 

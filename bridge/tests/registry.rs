@@ -87,6 +87,7 @@ async fn a_registered_python_drop_in_runs_a_session() {
         binary: None,
         resume_session_id: None,
         effort: None,
+        permission_mode: None,
     };
     hosted.call::<proto::Start>(&start).await.unwrap();
     hosted.call::<proto::Send>(&UserMessage { text: "hi there".into(), attachments: vec![] }).await.unwrap();

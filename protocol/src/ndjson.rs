@@ -153,8 +153,10 @@ impl NdjsonCodec {
         self.lines.line_no
     }
 
-    /// Parses one line; `None` for a blank line, which is skipped.
-    fn parse(item: Result<NumberedLine, LineError>) -> Option<Result<Value, LineError>> {
+    /// Parses one line from a [`LineCodec`]; `None` for a blank line, which is skipped.
+    /// For readers that need the raw line too (a recording tap) and so split lines
+    /// themselves.
+    pub fn parse_line(item: Result<NumberedLine, LineError>) -> Option<Result<Value, LineError>> {
         let (line_no, line) = match item {
             Ok(numbered) => numbered,
             Err(e) => return Some(Err(e)),
@@ -176,7 +178,7 @@ impl Decoder for NdjsonCodec {
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
         while let Some(item) = self.lines.decode(buf)? {
-            if let Some(parsed) = Self::parse(item) {
+            if let Some(parsed) = Self::parse_line(item) {
                 return Ok(Some(parsed));
             }
         }
@@ -185,7 +187,7 @@ impl Decoder for NdjsonCodec {
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
         while let Some(item) = self.lines.decode_eof(buf)? {
-            if let Some(parsed) = Self::parse(item) {
+            if let Some(parsed) = Self::parse_line(item) {
                 return Ok(Some(parsed));
             }
         }

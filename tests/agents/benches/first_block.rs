@@ -1,0 +1,2 @@
+//! Filled in below in this session.
+fn main() {}

@@ -1,0 +1,403 @@
+//! The scenarios: what the app sends and what it must see. The live tests (real CLI)
+//! and the replay tests (recorded CLI) run exactly these checks.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use anyhow::{Context, bail, ensure};
+use terminull_adapter_sdk::tap::{TapEvent, TapRecord};
+use terminull_bridge::chat::PermissionAnswer;
+use terminull_model_server::PLAIN_TEXT;
+use terminull_protocol::BlockKind;
+use terminull_protocol::blocks::{Block, EndReason, ToolStatus};
+
+use crate::agents::Agent;
+use crate::rig::{InterruptAt, Mode, Rig, TurnPlan};
+
+/// One scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// A short answer; the session's `agent_info`; usage at the end.
+    Plain,
+    /// Thinking, a shell tool call whose result holds the real command output, a final
+    /// text quoting it; then a second turn that continues the same agent conversation.
+    ToolRoundTrip,
+    /// A file write the CLI asks permission for: denied, then allowed (Claude Code).
+    Permission,
+    /// The permission mode maps to the CLI's sandbox: a write under `read-only` fails,
+    /// under the default `workspace-write` it lands (Codex).
+    Sandbox,
+    /// A slow answer interrupted mid-stream; the next turn works.
+    Interrupt,
+    /// The model answers with an error; the turn ends in error and the next one works.
+    ModelError,
+    /// An answer over 50 KB.
+    Long,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 7] = [
+        Scenario::Plain,
+        Scenario::ToolRoundTrip,
+        Scenario::Permission,
+        Scenario::Sandbox,
+        Scenario::Interrupt,
+        Scenario::ModelError,
+        Scenario::Long,
+    ];
+
+    /// The fixture's file stem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Plain => "plain",
+            Scenario::ToolRoundTrip => "tool-round-trip",
+            Scenario::Permission => "permission",
+            Scenario::Sandbox => "sandbox",
+            Scenario::Interrupt => "interrupt",
+            Scenario::ModelError => "model-error",
+            Scenario::Long => "long",
+        }
+    }
+
+    /// Whether the scenario exists for `agent` (only Claude Code asks permission; only
+    /// Codex has a sandbox mode to choose).
+    pub fn applies_to(self, agent: Agent) -> bool {
+        match self {
+            Scenario::Permission => agent == Agent::ClaudeCode,
+            Scenario::Sandbox => agent == Agent::Codex,
+            _ => true,
+        }
+    }
+}
+
+/// What a scenario run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Every block the app saw, one line each.
+    pub transcript: String,
+    /// What the CLI said and heard (the fixture, when recorded live).
+    pub recording: Vec<TapRecord>,
+}
+
+/// Runs `scenario` for `agent` and checks what the app sees.
+pub async fn run(agent: Agent, scenario: Scenario, mode: Mode) -> anyhow::Result<Outcome> {
+    let mut rig = Rig::start(agent, mode).await?;
+    let mut seen = Vec::new();
+    let result = play(&mut rig, scenario, &mut seen).await;
+    let transcript = render(&seen);
+    if let Err(error) = result {
+        bail!("{error:#}\n--- blocks:\n{transcript}--- daemon log:\n{}", tail(&rig.daemon_log(), 60));
+    }
+    rig.stop();
+    let recording = rig.take_recording(1)?;
+    check_recording(agent, scenario, &recording)
+        .with_context(|| format!("the recorded CLI processes: {:?}", recorded_spawns(&recording)))?;
+    Ok(Outcome { transcript, recording })
+}
+
+/// What the CLI's own processes show: a persistent Claude Code keeps one process for
+/// both turns; Codex starts one per turn and resumes its thread in the second.
+fn check_recording(agent: Agent, scenario: Scenario, recording: &[TapRecord]) -> anyhow::Result<()> {
+    let spawns = recorded_spawns(recording);
+    ensure!(!spawns.is_empty(), "the CLI was started and recorded");
+    if scenario == Scenario::ToolRoundTrip {
+        match agent {
+            Agent::ClaudeCode => ensure!(spawns.len() == 1, "one claude process served both turns"),
+            Agent::Codex => {
+                ensure!(spawns.len() == 2, "one codex process per turn");
+                let thread = recording
+                    .iter()
+                    .find_map(|r| match &r.event {
+                        TapEvent::Out { out } => serde_json::from_str::<serde_json::Value>(out)
+                            .ok()
+                            .filter(|v| v["type"] == "thread.started")
+                            .and_then(|v| v["thread_id"].as_str().map(str::to_owned)),
+                        _ => None,
+                    })
+                    .context("the first process started a thread")?;
+                ensure!(
+                    spawns[1].iter().any(|a| a == "resume") && spawns[1].contains(&thread),
+                    "the second turn resumes thread {thread}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `recording` as the fixture of `agent`'s `scenario`; returns its path.
+pub fn save_fixture(agent: Agent, scenario: Scenario, recording: &[TapRecord]) -> anyhow::Result<std::path::PathBuf> {
+    let dir = crate::workspace::fixtures(agent.id());
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{}.jsonl", scenario.name()));
+    let mut text = String::new();
+    for record in recording {
+        text.push_str(&serde_json::to_string(record)?);
+        text.push('\n');
+    }
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyhow::Result<()> {
+    let plain = TurnPlan::default();
+    let opening = rig.open_session(None).await?;
+    seen.extend(opening.iter().cloned());
+    check_agent_info(rig.agent, &opening)?;
+    match scenario {
+        Scenario::Plain => {
+            let blocks = turn(rig, seen, "mock:plain hello", plain).await?;
+            check_completed(&blocks)?;
+            ensure!(final_text(&blocks).as_deref() == Some(PLAIN_TEXT), "the answer is the scripted plain text");
+            let usage = end_usage(&blocks).context("session_end carries usage")?;
+            ensure!(usage.output_tokens.unwrap_or(0) > 0, "output tokens are counted: {usage:?}");
+        }
+        Scenario::ToolRoundTrip => {
+            let first = turn(rig, seen, "mock:tool please run it", plain).await?;
+            check_tool_round_trip(&first)?;
+            let second = turn(rig, seen, "mock:tool once more", plain).await?;
+            check_tool_round_trip(&second)?;
+            let (n1, n2) = (history_len(&first)?, history_len(&second)?);
+            ensure!(n2 > n1, "the second turn continues the conversation: the model saw {n1} then {n2} messages");
+        }
+        Scenario::Permission => {
+            let target = rig.workspace().join("made_by_agent.txt");
+            let deny = TurnPlan { permission: Some(PermissionAnswer::Deny), ..plain };
+            let denied = turn(rig, seen, "mock:write the file", deny).await?;
+            check_completed(&denied)?;
+            let asked = permission_requests(&denied);
+            ensure!(asked == ["Write"], "the write was asked for: {asked:?}");
+            ensure!(tool_results(&denied).iter().any(|(_, _, is_error)| *is_error), "the denied call failed");
+            ensure!(!target.exists(), "a denied write wrote nothing");
+            let allow = TurnPlan { permission: Some(PermissionAnswer::Allow), ..plain };
+            let allowed = turn(rig, seen, "mock:write the file", allow).await?;
+            check_completed(&allowed)?;
+            ensure!(permission_requests(&allowed) == ["Write"], "asked again");
+            ensure!(tool_results(&allowed).iter().all(|(_, _, is_error)| !*is_error), "the allowed call worked");
+            ensure!(target.exists(), "the allowed write landed at {}", target.display());
+        }
+        Scenario::Sandbox => {
+            let target = rig.workspace().join("made_by_agent.txt");
+            rig.open_session(Some("read-only")).await.map(|b| seen.extend(b))?;
+            let blocked = turn(rig, seen, "mock:write the file", plain).await?;
+            check_turn_contract(&blocked)?;
+            ensure!(!target.exists(), "read-only mode wrote nothing");
+            rig.open_session(Some("workspace-write")).await.map(|b| seen.extend(b))?;
+            let written = turn(rig, seen, "mock:write the file", plain).await?;
+            check_completed(&written)?;
+            ensure!(tool_results(&written).iter().any(|(_, out, _)| out.contains("created")), "the touch ran");
+            ensure!(target.exists(), "workspace-write mode wrote {}", target.display());
+        }
+        Scenario::Interrupt => {
+            let at = if rig.agent == Agent::Codex { InterruptAt::ModelStreaming } else { InterruptAt::FirstText };
+            let stopped = turn(rig, seen, "mock:slow please", TurnPlan { interrupt: Some(at), ..plain }).await?;
+            check_turn_contract(&stopped)?;
+            ensure!(end_reason(&stopped) == Some(EndReason::Interrupted), "the turn ended interrupted");
+            ensure!(!stopped.iter().any(|b| matches!(b.kind, BlockKind::Error(_))), "an interrupt is not an error");
+            let after = turn(rig, seen, "mock:plain are you there", plain).await?;
+            check_completed(&after)?;
+            ensure!(final_text(&after).as_deref() == Some(PLAIN_TEXT), "the session goes on after the interrupt");
+        }
+        Scenario::ModelError => {
+            let failed = turn(rig, seen, "mock:error now", plain).await?;
+            check_turn_contract(&failed)?;
+            ensure!(end_reason(&failed) == Some(EndReason::Error), "the turn ended in error");
+            ensure!(failed.iter().any(|b| matches!(b.kind, BlockKind::Error(_))), "an error block says why");
+            let after = turn(rig, seen, "mock:plain again", plain).await?;
+            check_completed(&after)?;
+        }
+        Scenario::Long => {
+            let blocks = turn(rig, seen, "mock:long story", plain).await?;
+            check_completed(&blocks)?;
+            let text = final_text(&blocks).context("a final text")?;
+            ensure!(text.len() >= 50_000, "the long answer arrived whole: {} bytes", text.len());
+        }
+    }
+    Ok(())
+}
+
+async fn turn(rig: &mut Rig, seen: &mut Vec<Block>, text: &str, plan: TurnPlan) -> anyhow::Result<Vec<Block>> {
+    let result = rig.turn(text, plan).await;
+    if let Ok(blocks) = &result {
+        seen.extend(blocks.iter().cloned());
+    }
+    result
+}
+
+fn check_agent_info(agent: Agent, opening: &[Block]) -> anyhow::Result<()> {
+    let info = opening
+        .iter()
+        .find_map(|b| match &b.kind {
+            BlockKind::AgentInfo(info) => Some(info),
+            _ => None,
+        })
+        .context("the session opens with agent_info")?;
+    ensure!(info.agent_id.as_str() == agent.id(), "agent_info names {}", agent.id());
+    let pinned = crate::agents::pinned_version(agent);
+    let version = info.version.as_deref().unwrap_or_default();
+    ensure!(version.contains(&pinned), "agent_info reports the pinned CLI {pinned}, not {version:?}");
+    Ok(())
+}
+
+/// The turn contract every turn keeps: exactly one `session_end`, last; every streamed
+/// id closed once by its last chunk; every tool call running first, settled, with one
+/// result after it.
+pub fn check_turn_contract(blocks: &[Block]) -> anyhow::Result<()> {
+    let ends = blocks.iter().filter(|b| matches!(b.kind, BlockKind::SessionEnd(_))).count();
+    ensure!(ends == 1, "one session_end, found {ends}");
+    ensure!(matches!(blocks.last().map(|b| &b.kind), Some(BlockKind::SessionEnd(_))), "session_end comes last");
+    let mut streams: HashMap<String, Vec<bool>> = HashMap::new();
+    let mut calls: HashMap<String, Vec<ToolStatus>> = HashMap::new();
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for (i, block) in blocks.iter().enumerate() {
+        match &block.kind {
+            BlockKind::Text(t) | BlockKind::Thinking(t) => streams.entry(t.id.to_string()).or_default().push(t.done),
+            BlockKind::ToolCall(c) => calls.entry(c.id.to_string()).or_default().push(c.status),
+            BlockKind::ToolResult(r) => {
+                ensure!(calls.contains_key(r.tool_call_id.as_str()), "result {i} follows its call");
+                *results.entry(r.tool_call_id.to_string()).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    for (id, dones) in &streams {
+        ensure!(dones.last() == Some(&true), "stream {id} ends with done=true");
+        ensure!(dones.iter().filter(|d| **d).count() == 1, "stream {id} is closed once");
+    }
+    for (id, statuses) in &calls {
+        ensure!(statuses.last() != Some(&ToolStatus::Running), "tool call {id} is settled");
+        ensure!(results.get(id) == Some(&1), "tool call {id} has exactly one result");
+    }
+    Ok(())
+}
+
+fn check_completed(blocks: &[Block]) -> anyhow::Result<()> {
+    check_turn_contract(blocks)?;
+    ensure!(end_reason(blocks) == Some(EndReason::Completed), "the turn completed");
+    Ok(())
+}
+
+fn check_tool_round_trip(blocks: &[Block]) -> anyhow::Result<()> {
+    check_completed(blocks)?;
+    ensure!(blocks.iter().any(|b| matches!(&b.kind, BlockKind::Thinking(t) if t.done)), "thinking is shown");
+    let position = |pred: &dyn Fn(&BlockKind) -> bool| blocks.iter().position(|b| pred(&b.kind));
+    let running = position(&|k| matches!(k, BlockKind::ToolCall(c) if c.status == ToolStatus::Running))
+        .context("the tool call is shown running")?;
+    let done = position(&|k| matches!(k, BlockKind::ToolCall(c) if c.status == ToolStatus::Done))
+        .context("the tool call is shown done")?;
+    let results = tool_results(blocks);
+    let (_, output, is_error) = results.first().context("the tool call has a result")?;
+    ensure!(output.contains("hello") && !is_error, "the result holds the real command output: {output:?}");
+    let result_at = position(&|k| matches!(k, BlockKind::ToolResult(_))).unwrap_or(0);
+    let text = final_text(blocks).context("a final text")?;
+    let text_at = blocks
+        .iter()
+        .rposition(|b| matches!(&b.kind, BlockKind::Text(t) if t.done))
+        .context("a final text position")?;
+    ensure!(running < done && running < result_at && result_at < text_at, "running → result → final text");
+    ensure!(text.contains("The command printed") && text.contains("hello"), "the final text quotes it: {text:?}");
+    let usage = end_usage(blocks).context("session_end carries usage")?;
+    ensure!(usage.input_tokens.unwrap_or(0) > 0, "input tokens are counted: {usage:?}");
+    Ok(())
+}
+
+fn end_reason(blocks: &[Block]) -> Option<EndReason> {
+    blocks.iter().rev().find_map(|b| match &b.kind {
+        BlockKind::SessionEnd(end) => Some(end.reason),
+        _ => None,
+    })
+}
+
+fn end_usage(blocks: &[Block]) -> Option<terminull_protocol::blocks::Usage> {
+    blocks.iter().rev().find_map(|b| match &b.kind {
+        BlockKind::SessionEnd(end) => end.usage.clone(),
+        _ => None,
+    })
+}
+
+/// The last completed `text` of the turn.
+fn final_text(blocks: &[Block]) -> Option<String> {
+    blocks.iter().rev().find_map(|b| match &b.kind {
+        BlockKind::Text(t) if t.done => Some(t.text.clone()),
+        _ => None,
+    })
+}
+
+fn tool_results(blocks: &[Block]) -> Vec<(String, String, bool)> {
+    blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::ToolResult(r) => Some((r.tool_call_id.to_string(), r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn permission_requests(blocks: &[Block]) -> Vec<String> {
+    blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::PermissionRequest(p) => Some(p.tool.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The model server's `(history=N msgs)` in the final text: how much conversation the
+/// model was sent.
+fn history_len(blocks: &[Block]) -> anyhow::Result<u64> {
+    let text = final_text(blocks).context("a final text")?;
+    let start = text.rfind("(history=").context("the final text names the history length")? + "(history=".len();
+    let digits: String = text[start..].chars().take_while(char::is_ascii_digit).collect();
+    Ok(digits.parse()?)
+}
+
+/// The blocks, one line each: `seq type details`.
+pub fn render(blocks: &[Block]) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        let seq = b.seq.map(|s| s.to_string()).unwrap_or_default();
+        let detail = match &b.kind {
+            BlockKind::AgentInfo(i) => {
+                format!("{} {} {}", i.agent_id, i.version.as_deref().unwrap_or("?"), i.model.as_deref().unwrap_or(""))
+            }
+            BlockKind::UserMessage(m) => quote(&m.text),
+            BlockKind::Text(t) | BlockKind::Thinking(t) => format!("id={} done={} {}", t.id, t.done, quote(&t.text)),
+            BlockKind::ToolCall(c) => format!("id={} {} {:?} {}", c.id, c.name, c.status, quote(&c.input.to_string())),
+            BlockKind::ToolResult(r) => format!("call={} error={} {}", r.tool_call_id, r.is_error, quote(&r.output)),
+            BlockKind::PermissionRequest(p) => format!("{} options={}", p.tool, p.options.len()),
+            BlockKind::Error(e) => format!("{} {}", e.code.as_deref().unwrap_or("-"), quote(&e.message)),
+            BlockKind::SessionEnd(e) => format!(
+                "{:?} usage={}",
+                e.reason,
+                e.usage.as_ref().map(|u| serde_json::to_string(u).unwrap_or_default()).unwrap_or_default()
+            ),
+            other => quote(&serde_json::to_string(other).unwrap_or_default()),
+        };
+        let _ = writeln!(out, "{seq:>3} {:<18} {detail}", b.kind.block_type());
+    }
+    out
+}
+
+fn quote(text: &str) -> String {
+    let flat = text.replace('\n', "⏎");
+    let short: String = flat.chars().take(90).collect();
+    if short.len() < flat.len() { format!("{short:?}… ({} bytes)", text.len()) } else { format!("{short:?}") }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The spawn arguments of each recorded process, in order.
+pub fn recorded_spawns(recording: &[TapRecord]) -> Vec<Vec<String>> {
+    recording
+        .iter()
+        .filter_map(|r| match &r.event {
+            TapEvent::Spawn { spawn } if !spawn.iter().any(|a| a == "--version") => Some(spawn.clone()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,77 @@
+//! The built-in adapters against the real, pinned agent CLIs, offline: each test runs
+//! in its own private network namespace with the scripted model server, a `terminull`
+//! daemon, the adapter and the CLI, and checks the blocks an app sees.
+//!
+//! Needs the CLIs from scripts/install-agents.sh. Without them a test says it skipped,
+//! unless TERMINULL_LIVE_AGENTS=1 (CI), where that is a failure.
+//! TERMINULL_UPDATE_AGENT_FIXTURES=1 saves each run's recording as the agent's fixture
+//! under tests/fixtures/agents/ (scripts/record-agent-fixtures.sh does both).
+
+use terminull_agent_tests::agents::{self, Agent};
+use terminull_agent_tests::netns;
+use terminull_agent_tests::rig::Mode;
+use terminull_agent_tests::scenarios::{self, Scenario};
+
+fn live(agent: Agent, scenario: Scenario, test_name: &str) {
+    let cli_dir = agents::installed_bin_dir();
+    if !netns::inside() && !cli_dir.join(agent.cli()).exists() {
+        assert!(
+            !agents::live_required(),
+            "{} is not installed in {} and {}=1: run scripts/install-agents.sh",
+            agent.cli(),
+            cli_dir.display(),
+            agents::LIVE_ENV
+        );
+        println!("skipped: {} is not installed (scripts/install-agents.sh)", agent.cli());
+        return;
+    }
+    if let Some(result) = netns::run_isolated(test_name) {
+        match result {
+            Ok(output) => println!("{output}"),
+            Err(error) => panic!("{error}"),
+        }
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let outcome = runtime
+        .block_on(scenarios::run(agent, scenario, Mode::Live { cli_dir }))
+        .unwrap_or_else(|e| panic!("{} {} (live): {e:#}", agent.id(), scenario.name()));
+    println!(
+        "{} {} (live, {} {}):\n{}",
+        agent.id(),
+        scenario.name(),
+        agent.cli(),
+        agents::pinned_version(agent),
+        outcome.transcript
+    );
+    if agents::update_fixtures() {
+        let path = scenarios::save_fixture(agent, scenario, &outcome.recording).expect("saving the fixture");
+        println!("recorded {}", path.display());
+    }
+}
+
+macro_rules! live_tests {
+    ($($name:ident: $agent:expr, $scenario:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                live($agent, $scenario, stringify!($name));
+            }
+        )*
+    };
+}
+
+live_tests! {
+    claude_code_plain_answer_live: Agent::ClaudeCode, Scenario::Plain;
+    claude_code_tool_round_trip_and_resumed_second_turn_live: Agent::ClaudeCode, Scenario::ToolRoundTrip;
+    claude_code_write_is_denied_then_allowed_through_permission_requests_live: Agent::ClaudeCode, Scenario::Permission;
+    claude_code_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::ClaudeCode, Scenario::Interrupt;
+    claude_code_model_error_ends_the_turn_in_error_live: Agent::ClaudeCode, Scenario::ModelError;
+    claude_code_long_answer_streams_whole_live: Agent::ClaudeCode, Scenario::Long;
+    codex_plain_answer_live: Agent::Codex, Scenario::Plain;
+    codex_tool_round_trip_and_resumed_second_turn_live: Agent::Codex, Scenario::ToolRoundTrip;
+    codex_permission_mode_maps_to_the_sandbox_live: Agent::Codex, Scenario::Sandbox;
+    codex_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Codex, Scenario::Interrupt;
+    codex_model_error_ends_the_turn_in_error_live: Agent::Codex, Scenario::ModelError;
+    codex_long_answer_arrives_whole_live: Agent::Codex, Scenario::Long;
+}

@@ -1,0 +1,56 @@
+//! The built-in adapters against recordings of the real CLIs (tests/fixtures/agents/),
+//! played by `terminull-fake-cli`: every adapter mapping is exercised by plain
+//! `cargo test`, with no agent CLI installed and no network. The checks are the live
+//! tests' own (`scenarios::run`).
+
+use terminull_agent_tests::agents::Agent;
+use terminull_agent_tests::rig::Mode;
+use terminull_agent_tests::scenarios::{self, Scenario};
+use terminull_agent_tests::workspace;
+
+fn replay(agent: Agent, scenario: Scenario) {
+    let recording = workspace::fixtures(agent.id()).join(format!("{}.jsonl", scenario.name()));
+    assert!(recording.exists(), "{} is missing: record it with scripts/record-agent-fixtures.sh", recording.display());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let outcome = runtime
+        .block_on(scenarios::run(agent, scenario, Mode::Replay { recording }))
+        .unwrap_or_else(|e| panic!("{} {} (replay): {e:#}", agent.id(), scenario.name()));
+    println!("{} {} (replay):\n{}", agent.id(), scenario.name(), outcome.transcript);
+}
+
+macro_rules! replay_tests {
+    ($($name:ident: $agent:expr, $scenario:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                replay($agent, $scenario);
+            }
+        )*
+    };
+}
+
+replay_tests! {
+    claude_code_plain_answer_replayed: Agent::ClaudeCode, Scenario::Plain;
+    claude_code_tool_round_trip_and_resumed_second_turn_replayed: Agent::ClaudeCode, Scenario::ToolRoundTrip;
+    claude_code_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::ClaudeCode, Scenario::Permission;
+    claude_code_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::ClaudeCode, Scenario::Interrupt;
+    claude_code_model_error_ends_the_turn_in_error_replayed: Agent::ClaudeCode, Scenario::ModelError;
+    claude_code_long_answer_streams_whole_replayed: Agent::ClaudeCode, Scenario::Long;
+    codex_plain_answer_replayed: Agent::Codex, Scenario::Plain;
+    codex_tool_round_trip_and_resumed_second_turn_replayed: Agent::Codex, Scenario::ToolRoundTrip;
+    codex_permission_mode_maps_to_the_sandbox_replayed: Agent::Codex, Scenario::Sandbox;
+    codex_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Codex, Scenario::Interrupt;
+    codex_model_error_ends_the_turn_in_error_replayed: Agent::Codex, Scenario::ModelError;
+    codex_long_answer_arrives_whole_replayed: Agent::Codex, Scenario::Long;
+}
+
+#[test]
+fn every_scenario_of_every_agent_has_a_replay_test() {
+    let source = include_str!("replay.rs");
+    for agent in [Agent::ClaudeCode, Agent::Codex] {
+        for scenario in Scenario::ALL.into_iter().filter(|s| s.applies_to(agent)) {
+            let variant = format!("{agent:?}, Scenario::{scenario:?};");
+            assert!(source.contains(&variant), "no replay test for {variant}");
+        }
+    }
+}
