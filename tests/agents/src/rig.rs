@@ -77,6 +77,9 @@ pub struct Rig {
     session: Option<SessionId>,
     /// Recording files already handed out by [`Rig::take_recording`].
     taken: Vec<PathBuf>,
+    /// In the last turn, the time from sending the message to the first block that
+    /// came from the agent (anything but the echoed `user_message`).
+    pub last_first_block: Option<Duration>,
 }
 
 impl Rig {
@@ -139,7 +142,7 @@ impl Rig {
                 }
             }
         };
-        Ok(Rig { agent, mode, root, daemon, client, model, session: None, taken: Vec::new() })
+        Ok(Rig { agent, mode, root, daemon, client, model, session: None, taken: Vec::new(), last_first_block: None })
     }
 
     /// The rig's private directory (`<root>` in recordings).
@@ -184,7 +187,9 @@ impl Rig {
     pub async fn turn(&mut self, text: &str, plan: TurnPlan) -> anyhow::Result<Vec<Block>> {
         let session_id = self.session.clone().context("no session is open")?;
         let message = UserMessage { session_id: session_id.clone(), text: text.into(), attachments: vec![] };
+        let sent_at = std::time::Instant::now();
         let sent = self.client.send(ControlMessage::UserMessage(message)).await?;
+        self.last_first_block = None;
         let mut blocks = Vec::new();
         let mut interrupted = false;
         loop {
@@ -220,6 +225,9 @@ impl Rig {
                     }
                 }
                 BridgeMessage::Block { block, .. } => {
+                    if self.last_first_block.is_none() && !matches!(block.kind, BlockKind::UserMessage(_)) {
+                        self.last_first_block = Some(sent_at.elapsed());
+                    }
                     if let (BlockKind::PermissionRequest(request), Some(answer)) = (&block.kind, plan.permission) {
                         let option_id = choose(request, answer).context("no option for that answer")?;
                         let response = PermissionResponse {
