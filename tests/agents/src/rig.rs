@@ -328,7 +328,9 @@ fn block_of(message: BridgeMessage) -> Option<Block> {
     }
 }
 
-async fn start_model_server(workspace: &Path) -> anyhow::Result<SocketAddr> {
+/// Starts the scripted model server on 127.0.0.1 port 0 in this process; its write
+/// scenario targets `workspace/made_by_agent.txt`.
+pub async fn start_model_server(workspace: &Path) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let config = terminull_model_server::Config {

@@ -126,6 +126,29 @@ fn check_recording(agent: Agent, scenario: Scenario, recording: &[TapRecord]) ->
     Ok(())
 }
 
+/// Runs `terminull adapter check` on `agent`'s adapter with the real CLI from `cli_dir`
+/// against the scripted model server (its test turn runs a tool call); returns the
+/// report, or an error holding it when a check failed.
+pub async fn adapter_check(agent: Agent, cli_dir: &std::path::Path) -> anyhow::Result<String> {
+    let bins = crate::workspace::bin_dir();
+    let dir = tempfile::tempdir()?;
+    let addr = crate::rig::start_model_server(dir.path()).await?;
+    let path = std::env::join_paths(
+        std::iter::once(cli_dir.to_owned()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )?;
+    let output = tokio::process::Command::new(bins.join("terminull"))
+        .args(["adapter", "check", "--message", "mock:tool please run it"])
+        .arg(bins.join(format!("terminull-{}", agent.id())))
+        .envs(agent.environment(dir.path(), &format!("http://{addr}"))?)
+        .env("PATH", path)
+        .current_dir(dir.path())
+        .output()
+        .await?;
+    let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    ensure!(output.status.success(), "adapter check failed ({}):\n{report}", output.status);
+    Ok(report)
+}
+
 /// Writes `recording` as the fixture of `agent`'s `scenario`; returns its path.
 pub fn save_fixture(agent: Agent, scenario: Scenario, recording: &[TapRecord]) -> anyhow::Result<std::path::PathBuf> {
     let dir = crate::workspace::fixtures(agent.id());

@@ -12,7 +12,10 @@ use terminull_agent_tests::netns;
 use terminull_agent_tests::rig::Mode;
 use terminull_agent_tests::scenarios::{self, Scenario};
 
-fn live(agent: Agent, scenario: Scenario, test_name: &str) {
+/// Where the body of a live test runs: returns the CLI directory when this process is
+/// the one inside the private namespace; otherwise runs the test there (or skips it
+/// when the CLI is missing and not required) and returns `None`.
+fn isolated(agent: Agent, test_name: &str) -> Option<std::path::PathBuf> {
     let cli_dir = agents::installed_bin_dir();
     if !netns::inside() && !cli_dir.join(agent.cli()).exists() {
         assert!(
@@ -23,15 +26,20 @@ fn live(agent: Agent, scenario: Scenario, test_name: &str) {
             agents::LIVE_ENV
         );
         println!("skipped: {} is not installed (scripts/install-agents.sh)", agent.cli());
-        return;
+        return None;
     }
-    if let Some(result) = netns::run_isolated(test_name) {
-        match result {
-            Ok(output) => println!("{output}"),
-            Err(error) => panic!("{error}"),
+    match netns::run_isolated(test_name) {
+        Some(Ok(output)) => {
+            println!("{output}");
+            None
         }
-        return;
+        Some(Err(error)) => panic!("{error}"),
+        None => Some(cli_dir),
     }
+}
+
+fn live(agent: Agent, scenario: Scenario, test_name: &str) {
+    let Some(cli_dir) = isolated(agent, test_name) else { return };
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let outcome = runtime
         .block_on(scenarios::run(agent, scenario, Mode::Live { cli_dir }))
@@ -48,6 +56,24 @@ fn live(agent: Agent, scenario: Scenario, test_name: &str) {
         let path = scenarios::save_fixture(agent, scenario, &outcome.recording).expect("saving the fixture");
         println!("recorded {}", path.display());
     }
+}
+
+/// `terminull adapter check` on the adapter, with the real CLI and the model server.
+fn live_check(agent: Agent, test_name: &str) {
+    let Some(cli_dir) = isolated(agent, test_name) else { return };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let report = runtime.block_on(scenarios::adapter_check(agent, &cli_dir)).unwrap_or_else(|e| panic!("{e:#}"));
+    println!("{report}");
+}
+
+#[test]
+fn claude_code_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::ClaudeCode, "claude_code_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
+#[test]
+fn codex_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Codex, "codex_adapter_passes_adapter_check_with_the_real_cli_live");
 }
 
 macro_rules! live_tests {
