@@ -180,7 +180,7 @@ impl AgentProcess {
     /// replaced), in its own process group, killed on drop. Returns the process and the
     /// receiver of its stdout lines.
     pub fn spawn(cmd: Command, opts: SpawnOptions) -> Result<(AgentProcess, LineReceiver), SpawnError> {
-        let (process, stdout) = Self::spawn_piped(cmd, &opts)?;
+        let (process, stdout) = Self::spawn_piped(cmd, &opts, true)?;
         let (program, pid) = (process.program.clone(), process.pid);
         let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
         let convert: fn(Result<NumberedLine, LineError>) -> Option<LineItem> = match opts.lines {
@@ -195,14 +195,14 @@ impl AgentProcess {
     /// Starts `cmd` like [`spawn`](Self::spawn) but speaks JSON-RPC with it: the
     /// child's stdin and stdout belong to the returned peer (line cap from `opts`).
     /// To close the child's stdin, drop every clone of the peer and its tasks.
-    /// (The [`tap`](crate::tap) records only the start and exit of such a child: its
-    /// stdio belongs to the peer.)
+    /// Such a child is not recorded by the [`tap`](crate::tap): its stdio belongs to
+    /// the peer (and the bridge, which starts adapters this way, records nothing).
     pub fn spawn_rpc(
         cmd: Command,
         opts: SpawnOptions,
         name: impl Into<String>,
     ) -> Result<(AgentProcess, terminull_rpc::Endpoint), SpawnError> {
-        let (mut process, stdout) = Self::spawn_piped(cmd, &opts)?;
+        let (mut process, stdout) = Self::spawn_piped(cmd, &opts, false)?;
         let stdin = process.stdin.take().ok_or_else(|| SpawnError::Spawn {
             program: process.program.clone(),
             source: io::Error::other("the child's stdin was not captured"),
@@ -212,7 +212,11 @@ impl AgentProcess {
         Ok((process, terminull_rpc::spawn(stdout, stdin, config)))
     }
 
-    fn spawn_piped(mut cmd: Command, opts: &SpawnOptions) -> Result<(AgentProcess, ChildStdout), SpawnError> {
+    fn spawn_piped(
+        mut cmd: Command,
+        opts: &SpawnOptions,
+        recorded: bool,
+    ) -> Result<(AgentProcess, ChildStdout), SpawnError> {
         let program_path = cmd.as_std().get_program().to_owned();
         let program =
             Path::new(&program_path).file_name().unwrap_or(program_path.as_os_str()).to_string_lossy().into_owned();
@@ -227,7 +231,7 @@ impl AgentProcess {
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         tracing::debug!(program = %program, pid, "spawned agent process");
         let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        let tap = Tap::start(&args);
+        let tap = if recorded { Tap::start(&args) } else { None };
 
         let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
         let stderr_task =

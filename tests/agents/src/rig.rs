@@ -145,6 +145,11 @@ impl Rig {
         Ok(Rig { agent, mode, root, daemon, client, model, session: None, taken: Vec::new(), last_first_block: None })
     }
 
+    /// True when the real CLI runs (not a replay).
+    pub fn is_live(&self) -> bool {
+        matches!(self.mode, Mode::Live { .. })
+    }
+
     /// The rig's private directory (`<root>` in recordings).
     pub fn root(&self) -> &Path {
         self.root.path()

@@ -198,7 +198,8 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             check_completed(&allowed)?;
             ensure!(permission_requests(&allowed) == ["Write"], "asked again");
             ensure!(tool_results(&allowed).iter().all(|(_, _, is_error)| !*is_error), "the allowed call worked");
-            ensure!(target.exists(), "the allowed write landed at {}", target.display());
+            // A replay has no real CLI behind it to write the file.
+            ensure!(!rig.is_live() || target.exists(), "the allowed write landed at {}", target.display());
         }
         Scenario::Sandbox => {
             let target = rig.workspace().join("made_by_agent.txt");
@@ -210,14 +211,23 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             let written = turn(rig, seen, "mock:write the file", plain).await?;
             check_completed(&written)?;
             ensure!(tool_results(&written).iter().any(|(_, out, _)| out.contains("created")), "the touch ran");
-            ensure!(target.exists(), "workspace-write mode wrote {}", target.display());
+            // A replay has no real CLI behind it to write the file.
+            ensure!(!rig.is_live() || target.exists(), "workspace-write mode wrote {}", target.display());
         }
         Scenario::Interrupt => {
             let at = if rig.agent == Agent::Codex { InterruptAt::ModelStreaming } else { InterruptAt::FirstText };
             let stopped = turn(rig, seen, "mock:slow please", TurnPlan { interrupt: Some(at), ..plain }).await?;
             check_turn_contract(&stopped)?;
             ensure!(end_reason(&stopped) == Some(EndReason::Interrupted), "the turn ended interrupted");
-            ensure!(!stopped.iter().any(|b| matches!(b.kind, BlockKind::Error(_))), "an interrupt is not an error");
+            // Codex warns about the mock's unknown model id every turn (code `agent_warning`).
+            let errors: Vec<_> = stopped
+                .iter()
+                .filter_map(|b| match &b.kind {
+                    BlockKind::Error(e) if e.code.as_deref() != Some("agent_warning") => Some(e.message.clone()),
+                    _ => None,
+                })
+                .collect();
+            ensure!(errors.is_empty(), "an interrupt is not an error: {errors:?}");
             let after = turn(rig, seen, "mock:plain are you there", plain).await?;
             check_completed(&after)?;
             ensure!(final_text(&after).as_deref() == Some(PLAIN_TEXT), "the session goes on after the interrupt");

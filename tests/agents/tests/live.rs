@@ -7,6 +7,8 @@
 //! TERMINULL_UPDATE_AGENT_FIXTURES=1 saves each run's recording as the agent's fixture
 //! under tests/fixtures/agents/ (scripts/record-agent-fixtures.sh does both).
 
+#![allow(clippy::print_stdout)] // a test prints the blocks it checked; shown with --nocapture
+
 use terminull_agent_tests::agents::{self, Agent};
 use terminull_agent_tests::netns;
 use terminull_agent_tests::rig::Mode;

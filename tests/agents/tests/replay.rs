@@ -3,6 +3,8 @@
 //! `cargo test`, with no agent CLI installed and no network. The checks are the live
 //! tests' own (`scenarios::run`).
 
+#![allow(clippy::print_stdout)] // a test prints the blocks it checked; shown with --nocapture
+
 use terminull_agent_tests::agents::Agent;
 use terminull_agent_tests::rig::Mode;
 use terminull_agent_tests::scenarios::{self, Scenario};

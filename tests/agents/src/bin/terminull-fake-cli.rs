@@ -12,6 +12,8 @@
 //! `--version` prints the version in `TERMINULL_FAKE_CLI_VERSION` (the adapters' detect
 //! probe calls it). Mismatches exit with status 3 and say what differed on stderr.
 
+#![allow(clippy::print_stdout)] // a CLI stand-in: stdout is its output
+
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

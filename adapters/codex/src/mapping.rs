@@ -1,0 +1,988 @@
+//! From codex events to terminull blocks: a pure state machine for one turn.
+//!
+//! [`TurnMapper::on_event`] takes one parsed [`Event`] and returns the [`Action`]s it
+//! causes, in order: blocks to stream, the agent session id to report, a file whose diff
+//! must be read, and the turn's end. It does no I/O, so the adapter's whole behaviour on
+//! the wire is tested here from captured `codex exec --json` lines.
+//!
+//! | codex event | blocks |
+//! |---|---|
+//! | `thread.started` | `session_id` notification, once per new thread id |
+//! | `turn.started` | nothing |
+//! | item `reasoning` | `thinking`, `done: true` on `item.completed` |
+//! | item `agent_message` | `text`, `done: true` on `item.completed` |
+//! | item `command_execution` | `tool_call` `shell` running → done/error, `tool_result` with the output |
+//! | item `file_change` | `tool_call` `apply_patch` running, one `diff` per file, done/error, `tool_result` |
+//! | item `mcp_tool_call` | `tool_call` `<server>.<tool>` → done/error, `tool_result` |
+//! | item `web_search` | `tool_call` `web_search` → done, `tool_result` |
+//! | item `todo_list` | `plan` (whenever the list changes) |
+//! | item `error` | `error`, recoverable, code `agent_warning` |
+//! | top-level `error` | `error`, recoverable, code `agent_error` (merged into the next `turn.failed` when it repeats the message) |
+//! | `turn.completed` | `session_end` completed, with this turn's usage |
+//! | `turn.failed` | `error` code `model_error`, `session_end` error |
+//! | end of output without either | `error` code `agent_exited`, `session_end` error ([`TurnMapper::on_exit`]) |
+//!
+//! Codex's item ids restart at `item_0` in every process, so every block and tool-call id
+//! is `<turn prefix>-<item id>`, the prefix minted once per turn. Before any
+//! `session_end` the mapper closes what is still open (text and thinking get their
+//! `done: true` chunk, running tool calls end as `error` with a result), so the turn
+//! contract holds whatever codex printed.
+//!
+//! Everything is bounded: text and thinking at [`MAX_TEXT_BYTES`], tool outputs at
+//! [`MAX_TOOL_OUTPUT_BYTES`], tool inputs at [`MAX_INPUT_BYTES`], titles at
+//! [`MAX_TITLE_CHARS`], diffs per patch at [`MAX_DIFFS_PER_PATCH`], and the set of
+//! finished item ids at [`MAX_TRACKED_ITEMS`].
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Value, json};
+use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
+use terminull_adapter_sdk::tools::ToolCallTracker;
+use terminull_protocol::BlockKind;
+use terminull_protocol::blocks::{
+    Diff, DiffChange, EndReason, ErrorBlock, Plan, PlanEntry, PlanStatus, SessionEnd, Usage,
+};
+use terminull_protocol::ids::ToolCallId;
+
+use crate::events::{
+    ChangeKind, CommandExecution, CommandStatus, Event, FileChange, Item, ItemDetails, ItemPhase, McpStatus,
+    McpToolCall, PatchStatus, TodoList, TokenUsage,
+};
+
+/// Most bytes of one `text` or `thinking` block's text.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Most bytes of one `tool_result` output.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
+/// Most bytes of a tool call's `input` once encoded as JSON.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// Most characters of a tool call's `title`.
+pub const MAX_TITLE_CHARS: usize = 120;
+/// Most `diff` blocks for one `file_change` item (the rest are listed in its result).
+pub const MAX_DIFFS_PER_PATCH: usize = 100;
+/// Most bytes of a changed file read for its `diff` block.
+pub const MAX_DIFF_FILE_BYTES: u64 = 1024 * 1024;
+/// Most finished item ids remembered per turn (to drop late duplicates).
+pub const MAX_TRACKED_ITEMS: usize = 65_536;
+
+/// What the adapter must do for one event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Stream this block.
+    Emit(BlockKind),
+    /// Report the agent's session id (codex's thread id) with the `session_id`
+    /// notification, and resume this thread in the next turn.
+    SessionId(String),
+    /// Read a changed file and stream its `diff` block ([`diff_block`]).
+    Diff(DiffRequest),
+    /// The turn's one `session_end`; everything open was closed before it. Always the
+    /// last action; the adapter streams it once codex has exited.
+    End(SessionEnd),
+}
+
+/// A `diff` block to build once the file has been read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffRequest {
+    /// The path as codex reported it (absolute, or relative to the session's cwd).
+    pub path: String,
+    /// What happened to the file.
+    pub kind: ChangeKind,
+    /// The `apply_patch` tool call that made the change.
+    pub tool_call_id: ToolCallId,
+}
+
+/// The changed file as the adapter found it after the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileContent {
+    /// Its text (at most [`MAX_DIFF_FILE_BYTES`]).
+    Text(String),
+    /// It does not exist (deleted, or moved again since).
+    Missing,
+    /// It is larger than [`MAX_DIFF_FILE_BYTES`]; its size.
+    TooLarge(u64),
+    /// It is not UTF-8 text.
+    Binary,
+    /// It could not be read; why.
+    Unreadable(String),
+}
+
+/// The `diff` block of one changed file.
+///
+/// Codex reports which files a patch touched but not their content, so the adapter reads
+/// each file after the change:
+/// - `add`: `replace` with `old_text: null` and the new text.
+/// - `update`: `replace` with the new text; the old text is unknown, so `old_text` is
+///   `null` too (a client shows the file as it is now).
+/// - `delete`: a `unified` patch to `/dev/null` without hunks (the old text is gone).
+/// - a file that cannot be shown (too large, binary, unreadable, already gone): a
+///   `unified` patch with the two headers, no hunks.
+pub fn diff_block(request: &DiffRequest, content: FileContent) -> BlockKind {
+    let rel = request.path.trim_start_matches('/');
+    let headers = |old: &str, new: &str| DiffChange::Unified { patch: format!("--- {old}\n+++ {new}\n") };
+    let change = match (request.kind, content) {
+        (ChangeKind::Delete, _) => headers(&format!("a/{rel}"), "/dev/null"),
+        (ChangeKind::Add, FileContent::Text(new_text)) => DiffChange::Replace { old_text: None, new_text },
+        (ChangeKind::Update | ChangeKind::Unknown, FileContent::Text(new_text)) => {
+            DiffChange::Replace { old_text: None, new_text }
+        }
+        (ChangeKind::Add, _) => headers("/dev/null", &format!("b/{rel}")),
+        (_, _) => headers(&format!("a/{rel}"), &format!("b/{rel}")),
+    };
+    BlockKind::Diff(Diff { path: request.path.clone(), change, tool_call_id: Some(request.tool_call_id.clone()) })
+}
+
+/// Why a file's content is not in its diff, for the `apply_patch` result; `None` when it is.
+pub fn content_note(content: &FileContent) -> Option<String> {
+    match content {
+        FileContent::Text(_) => None,
+        FileContent::Missing => Some("not found after the change".to_owned()),
+        FileContent::TooLarge(size) => {
+            Some(format!("content not shown: {size} bytes, over the {MAX_DIFF_FILE_BYTES}-byte limit"))
+        }
+        FileContent::Binary => Some("content not shown: not UTF-8 text".to_owned()),
+        FileContent::Unreadable(why) => Some(format!("content not shown: {why}")),
+    }
+}
+
+/// This turn's usage in terminull's terms: codex's `input_tokens` (cached ones included,
+/// OpenAI's convention) and `output_tokens` (reasoning included) as they are,
+/// `cached_input_tokens` as `cache_read_tokens`, `cache_write_input_tokens` as
+/// `cache_write_tokens`. Codex reports no cost. Negative counts read as 0.
+pub fn usage_of(t: &TokenUsage) -> Usage {
+    let n = |v: Option<i64>| v.map(|v| u64::try_from(v).unwrap_or(0));
+    Usage {
+        input_tokens: n(t.input_tokens),
+        output_tokens: n(t.output_tokens),
+        cache_read_tokens: n(t.cached_input_tokens),
+        cache_write_tokens: n(t.cache_write_input_tokens),
+        cost_usd: None,
+    }
+}
+
+/// Adds one turn's usage to the session's totals (a field stays absent until some turn
+/// reports it).
+pub fn add_usage(total: &mut Usage, turn: &Usage) {
+    let add = |a: &mut Option<u64>, b: Option<u64>| {
+        if let Some(b) = b {
+            *a = Some(a.unwrap_or(0).saturating_add(b));
+        }
+    };
+    add(&mut total.input_tokens, turn.input_tokens);
+    add(&mut total.output_tokens, turn.output_tokens);
+    add(&mut total.cache_read_tokens, turn.cache_read_tokens);
+    add(&mut total.cache_write_tokens, turn.cache_write_tokens);
+    if let Some(cost) = turn.cost_usd {
+        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
+}
+
+fn bounded_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
+/// `{"truncated": "<start of its JSON>"}`.
+fn bounded_input(value: Value) -> Value {
+    let encoded = value.to_string();
+    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
+}
+
+/// The command a person would type: codex runs `/bin/bash -lc '<cmd>'`; the title shows
+/// `<cmd>` (single-quote escapes undone), anything else as it is, cut to
+/// [`MAX_TITLE_CHARS`].
+pub fn command_title(command: &str) -> String {
+    let inner = ["/bin/bash -lc ", "bash -lc ", "/bin/sh -lc ", "sh -lc ", "/bin/zsh -lc ", "zsh -lc "]
+        .iter()
+        .find_map(|p| command.strip_prefix(p))
+        .and_then(|rest| rest.strip_prefix('\'')?.strip_suffix('\''))
+        .map(|quoted| quoted.replace("'\\''", "'"));
+    bounded_chars(inner.as_deref().unwrap_or(command).trim(), MAX_TITLE_CHARS)
+}
+
+/// The text of an MCP result: its text content blocks joined, other blocks named by
+/// type, the structured content as JSON when there is no content.
+fn mcp_output(call: &McpToolCall) -> String {
+    if let Some(error) = &call.error {
+        return error.message.clone();
+    }
+    let Some(result) = &call.result else { return String::new() };
+    let parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|block| match (block.get("type").and_then(Value::as_str), block.get("text").and_then(Value::as_str)) {
+            (Some("text"), Some(text)) => text.to_owned(),
+            (Some(other), _) => format!("[{other}]"),
+            (None, _) => block.to_string(),
+        })
+        .collect();
+    match (&parts[..], &result.structured_content) {
+        ([], Some(structured)) => structured.to_string(),
+        _ => parts.join("\n"),
+    }
+}
+
+/// The state of one turn. Create one per turn with a fresh prefix.
+#[derive(Debug)]
+pub struct TurnMapper {
+    prefix: String,
+    thread_id: Option<String>,
+    /// True once this turn's `thread.started` arrived.
+    thread_started: bool,
+    tools: ToolCallTracker,
+    /// Open text/thinking streams by codex item id (ordered, so closing is deterministic).
+    texts: BTreeMap<String, TextStreamer>,
+    /// Item ids whose blocks are complete; later events for them are dropped.
+    finished: HashSet<String>,
+    last_plan: Option<Vec<PlanEntry>>,
+    /// A top-level `error` held back one event, to merge it with a `turn.failed` that
+    /// repeats it.
+    pending_error: Option<String>,
+    ended: bool,
+}
+
+impl TurnMapper {
+    /// A mapper for one turn. `prefix` makes this turn's block ids unique (mint it with
+    /// the SDK's `mint_id`); `thread_id` is the thread already known (resumed), so its
+    /// `thread.started` is not reported again.
+    pub fn new(prefix: impl Into<String>, thread_id: Option<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            thread_id,
+            thread_started: false,
+            tools: ToolCallTracker::new(),
+            texts: BTreeMap::new(),
+            finished: HashSet::new(),
+            last_plan: None,
+            pending_error: None,
+            ended: false,
+        }
+    }
+
+    /// The thread id as known now (from `thread.started`, or the one given at creation).
+    pub fn thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
+    /// True once codex printed `thread.started` in this turn (a resume that fails
+    /// never gets that far).
+    pub fn thread_started(&self) -> bool {
+        self.thread_started
+    }
+
+    /// True once the turn ended (`turn.completed`, `turn.failed`, [`on_exit`](Self::on_exit)
+    /// or [`on_interrupt`](Self::on_interrupt)); later events produce nothing.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn id(&self, item_id: &str) -> String {
+        format!("{}-{item_id}", self.prefix)
+    }
+
+    /// The actions for one event.
+    pub fn on_event(&mut self, event: Event) -> Vec<Action> {
+        if self.ended {
+            tracing::debug!(?event, "codex event after the turn ended; ignored");
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !matches!(event, Event::TurnFailed { .. }) {
+            self.flush_error(&mut out);
+        }
+        match event {
+            Event::ThreadStarted { thread_id } => {
+                self.thread_started = true;
+                if self.thread_id.as_deref() != Some(thread_id.as_str()) {
+                    self.thread_id = Some(thread_id.clone());
+                    out.push(Action::SessionId(thread_id));
+                }
+            }
+            Event::TurnStarted => {}
+            Event::TurnCompleted { usage } => {
+                self.close_open("the turn ended before the tool call finished", &mut out);
+                out.push(Action::End(SessionEnd {
+                    reason: EndReason::Completed,
+                    usage: Some(usage_of(&usage)),
+                    message: None,
+                }));
+                self.ended = true;
+            }
+            Event::TurnFailed { message } => {
+                let message =
+                    if message.trim().is_empty() { "codex reported that the turn failed".into() } else { message };
+                if self.pending_error.as_ref().is_some_and(|pending| pending != &message) {
+                    self.flush_error(&mut out);
+                }
+                self.pending_error = None;
+                self.close_open(&message, &mut out);
+                out.push(error_block(&message, "model_error"));
+                out.push(Action::End(SessionEnd { reason: EndReason::Error, usage: None, message: Some(message) }));
+                self.ended = true;
+            }
+            Event::Error { message } => self.pending_error = Some(message),
+            Event::Item { phase, item } => self.on_item(phase, item, &mut out),
+            Event::Unknown { event_type } => tracing::debug!(event_type, "unknown codex event; ignored"),
+        }
+        out
+    }
+
+    /// The actions when codex's output ended without `turn.completed` or `turn.failed`
+    /// (it exited, crashed or closed stdout): close what is open, an `error` block with
+    /// `detail` (exit status and stderr tail), and `session_end` error.
+    pub fn on_exit(&mut self, detail: &str) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.flush_error(&mut out);
+        self.close_open("codex exited before the tool call finished", &mut out);
+        out.push(error_block(detail, "agent_exited"));
+        out.push(Action::End(SessionEnd {
+            reason: EndReason::Error,
+            usage: None,
+            message: Some(bounded_chars(detail, 500)),
+        }));
+        self.ended = true;
+        out
+    }
+
+    /// The actions when the user interrupted the turn: close what is open. The
+    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
+    pub fn on_interrupt(&mut self) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.flush_error(&mut out);
+        self.close_open("interrupted", &mut out);
+        self.ended = true;
+        out
+    }
+
+    fn flush_error(&mut self, out: &mut Vec<Action>) {
+        if let Some(message) = self.pending_error.take() {
+            out.push(error_block(&message, "agent_error"));
+        }
+    }
+
+    fn close_open(&mut self, why: &str, out: &mut Vec<Action>) {
+        for (_, mut streamer) in std::mem::take(&mut self.texts) {
+            if !streamer.text().is_empty()
+                && let Some(done) = streamer.finish()
+            {
+                out.push(Action::Emit(done));
+            }
+        }
+        out.extend(self.tools.close_all(why).into_iter().map(Action::Emit));
+    }
+
+    fn mark_finished(&mut self, item_id: String) {
+        if self.finished.len() < MAX_TRACKED_ITEMS {
+            self.finished.insert(item_id);
+        } else {
+            tracing::debug!("too many items in one turn; no longer remembering finished ones");
+        }
+    }
+
+    fn on_item(&mut self, phase: ItemPhase, item: Item, out: &mut Vec<Action>) {
+        if self.finished.contains(&item.id) {
+            tracing::debug!(item_id = %item.id, ?phase, "event for a finished codex item; ignored");
+            return;
+        }
+        let done = phase == ItemPhase::Completed;
+        match item.details {
+            ItemDetails::AgentMessage(t) => self.on_text(StreamKind::Text, &item.id, t.text, done, out),
+            ItemDetails::Reasoning(t) => self.on_text(StreamKind::Thinking, &item.id, t.text, done, out),
+            ItemDetails::CommandExecution(c) => self.on_command(&item.id, c, done, out),
+            ItemDetails::FileChange(f) => self.on_file_change(&item.id, f, done, out),
+            ItemDetails::McpToolCall(m) => self.on_mcp(&item.id, m, done, out),
+            ItemDetails::WebSearch(w) => {
+                let call_id = ToolCallId::from(self.id(&item.id));
+                let title = (!w.query.is_empty()).then(|| bounded_chars(&w.query, MAX_TITLE_CHARS));
+                self.start_tool(&call_id, "web_search", json!({ "query": w.query }), title, out);
+                if done {
+                    let output = format!("Searched the web for {:?}", bounded_chars(&w.query, MAX_TITLE_CHARS));
+                    self.finish_tool(&call_id, output, false, out);
+                }
+            }
+            ItemDetails::TodoList(list) => self.on_todo(list, out),
+            ItemDetails::Error(e) => {
+                out.push(error_block(&e.message, "agent_warning"));
+                self.mark_finished(item.id);
+                return;
+            }
+            ItemDetails::Unknown { item_type } => {
+                tracing::debug!(item_type, item_id = %item.id, "unknown codex item type; ignored");
+                return;
+            }
+        }
+        if done {
+            self.mark_finished(item.id);
+        }
+    }
+
+    fn on_text(&mut self, kind: StreamKind, item_id: &str, text: String, done: bool, out: &mut Vec<Action>) {
+        let block_id = self.id(item_id);
+        let streamer = self.texts.entry(item_id.to_owned()).or_insert_with(|| TextStreamer::new(kind, block_id));
+        let text = bounded(&text, MAX_TEXT_BYTES);
+        if !text.is_empty() && text != streamer.text() {
+            match streamer.replace(text) {
+                Ok(chunk) if !done => out.push(Action::Emit(chunk)),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("{e}"),
+            }
+        }
+        if done {
+            let mut streamer = self.texts.remove(item_id).expect("inserted above");
+            if streamer.text().is_empty() {
+                return;
+            }
+            out.extend(streamer.finish().map(Action::Emit));
+        }
+    }
+
+    fn start_tool(&mut self, id: &ToolCallId, name: &str, input: Value, title: Option<String>, out: &mut Vec<Action>) {
+        if self.tools.is_running(id) {
+            return;
+        }
+        match self.tools.start(id.clone(), name, bounded_input(input), None, title) {
+            Ok(block) => out.push(Action::Emit(block)),
+            Err(e) => tracing::debug!("{e}"),
+        }
+    }
+
+    fn finish_tool(&mut self, id: &ToolCallId, output: String, is_error: bool, out: &mut Vec<Action>) {
+        match self.tools.finish(id.clone(), bounded(&output, MAX_TOOL_OUTPUT_BYTES), is_error) {
+            Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
+            Err(e) => tracing::debug!("{e}"),
+        }
+    }
+
+    fn on_command(&mut self, item_id: &str, c: CommandExecution, done: bool, out: &mut Vec<Action>) {
+        let call_id = ToolCallId::from(self.id(item_id));
+        let title = Some(command_title(&c.command));
+        self.start_tool(&call_id, "shell", json!({ "command": c.command }), title, out);
+        if !done {
+            return;
+        }
+        let failed = matches!(c.status, CommandStatus::Failed | CommandStatus::Declined);
+        let is_error = failed || c.exit_code.is_some_and(|code| code != 0);
+        let output = match (c.aggregated_output.is_empty(), c.status, c.exit_code) {
+            (false, _, _) => c.aggregated_output,
+            (true, CommandStatus::Declined, _) => "the command was declined".to_owned(),
+            (true, _, Some(code)) if code != 0 => format!("exit code {code}"),
+            (true, CommandStatus::Failed, _) => "the command failed".to_owned(),
+            (true, _, _) => String::new(),
+        };
+        self.finish_tool(&call_id, output, is_error, out);
+    }
+
+    fn on_file_change(&mut self, item_id: &str, f: FileChange, done: bool, out: &mut Vec<Action>) {
+        let call_id = ToolCallId::from(self.id(item_id));
+        let changes: Vec<Value> = f.changes.iter().map(|c| json!({ "path": c.path, "kind": c.kind.verb() })).collect();
+        let title = match &f.changes[..] {
+            [one] => Some(bounded_chars(&format!("{} {}", one.kind.verb(), one.path), MAX_TITLE_CHARS)),
+            [] => None,
+            many => Some(format!("{} files", many.len())),
+        };
+        self.start_tool(&call_id, "apply_patch", json!({ "changes": changes }), title, out);
+        let settled = done || !matches!(f.status, PatchStatus::InProgress);
+        if !settled || !self.tools.is_running(&call_id) {
+            return;
+        }
+        let applied = f.status == PatchStatus::Completed;
+        if applied {
+            for change in f.changes.iter().take(MAX_DIFFS_PER_PATCH) {
+                out.push(Action::Diff(DiffRequest {
+                    path: change.path.clone(),
+                    kind: change.kind,
+                    tool_call_id: call_id.clone(),
+                }));
+            }
+        }
+        let mut lines: Vec<String> = f.changes.iter().map(|c| format!("{} {}", c.kind.verb(), c.path)).collect();
+        if applied && f.changes.len() > MAX_DIFFS_PER_PATCH {
+            lines.push(format!("(diffs shown for the first {MAX_DIFFS_PER_PATCH} files only)"));
+        }
+        let status = match f.status {
+            PatchStatus::Completed => "applied",
+            PatchStatus::Failed => "failed to apply",
+            PatchStatus::Declined => "declined",
+            PatchStatus::InProgress | PatchStatus::Unknown => "ended in an unknown state",
+        };
+        lines.insert(0, format!("patch {status}"));
+        self.finish_tool(&call_id, lines.join("\n"), !applied, out);
+    }
+
+    fn on_mcp(&mut self, item_id: &str, m: McpToolCall, done: bool, out: &mut Vec<Action>) {
+        let call_id = ToolCallId::from(self.id(item_id));
+        let name = format!("{}.{}", m.server, m.tool);
+        self.start_tool(&call_id, &name, m.arguments.clone(), None, out);
+        if !done {
+            return;
+        }
+        let is_error = m.status == McpStatus::Failed || m.error.is_some();
+        self.finish_tool(&call_id, mcp_output(&m), is_error, out);
+    }
+
+    fn on_todo(&mut self, list: TodoList, out: &mut Vec<Action>) {
+        let entries: Vec<PlanEntry> = list
+            .items
+            .into_iter()
+            .take(1000)
+            .map(|e| PlanEntry {
+                content: bounded(&e.text, 4096),
+                status: if e.completed { PlanStatus::Completed } else { PlanStatus::Pending },
+            })
+            .collect();
+        if self.last_plan.as_ref() != Some(&entries) {
+            self.last_plan = Some(entries.clone());
+            out.push(Action::Emit(BlockKind::Plan(Plan { entries })));
+        }
+    }
+}
+
+fn error_block(message: &str, code: &str) -> Action {
+    let message = if message.trim().is_empty() { "codex reported an error without a message" } else { message };
+    Action::Emit(BlockKind::Error(ErrorBlock {
+        message: bounded(message, MAX_TOOL_OUTPUT_BYTES),
+        recoverable: true,
+        code: Some(code.to_owned()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use terminull_protocol::blocks::ToolStatus;
+    use terminull_protocol::turn::TurnTracker;
+
+    use super::*;
+    use crate::events::parse_event;
+
+    /// x1.out: a tool round trip (codex 0.171.0 against the scripted model server).
+    const TOOL: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
+{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
+{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"item_1","type":"reasoning","text":"The user wants me to run a command; I will use the shell tool."}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"I'll run the command."}}
+{"type":"item.started","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'echo hello'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'echo hello'","aggregated_output":"hello\n","exit_code":0,"status":"completed"}}
+{"type":"item.completed","item":{"id":"item_4","type":"reasoning","text":"The tool ran; summarise its output."}}
+{"type":"item.completed","item":{"id":"item_5","type":"agent_message","text":"Done. The command printed: Chunk ID: 01ffdf\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\nhello (history=8 msgs)"}}
+{"type":"turn.completed","usage":{"input_tokens":20697,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":73,"reasoning_output_tokens":0}}"#;
+
+    /// x2.out: the same thread resumed, the agent runs `touch`.
+    const RESUME_TOUCH: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
+{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
+{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"item_1","type":"reasoning","text":"The user wants me to run a command; I will use the shell tool."}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"I'll run the command."}}
+{"type":"item.started","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'","aggregated_output":"created\n","exit_code":0,"status":"completed"}}
+{"type":"item.completed","item":{"id":"item_4","type":"reasoning","text":"The tool ran; summarise its output."}}
+{"type":"item.completed","item":{"id":"item_5","type":"agent_message","text":"Done. The command printed: Chunk ID: d6d983\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\ncreated (history=15 msgs)"}}
+{"type":"turn.completed","usage":{"input_tokens":42083,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":155,"reasoning_output_tokens":0}}"#;
+
+    /// x3.out: the model answers HTTP 500.
+    const MODEL_ERROR: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
+{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
+{"type":"turn.started"}
+{"type":"error","message":"We’re currently experiencing high demand, which may cause temporary errors."}
+{"type":"turn.failed","error":{"message":"We’re currently experiencing high demand, which may cause temporary errors."}}"#;
+
+    /// x4.out: SIGINT mid-stream; codex prints nothing more and exits.
+    const SIGINT: &str = r#"{"type":"thread.started","thread_id":"01a22a15-c021-7c11-ad8d-01c79f953a74"}
+{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
+{"type":"turn.started"}"#;
+
+    const FILE_CHANGE: &str = r#"{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"item_1","type":"file_change","changes":[{"path":"/w/a.txt","kind":"add"},{"path":"/w/b.rs","kind":"update"},{"path":"/w/c.md","kind":"delete"}],"status":"completed"}}
+{"type":"item.started","item":{"id":"item_2","type":"file_change","changes":[{"path":"/w/d.txt","kind":"update"}],"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"/w/d.txt","kind":"update"}],"status":"failed"}}
+{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":2}}"#;
+
+    const MCP_WEB_TODO: &str = r#"{"type":"item.started","item":{"id":"item_1","type":"todo_list","items":[{"text":"look","completed":false},{"text":"fix","completed":false}]}}
+{"type":"item.started","item":{"id":"item_2","type":"mcp_tool_call","server":"docs","tool":"search","arguments":{"q":"serde"},"result":null,"error":null,"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_2","type":"mcp_tool_call","server":"docs","tool":"search","arguments":{"q":"serde"},"result":{"content":[{"type":"text","text":"found 3"},{"type":"image","data":"AA==","mimeType":"image/png"}],"structured_content":null},"error":null,"status":"completed"}}
+{"type":"item.started","item":{"id":"item_3","type":"mcp_tool_call","server":"db","tool":"query","arguments":{},"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_3","type":"mcp_tool_call","server":"db","tool":"query","arguments":{},"result":null,"error":{"message":"connection refused"},"status":"failed"}}
+{"type":"item.started","item":{"id":"item_4","type":"web_search","query":"rust serde flatten"}}
+{"type":"item.completed","item":{"id":"item_4","type":"web_search","query":"rust serde flatten"}}
+{"type":"item.updated","item":{"id":"item_1","type":"todo_list","items":[{"text":"look","completed":true},{"text":"fix","completed":false}]}}
+{"type":"item.completed","item":{"id":"item_1","type":"todo_list","items":[{"text":"look","completed":true},{"text":"fix","completed":false}]}}
+{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}"#;
+
+    const ODDITIES: &str = r#"{"type":"thread.started","thread_id":"t-1"}
+{"type":"thread.started","thread_id":"t-1"}
+{"type":"session.configured","model":"x"}
+{"type":"item.started","item":{"id":"item_1","type":"collab_agent_call","prompt":"hi"}}
+{"type":"item.started","item":{"id":"item_2","type":"agent_message","text":"Hel"}}
+{"type":"item.updated","item":{"id":"item_2","type":"agent_message","text":"Hello"}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"Hello!"}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"Hello again?"}}
+{"type":"item.completed","item":{"id":"item_3","type":"reasoning","text":""}}
+{"type":"item.started","item":{"id":"item_4","type":"command_execution","command":"ls","status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_5","type":"command_execution","command":"/bin/bash -lc 'false'","aggregated_output":"","exit_code":1,"status":"failed"}}
+{"type":"item.completed","item":{"id":"item_6","type":"command_execution","command":"rm -rf /","aggregated_output":"","exit_code":null,"status":"declined"}}
+{"type":"error","message":"Reconnecting... 1/5"}
+{"type":"item.started","item":{"id":"item_7","type":"reasoning","text":"thinking about it"}}
+{"type":"turn.completed","usage":{"input_tokens":-3,"output_tokens":4,"cache_write_input_tokens":2}}
+{"type":"item.completed","item":{"id":"item_8","type":"agent_message","text":"too late"}}"#;
+
+    /// One line per action, short enough to read in a table.
+    fn describe(action: &Action) -> String {
+        match action {
+            Action::SessionId(id) => format!("session_id {id}"),
+            Action::Diff(d) => format!("diff? {} {} for {}", d.kind.verb(), d.path, d.tool_call_id),
+            Action::End(end) => {
+                let usage = end.usage.as_ref().map(|u| {
+                    format!(
+                        " in={:?} out={:?} cache_read={:?} cache_write={:?}",
+                        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+                    )
+                });
+                format!(
+                    "session_end {:?}{}{}",
+                    end.reason,
+                    usage.unwrap_or_default(),
+                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
+                )
+            }
+            Action::Emit(kind) => match kind {
+                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::ToolCall(c) => format!(
+                    "tool_call {} {} {:?} {} title={:?}",
+                    c.id,
+                    c.name,
+                    c.status,
+                    c.input,
+                    c.title.as_deref().unwrap_or("")
+                ),
+                BlockKind::ToolResult(r) => {
+                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
+                }
+                BlockKind::Error(e) => {
+                    format!("error {} recoverable={} {:?}", e.code.as_deref().unwrap_or("-"), e.recoverable, e.message)
+                }
+                BlockKind::Plan(p) => format!(
+                    "plan {}",
+                    p.entries.iter().map(|e| format!("{:?}:{}", e.status, e.content)).collect::<Vec<_>>().join(", ")
+                ),
+                other => format!("{other:?}"),
+            },
+        }
+    }
+
+    /// Runs captured lines through a fresh mapper (prefix `p`), then `ending` when the
+    /// lines did not end the turn.
+    fn run(lines: &str, known_thread: Option<&str>, ending: Ending) -> (Vec<Action>, TurnMapper) {
+        let mut mapper = TurnMapper::new("p", known_thread.map(str::to_owned));
+        let mut actions = Vec::new();
+        for line in lines.lines() {
+            let event = parse_event(serde_json::from_str(line).unwrap()).unwrap();
+            actions.extend(mapper.on_event(event));
+        }
+        match ending {
+            Ending::None => {}
+            Ending::Exit(detail) => actions.extend(mapper.on_exit(detail)),
+            Ending::Interrupt => actions.extend(mapper.on_interrupt()),
+        }
+        (actions, mapper)
+    }
+
+    #[derive(Clone, Copy)]
+    enum Ending {
+        None,
+        Exit(&'static str),
+        Interrupt,
+    }
+
+    /// (name, codex lines, thread known before the turn, how the turn ends, expected actions)
+    type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<&'a str>);
+
+    const WARNING: &str = "error agent_warning recoverable=true \"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.\"";
+
+    #[test]
+    fn captured_and_synthetic_turns_map_to_these_blocks() {
+        let thread = "01a22a15-bb96-7990-a7d7-56c75662aeac";
+        #[rustfmt::skip]
+        let cases: Vec<MappingCase<'_>> = vec![
+            ("tool round trip (x1)", TOOL, None, Ending::None, vec![
+                "session_id 01a22a15-bb96-7990-a7d7-56c75662aeac",
+                WARNING,
+                "thinking p-item_1 done=true \"The user wants me to run a command; I will use the shell tool.\"",
+                "text p-item_2 done=true \"I'll run the command.\"",
+                "tool_call p-item_3 shell Running {\"command\":\"/bin/bash -lc 'echo hello'\"} title=\"echo hello\"",
+                "tool_call p-item_3 shell Done {\"command\":\"/bin/bash -lc 'echo hello'\"} title=\"echo hello\"",
+                "tool_result p-item_3 error=false \"hello\\n\"",
+                "thinking p-item_4 done=true \"The tool ran; summarise its output.\"",
+                "text p-item_5 done=true \"Done. The command printed: Chunk ID: 01ffdf\\nWall time: 0.0000 seconds\\nProcess exited with code 0\\nOriginal token count: 2\\nOutput:\\nhello (history=8 msgs)\"",
+                "session_end Completed in=Some(20697) out=Some(73) cache_read=Some(0) cache_write=Some(0)",
+            ]),
+            ("resumed thread is not reported again (x2)", RESUME_TOUCH, Some(thread), Ending::None, vec![
+                WARNING,
+                "thinking p-item_1 done=true \"The user wants me to run a command; I will use the shell tool.\"",
+                "text p-item_2 done=true \"I'll run the command.\"",
+                "tool_call p-item_3 shell Running {\"command\":\"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'\"} title=\"touch /tmp/lab/ws/made.txt && echo created\"",
+                "tool_call p-item_3 shell Done {\"command\":\"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'\"} title=\"touch /tmp/lab/ws/made.txt && echo created\"",
+                "tool_result p-item_3 error=false \"created\\n\"",
+                "thinking p-item_4 done=true \"The tool ran; summarise its output.\"",
+                "text p-item_5 done=true \"Done. The command printed: Chunk ID: d6d983\\nWall time: 0.0000 seconds\\nProcess exited with code 0\\nOriginal token count: 2\\nOutput:\\ncreated (history=15 msgs)\"",
+                "session_end Completed in=Some(42083) out=Some(155) cache_read=Some(0) cache_write=Some(0)",
+            ]),
+            ("a resumed thread that comes back with a new id is reported", RESUME_TOUCH, Some("older-thread"), Ending::None, vec![
+                "session_id 01a22a15-bb96-7990-a7d7-56c75662aeac",
+            ]),
+            ("model error: one error block, then session_end error (x3)", MODEL_ERROR, Some(thread), Ending::None, vec![
+                WARNING,
+                "error model_error recoverable=true \"We’re currently experiencing high demand, which may cause temporary errors.\"",
+                "session_end Error \"We’re currently experiencing high demand, which may cause temporary errors.\"",
+            ]),
+            ("output ends without a turn event (x4)", SIGINT, None, Ending::Exit("codex exited with signal 2 (SIGINT)"), vec![
+                "session_id 01a22a15-c021-7c11-ad8d-01c79f953a74",
+                WARNING,
+                "error agent_exited recoverable=true \"codex exited with signal 2 (SIGINT)\"",
+                "session_end Error \"codex exited with signal 2 (SIGINT)\"",
+            ]),
+            ("interrupt closes the running tool call; no session_end of our own", &TOOL[..TOOL.find("{\"type\":\"item.completed\",\"item\":{\"id\":\"item_3\"").unwrap()], None, Ending::Interrupt, vec![
+                "session_id 01a22a15-bb96-7990-a7d7-56c75662aeac",
+                WARNING,
+                "thinking p-item_1 done=true \"The user wants me to run a command; I will use the shell tool.\"",
+                "text p-item_2 done=true \"I'll run the command.\"",
+                "tool_call p-item_3 shell Running {\"command\":\"/bin/bash -lc 'echo hello'\"} title=\"echo hello\"",
+                "tool_call p-item_3 shell Error {\"command\":\"/bin/bash -lc 'echo hello'\"} title=\"echo hello\"",
+                "tool_result p-item_3 error=true \"interrupted\"",
+            ]),
+            ("file changes: diffs between the call and its result", FILE_CHANGE, None, Ending::None, vec![
+                "tool_call p-item_1 apply_patch Running {\"changes\":[{\"kind\":\"add\",\"path\":\"/w/a.txt\"},{\"kind\":\"update\",\"path\":\"/w/b.rs\"},{\"kind\":\"delete\",\"path\":\"/w/c.md\"}]} title=\"3 files\"",
+                "diff? add /w/a.txt for p-item_1",
+                "diff? update /w/b.rs for p-item_1",
+                "diff? delete /w/c.md for p-item_1",
+                "tool_call p-item_1 apply_patch Done {\"changes\":[{\"kind\":\"add\",\"path\":\"/w/a.txt\"},{\"kind\":\"update\",\"path\":\"/w/b.rs\"},{\"kind\":\"delete\",\"path\":\"/w/c.md\"}]} title=\"3 files\"",
+                "tool_result p-item_1 error=false \"patch applied\\nadd /w/a.txt\\nupdate /w/b.rs\\ndelete /w/c.md\"",
+                "tool_call p-item_2 apply_patch Running {\"changes\":[{\"kind\":\"update\",\"path\":\"/w/d.txt\"}]} title=\"update /w/d.txt\"",
+                "tool_call p-item_2 apply_patch Error {\"changes\":[{\"kind\":\"update\",\"path\":\"/w/d.txt\"}]} title=\"update /w/d.txt\"",
+                "tool_result p-item_2 error=true \"patch failed to apply\\nupdate /w/d.txt\"",
+                "session_end Completed in=Some(10) out=Some(2) cache_read=None cache_write=None",
+            ]),
+            ("mcp, web search and the to-do list", MCP_WEB_TODO, None, Ending::None, vec![
+                "plan Pending:look, Pending:fix",
+                "tool_call p-item_2 docs.search Running {\"q\":\"serde\"} title=\"\"",
+                "tool_call p-item_2 docs.search Done {\"q\":\"serde\"} title=\"\"",
+                "tool_result p-item_2 error=false \"found 3\\n[image]\"",
+                "tool_call p-item_3 db.query Running {} title=\"\"",
+                "tool_call p-item_3 db.query Error {} title=\"\"",
+                "tool_result p-item_3 error=true \"connection refused\"",
+                "tool_call p-item_4 web_search Running {\"query\":\"rust serde flatten\"} title=\"rust serde flatten\"",
+                "tool_call p-item_4 web_search Done {\"query\":\"rust serde flatten\"} title=\"rust serde flatten\"",
+                "tool_result p-item_4 error=false \"Searched the web for \\\"rust serde flatten\\\"\"",
+                "plan Completed:look, Pending:fix",
+                "session_end Completed in=Some(1) out=Some(1) cache_read=Some(0) cache_write=None",
+            ]),
+            ("oddities: repeats, unknowns, streaming, failures, late lines", ODDITIES, None, Ending::None, vec![
+                "session_id t-1",
+                "text p-item_2 done=false \"Hel\"",
+                "text p-item_2 done=false \"Hello\"",
+                "text p-item_2 done=true \"Hello!\"",
+                "tool_call p-item_4 shell Running {\"command\":\"ls\"} title=\"ls\"",
+                "tool_call p-item_5 shell Running {\"command\":\"/bin/bash -lc 'false'\"} title=\"false\"",
+                "tool_call p-item_5 shell Error {\"command\":\"/bin/bash -lc 'false'\"} title=\"false\"",
+                "tool_result p-item_5 error=true \"exit code 1\"",
+                "tool_call p-item_6 shell Running {\"command\":\"rm -rf /\"} title=\"rm -rf /\"",
+                "tool_call p-item_6 shell Error {\"command\":\"rm -rf /\"} title=\"rm -rf /\"",
+                "tool_result p-item_6 error=true \"the command was declined\"",
+                "error agent_error recoverable=true \"Reconnecting... 1/5\"",
+                "thinking p-item_7 done=false \"thinking about it\"",
+                "thinking p-item_7 done=true \"thinking about it\"",
+                "tool_call p-item_4 shell Error {\"command\":\"ls\"} title=\"ls\"",
+                "tool_result p-item_4 error=true \"the turn ended before the tool call finished\"",
+                "session_end Completed in=Some(0) out=Some(4) cache_read=None cache_write=Some(2)",
+            ]),
+        ];
+        for (name, lines, known, ending, want) in cases {
+            let (actions, mapper) = run(lines, known, ending);
+            let got: Vec<String> = actions.iter().map(describe).collect();
+            if name.starts_with("a resumed thread") {
+                assert_eq!(got[..1], want[..], "{name}");
+            } else {
+                assert_eq!(got, want, "{name}");
+            }
+            assert!(mapper.ended() || matches!(ending, Ending::None), "{name}");
+            // Whatever codex printed, the blocks keep the turn contract.
+            let mut tracker = TurnTracker::new();
+            for action in &actions {
+                let block = match action {
+                    Action::Emit(kind) => kind.clone(),
+                    Action::End(end) => BlockKind::SessionEnd(end.clone()),
+                    Action::Diff(d) => diff_block(d, FileContent::Missing),
+                    Action::SessionId(_) => continue,
+                };
+                assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
+            }
+            assert_eq!(tracker.open_violations(), vec![], "{name}");
+        }
+    }
+
+    #[test]
+    fn thread_id_is_kept_for_the_next_turn() {
+        let (_, mapper) = run(TOOL, None, Ending::None);
+        assert_eq!(mapper.thread_id(), Some("01a22a15-bb96-7990-a7d7-56c75662aeac"));
+        assert!(mapper.thread_started());
+        let (_, mapper) = run("{\"type\":\"turn.started\"}", Some("kept"), Ending::Exit("x"));
+        assert_eq!(mapper.thread_id(), Some("kept"));
+        assert!(!mapper.thread_started());
+    }
+
+    #[test]
+    fn an_error_different_from_the_failure_is_kept_apart() {
+        let lines = "{\"type\":\"error\",\"message\":\"stream reset\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"quota exceeded\"}}";
+        let got: Vec<String> = run(lines, None, Ending::None).0.iter().map(describe).collect();
+        assert_eq!(
+            got,
+            [
+                "error agent_error recoverable=true \"stream reset\"",
+                "error model_error recoverable=true \"quota exceeded\"",
+                "session_end Error \"quota exceeded\"",
+            ]
+        );
+        let got: Vec<String> = run("{\"type\":\"error\",\"message\":\"lost\"}", None, Ending::Exit("gone"))
+            .0
+            .iter()
+            .map(describe)
+            .collect();
+        assert_eq!(got[0], "error agent_error recoverable=true \"lost\"");
+        assert_eq!(got[1], "error agent_exited recoverable=true \"gone\"");
+    }
+
+    #[test]
+    fn after_the_end_nothing_more_comes_out() {
+        let (_, mut mapper) = run(TOOL, None, Ending::None);
+        assert!(mapper.on_exit("late").is_empty());
+        assert!(mapper.on_interrupt().is_empty());
+        assert!(mapper.on_event(Event::TurnStarted).is_empty());
+    }
+
+    #[test]
+    fn diff_blocks_by_kind_and_content() {
+        let req = |kind| DiffRequest { path: "/w/src/a.rs".into(), kind, tool_call_id: "c1".into() };
+        let change = |block: BlockKind| match block {
+            BlockKind::Diff(d) => {
+                assert_eq!((d.path.as_str(), d.tool_call_id), ("/w/src/a.rs", Some("c1".into())));
+                d.change
+            }
+            other => panic!("{other:?}"),
+        };
+        let replace = |new: &str| DiffChange::Replace { old_text: None, new_text: new.into() };
+        let unified = |patch: &str| DiffChange::Unified { patch: patch.into() };
+        let cases = [
+            (ChangeKind::Add, FileContent::Text("new\n".into()), replace("new\n")),
+            (ChangeKind::Update, FileContent::Text("now\n".into()), replace("now\n")),
+            (ChangeKind::Delete, FileContent::Missing, unified("--- a/w/src/a.rs\n+++ /dev/null\n")),
+            (ChangeKind::Add, FileContent::TooLarge(5 << 20), unified("--- /dev/null\n+++ b/w/src/a.rs\n")),
+            (ChangeKind::Update, FileContent::Binary, unified("--- a/w/src/a.rs\n+++ b/w/src/a.rs\n")),
+            (ChangeKind::Update, FileContent::Missing, unified("--- a/w/src/a.rs\n+++ b/w/src/a.rs\n")),
+        ];
+        for (kind, content, want) in cases {
+            assert_eq!(change(diff_block(&req(kind), content)), want, "{kind:?}");
+        }
+        assert_eq!(content_note(&FileContent::Text(String::new())), None);
+        assert!(content_note(&FileContent::TooLarge(5)).unwrap().contains("limit"));
+    }
+
+    #[test]
+    fn usage_is_converted_and_summed() {
+        let turn = usage_of(&TokenUsage {
+            input_tokens: Some(100),
+            cached_input_tokens: Some(40),
+            cache_write_input_tokens: None,
+            output_tokens: Some(7),
+            reasoning_output_tokens: Some(3),
+        });
+        assert_eq!(
+            turn,
+            Usage {
+                input_tokens: Some(100),
+                output_tokens: Some(7),
+                cache_read_tokens: Some(40),
+                cache_write_tokens: None,
+                cost_usd: None
+            }
+        );
+        let mut total = Usage::default();
+        add_usage(&mut total, &turn);
+        add_usage(&mut total, &Usage { input_tokens: Some(1), cache_write_tokens: Some(2), ..Usage::default() });
+        assert_eq!(
+            total,
+            Usage {
+                input_tokens: Some(101),
+                output_tokens: Some(7),
+                cache_read_tokens: Some(40),
+                cache_write_tokens: Some(2),
+                cost_usd: None
+            }
+        );
+    }
+
+    #[test]
+    fn everything_is_bounded() {
+        let huge = "x".repeat(MAX_TEXT_BYTES + 10);
+        let line = json!({"type":"item.completed","item":{"id":"i","type":"agent_message","text":huge}});
+        let mut mapper = TurnMapper::new("p", None);
+        let actions = mapper.on_event(parse_event(line).unwrap());
+        let [Action::Emit(BlockKind::Text(t))] = &actions[..] else { panic!("{actions:?}") };
+        assert!(
+            t.text.len() < MAX_TEXT_BYTES + 100
+                && t.text.ends_with(&format!("[truncated: {} bytes in all]", MAX_TEXT_BYTES + 10))
+        );
+
+        let out = "é".repeat(MAX_TOOL_OUTPUT_BYTES);
+        let line = json!({"type":"item.completed","item":{"id":"c","type":"command_execution","command":"y".repeat(MAX_INPUT_BYTES * 2),"aggregated_output":out,"exit_code":0,"status":"completed"}});
+        let actions = mapper.on_event(parse_event(line).unwrap());
+        let Action::Emit(BlockKind::ToolCall(call)) = &actions[0] else { panic!() };
+        assert!(call.input.to_string().len() < MAX_INPUT_BYTES + 200, "input bounded");
+        assert!(call.title.as_ref().unwrap().chars().count() <= MAX_TITLE_CHARS + 1, "title bounded");
+        let Action::Emit(BlockKind::ToolResult(result)) = &actions[2] else { panic!() };
+        assert!(result.output.len() < MAX_TOOL_OUTPUT_BYTES + 100);
+        assert_eq!(bounded("héllo", 2), "h\n… [truncated: 6 bytes in all]", "cut on a char boundary");
+    }
+
+    #[test]
+    fn command_titles() {
+        let cases = [
+            ("/bin/bash -lc 'echo hello'", "echo hello"),
+            ("bash -lc 'echo '\\''quoted'\\'''", "echo 'quoted'"),
+            ("/bin/bash -lc ls", "/bin/bash -lc ls"),
+            ("git status", "git status"),
+            ("  spaced  ", "spaced"),
+        ];
+        for (command, want) in cases {
+            assert_eq!(command_title(command), want, "{command}");
+        }
+        assert_eq!(command_title(&"z".repeat(500)).chars().count(), MAX_TITLE_CHARS + 1);
+    }
+
+    #[test]
+    fn closing_ends_running_calls_with_status_error() {
+        let mut mapper = TurnMapper::new("p", None);
+        let line = json!({"type":"item.started","item":{"id":"c","type":"mcp_tool_call","server":"s","tool":"t","arguments":{},"status":"in_progress"}});
+        mapper.on_event(parse_event(line).unwrap());
+        let closing = mapper.on_exit("codex exited with status 1");
+        let Action::Emit(BlockKind::ToolCall(call)) = &closing[0] else { panic!("{closing:?}") };
+        assert_eq!(call.status, ToolStatus::Error);
+    }
+}
