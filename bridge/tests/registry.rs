@@ -50,7 +50,7 @@ fn mixed_home() -> tempfile::TempDir {
 #[tokio::test]
 async fn valid_drop_ins_register_and_each_refusal_has_its_own_reason() {
     let home = mixed_home();
-    let exe_dir = support::echo_rs().parent().unwrap().to_path_buf();
+    let exe_dir = support::echo_only_exe_dir();
     let registry = scan_home(home.path(), exe_dir).await;
 
     let ids: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
@@ -77,7 +77,7 @@ async fn valid_drop_ins_register_and_each_refusal_has_its_own_reason() {
 #[tokio::test]
 async fn a_registered_python_drop_in_runs_a_session() {
     let home = mixed_home();
-    let registry = scan_home(home.path(), support::echo_rs().parent().unwrap().to_path_buf()).await;
+    let registry = scan_home(home.path(), support::echo_only_exe_dir()).await;
     let agent = registry.get("echo-py").unwrap();
     let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
     let start = StartParams {
@@ -114,7 +114,7 @@ async fn a_registered_python_drop_in_runs_a_session() {
 #[tokio::test]
 async fn a_missing_ext_adapters_dir_is_not_an_error_and_disabled_agents_are_left_out() {
     let home = tempfile::tempdir().unwrap();
-    let exe_dir = support::echo_rs().parent().unwrap().to_path_buf();
+    let exe_dir = support::echo_only_exe_dir();
     let registry = scan_home(home.path(), exe_dir.clone()).await;
     assert_eq!(registry.agents.len(), 1);
     assert!(registry.refused.is_empty());
@@ -127,10 +127,9 @@ async fn a_missing_ext_adapters_dir_is_not_an_error_and_disabled_agents_are_left
 #[test]
 fn agents_command_lists_agents_and_refusals() {
     let home = mixed_home();
-    // The built-in echo-rs sits next to the test's terminull binary in target/<profile>/.
-    support::echo_rs();
-    let out = assert_cmd::Command::cargo_bin("terminull")
-        .unwrap()
+    // A terminull with only the built-in echo-rs next to it.
+    let terminull = support::echo_only_exe_dir().join("terminull");
+    let out = assert_cmd::Command::new(&terminull)
         .args(["agents", "--home"])
         .arg(home.path())
         .assert()
@@ -139,8 +138,7 @@ fn agents_command_lists_agents_and_refusals() {
     for needle in ["echo ", "built-in", "echo-py", "drop-in", "refused drop-in", "not executable", "already taken"] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
-    let out = assert_cmd::Command::cargo_bin("terminull")
-        .unwrap()
+    let out = assert_cmd::Command::new(&terminull)
         .args(["agents", "--json", "--home"])
         .arg(home.path())
         .assert()

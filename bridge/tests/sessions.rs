@@ -52,7 +52,7 @@ fn policy() -> SessionPolicy {
 
 async fn service(home: &Path, policy: SessionPolicy) -> Service {
     let mut scan = ScanOptions::new(Home::at(home), Config::default());
-    scan.exe_dir = Some(support::echo_rs().parent().unwrap().to_path_buf());
+    scan.exe_dir = Some(support::echo_only_exe_dir());
     scan.handshake_timeout = Duration::from_secs(10);
     Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
 }

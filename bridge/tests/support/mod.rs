@@ -60,3 +60,19 @@ pub fn broken(mode: &str) -> (PathBuf, Vec<String>) {
     let script = workspace().join("tests/fixtures/adapters/broken.py");
     (PathBuf::from("python3"), vec![script.display().to_string(), mode.to_owned()])
 }
+
+/// A directory holding copies of `terminull` and `echo-rs` only: a registry scan (or a
+/// `terminull` started from there) sees the echo built-in and no other built-in adapter
+/// that happens to be built in `target/`.
+pub fn echo_only_exe_dir() -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::copy(echo_rs(), dir.path().join("echo-rs")).expect("copying echo-rs");
+        let terminull = assert_cmd::cargo::cargo_bin("terminull");
+        std::fs::copy(terminull, dir.path().join("terminull")).expect("copying terminull");
+        dir
+    })
+    .path()
+    .to_path_buf()
+}
