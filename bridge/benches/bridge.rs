@@ -79,6 +79,7 @@ fn main() {
                     cwd: home.path().display().to_string(),
                     model: None,
                     effort: None,
+                    permission_mode: None,
                     app_pubkey: String::new(),
                 });
                 client.call(request, &mut kept).await.unwrap();
