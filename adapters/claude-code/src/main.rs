@@ -1,2 +1,10 @@
-// Being written in this session; replaced by the adapter.
-fn main() {}
+//! `terminull-claude-code`: the Claude Code adapter executable (see the library crate).
+
+use std::process::ExitCode;
+
+use terminull_adapter_sdk::serve;
+use terminull_claude_code::ClaudeCode;
+
+fn main() -> ExitCode {
+    serve::<ClaudeCode>()
+}

@@ -190,7 +190,13 @@ pub(crate) fn select(conv: &Conversation, config: &Config) -> (Scenario, Outcome
         return (Scenario::FollowUp, Outcome::Reply(reply));
     }
     let lower = conv.last_user_text.to_lowercase();
-    let keyed = Scenario::KEYWORDED.into_iter().find(|s| lower.contains(s.keyword()));
+    // The keyword that appears last wins: after a failed request Claude Code sends the
+    // failed prompt again together with the next one, in one user message.
+    let keyed = Scenario::KEYWORDED
+        .into_iter()
+        .filter_map(|s| lower.rfind(s.keyword()).map(|at| (at, s)))
+        .max_by_key(|(at, _)| *at)
+        .map(|(_, s)| s);
     let scenario =
         keyed.unwrap_or(if find_shell_tool(&conv.tools).is_some() { Scenario::Tool } else { Scenario::Plain });
     let outcome = match scenario {

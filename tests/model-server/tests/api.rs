@@ -191,6 +191,18 @@ async fn anthropic_side_requests() {
 }
 
 #[tokio::test]
+async fn the_keyword_that_appears_last_wins() {
+    // Claude Code, after a failed turn, resends its prompt with the next one in one message.
+    let addr = start().await;
+    let body = json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "mock:error boom\n"}, {"type": "text", "text": "mock:plain after"}]}]});
+    let r = post(addr, "/v1/messages", body).await;
+    assert_eq!(r.status, 200, "the newer prompt (plain) is answered, not the failed one (error)");
+    let r = post(addr, "/v1/messages", anthropic_body("mock:plain first, then mock:error", &[], false)).await;
+    assert_eq!(r.status, 529);
+}
+
+#[tokio::test]
 async fn anthropic_plain_non_streaming() {
     let addr = start().await;
     let r = post(addr, "/v1/messages?beta=true", anthropic_body("Say hi", &[read_tool()], false)).await;

@@ -1,0 +1,279 @@
+//! The adapter's I/O driven end to end in memory: a bridge-side peer talks to
+//! `serve_io::<ClaudeCode>`, which runs a fake `claude` (a shell script replaying the
+//! captured lines of tests/fixtures and logging what it reads on stdin).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use terminull_adapter_sdk::prelude::*;
+use terminull_adapter_sdk::serve_io;
+use terminull_claude_code::ClaudeCode;
+use terminull_protocol::adapter::{self as proto, PermissionResponseParams};
+use terminull_protocol::blocks::ToolStatus;
+use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::turn::TurnTracker;
+use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
+use tokio::sync::mpsc;
+
+const T: Option<Duration> = Some(Duration::from_secs(30));
+
+/// The fake CLI. It answers `--version`, logs its arguments and every stdin line to
+/// `log`, answers `initialize` with the captured answer, and plays a scenario chosen
+/// by the user message's text.
+fn fake_cli(dir: &Path) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let log = dir.join("log");
+    let script = format!(
+        r#"#!/bin/bash
+F='{fixtures}'
+LOG='{log}'
+if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
+echo "args: $*" >> "$LOG"
+read -r line; echo "in: $line" >> "$LOG"
+cat "$F/init-response.json"
+while read -r line; do
+  echo "in: $line" >> "$LOG"
+  case "$line" in
+    *mock:tool*)
+      echo 'this line is not JSON'
+      echo '{{"type":"brand_new_event","x":1}}'
+      cat "$F/tool.jsonl" ;;
+    *mock:write*)
+      sed -n '1,/can_use_tool/p' "$F/write-allow.jsonl"
+      read -r reply; echo "in: $reply" >> "$LOG"
+      sed '1,/can_use_tool/d' "$F/write-allow.jsonl" ;;
+    *mock:slow*)
+      head -n 6 "$F/slow-interrupt.jsonl"
+      read -r intr; echo "in: $intr" >> "$LOG"
+      tail -n +7 "$F/slow-interrupt.jsonl" ;;
+    *mock:crash*)
+      head -n 20 "$F/tool.jsonl"
+      echo "fatal: the fake CLI crashed" >&2
+      exit 3 ;;
+  esac
+done
+"#,
+        fixtures = fixtures.display(),
+        log = log.display()
+    );
+    let path = dir.join("claude");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+struct Bridge {
+    peer: Peer,
+    incoming: mpsc::Receiver<Incoming>,
+    _tasks: terminull_rpc::PeerTasks,
+    _server: tokio::task::JoinHandle<()>,
+    dir: tempfile::TempDir,
+}
+
+fn start_params(binary: &Path, cwd: &Path) -> proto::StartParams {
+    proto::StartParams {
+        session_id: "s1".into(),
+        cwd: Some(cwd.display().to_string()),
+        model: None,
+        binary: Some(binary.display().to_string()),
+        resume_session_id: None,
+        effort: None,
+        permission_mode: None,
+    }
+}
+
+fn connect() -> (Peer, mpsc::Receiver<Incoming>, terminull_rpc::PeerTasks, tokio::task::JoinHandle<()>) {
+    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
+    let (ar, aw) = tokio::io::split(adapter_end);
+    let server = tokio::spawn(serve_io::<ClaudeCode, _, _>(ar, aw));
+    let (br, bw) = tokio::io::split(bridge_end);
+    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
+    (peer, incoming, tasks, server)
+}
+
+async fn started() -> (Bridge, proto::StartResult) {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_cli(dir.path());
+    let (peer, incoming, tasks, server) = connect();
+    let result = peer.request::<proto::Start>(&start_params(&cli, dir.path()), T).await.unwrap();
+    (Bridge { peer, incoming, _tasks: tasks, _server: server, dir }, result)
+}
+
+impl Bridge {
+    async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
+        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await
+    }
+
+    /// Blocks of one turn up to session_end; answers permission requests with `answer`
+    /// and sends `interrupt` after the first text chunk when `interrupt` is set.
+    async fn turn(&mut self, answer: &str, interrupt: bool) -> Vec<BlockKind> {
+        let mut out = Vec::new();
+        let mut interrupted = false;
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
+            let Incoming::Notification(n) = msg else { continue };
+            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
+            let kind = p.block.kind;
+            if let BlockKind::PermissionRequest(r) = &kind {
+                let params = PermissionResponseParams { request_id: r.request_id.clone(), option_id: answer.into() };
+                self.peer.request::<proto::PermissionResponse>(&params, T).await.unwrap();
+            }
+            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
+                interrupted = true;
+                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
+            }
+            let end = matches!(kind, BlockKind::SessionEnd(_));
+            out.push(kind);
+            if end {
+                return out;
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+/// What the fake CLI read on stdin, parsed.
+fn stdin_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines().filter_map(|l| l.strip_prefix("in: ")).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn assert_contract(blocks: &[BlockKind]) {
+    let mut t = TurnTracker::new();
+    for b in blocks {
+        assert_eq!(t.observe(b), None, "{b:?}");
+    }
+    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
+}
+
+fn end(blocks: &[BlockKind]) -> &terminull_protocol::blocks::SessionEnd {
+    match blocks.last() {
+        Some(BlockKind::SessionEnd(e)) => e,
+        other => panic!("no session_end: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn start_reports_version_commands_model_and_session_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_cli(dir.path());
+    let (peer, mut incoming, _tasks, _server) = connect();
+    let result = peer.request::<proto::Start>(&start_params(&cli, dir.path()), T).await.unwrap();
+    let info = result.agent_info;
+    assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("claude-code", "Claude Code"));
+    assert_eq!(info.version.as_deref(), Some("2.1.197"));
+    assert_eq!(info.model.as_deref(), Some("claude-opus-4-8[1m]"), "the default model, resolved by the CLI");
+    assert!(info.slash_commands.iter().any(|c| c.name == "compact"));
+    // The conversation id is announced at start and is the one passed to the CLI.
+    let Some(Incoming::Notification(n)) = incoming.recv().await else { panic!() };
+    let id = n.params_as::<proto::SessionIdNotification>().unwrap().agent_session_id.to_string();
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.contains(&format!("--session-id {id}")), "{log}");
+    assert_eq!(
+        stdin_lines(&log)[0],
+        serde_json::json!({"type": "control_request", "request_id": "init-1", "request": {"subtype": "initialize", "hooks": null}})
+    );
+}
+
+#[tokio::test]
+async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
+    let (mut b, _) = started().await;
+    b.send("mock:tool please").await.unwrap();
+    let blocks = b.turn("allow", false).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    let usage = end(&blocks).usage.clone().unwrap();
+    assert_eq!(usage.cost_usd, Some(0.22053));
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello")), "{blocks:?}");
+    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    assert_eq!(usage.input_tokens, Some(43806));
+    // The user message line the CLI got.
+    let lines = stdin_lines(&b.log());
+    let line = lines.iter().find(|l| l["type"] == "user").unwrap();
+    assert_eq!(
+        line["message"],
+        serde_json::json!({"role": "user", "content": [{"type": "text", "text": "mock:tool please"}]})
+    );
+    assert_eq!(line["parent_tool_use_id"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn a_permission_answer_reaches_the_cli() {
+    let (mut b, _) = started().await;
+    b.send("mock:write now").await.unwrap();
+    let blocks = b.turn("always", false).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    let request = blocks.iter().find_map(|k| match k {
+        BlockKind::PermissionRequest(r) => Some(r),
+        _ => None,
+    });
+    assert_eq!(request.and_then(|r| r.tool_call_id.as_ref()).map(|i| i.as_str()), Some("toolu_mock_000001"));
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolCall(c) if c.status == ToolStatus::Done)));
+    let lines = stdin_lines(&b.log());
+    let reply = &lines.iter().find(|l| l["type"] == "control_response").unwrap()["response"];
+    let fixture = include_str!("fixtures/write-allow.jsonl");
+    let asked = fixture.lines().find(|l| l.contains("can_use_tool")).unwrap();
+    let asked: serde_json::Value = serde_json::from_str(asked).unwrap();
+    assert_eq!(reply["request_id"], asked["request_id"]);
+    assert_eq!(reply["response"]["behavior"], "allow");
+    assert_eq!(reply["response"]["updatedPermissions"][0]["mode"], "acceptEdits");
+}
+
+#[tokio::test]
+async fn an_interrupt_is_sent_with_a_deterministic_id_and_ends_the_turn_interrupted() {
+    let (mut b, _) = started().await;
+    b.send("mock:slow go").await.unwrap();
+    let blocks = b.turn("allow", true).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    let interrupt = serde_json::json!({"type": "control_request", "request_id": "interrupt-1", "request": {"subtype": "interrupt"}});
+    assert!(stdin_lines(&b.log()).contains(&interrupt), "{}", b.log());
+    // The process is still usable.
+    b.send("mock:tool again").await.unwrap();
+    assert_eq!(end(&b.turn("allow", false).await).reason, EndReason::Completed);
+}
+
+#[tokio::test]
+async fn a_crash_mid_turn_is_an_error_and_the_next_turn_resumes() {
+    let (mut b, _) = started().await;
+    b.send("mock:crash now").await.unwrap();
+    let blocks = b.turn("allow", false).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    let error = blocks.iter().find_map(|k| match k {
+        BlockKind::Error(e) => Some(e),
+        _ => None,
+    });
+    let error = error.unwrap();
+    assert!(error.message.contains("fatal: the fake CLI crashed"), "{}", error.message);
+    assert_eq!(error.code.as_deref(), Some("agent_exited"));
+    b.send("mock:tool again").await.unwrap();
+    assert_eq!(end(&b.turn("allow", false).await).reason, EndReason::Completed);
+    let log = b.log();
+    let args: Vec<_> = log.lines().filter(|l| l.starts_with("args: ")).collect();
+    assert_eq!(args.len(), 2, "{log}");
+    assert!(args[0].contains("--session-id ") && args[1].contains("--resume "), "{args:?}");
+    // The fake reported the captured conversation's id in its system/init; the adapter
+    // follows the CLI's id.
+    assert!(args[1].ends_with("--resume d86b7f53-46d7-40ab-9512-6a699b1181db"), "{args:?}");
+}
+
+#[tokio::test]
+async fn bad_start_params_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_cli(dir.path());
+    let (peer, _incoming, _tasks, _server) = connect();
+    let mut params = start_params(&cli, dir.path());
+    params.permission_mode = Some("yolo".into());
+    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    assert_eq!(e.code, codes::INVALID_PARAMS);
+    assert!(e.message.contains("bypassPermissions"), "{}", e.message);
+    params.permission_mode = None;
+    params.binary = Some(dir.path().join("missing").display().to_string());
+    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
+}
