@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 
-use crate::tap::Tap;
+use crate::tap::{Tap, TappedStdin, TappedStdout};
 
 /// One stdout line as the caller receives it: a decoded value, or why the line could
 /// not be decoded (the stream goes on after it).
@@ -82,6 +82,10 @@ pub struct SpawnOptions {
     /// Most stderr bytes kept in the tail (newlines not counted); also the cap on one
     /// stderr line, a longer one is kept as a one-line marker. Default 64 KiB.
     pub stderr_tail_bytes: usize,
+    /// Record this process's stdio when recording is on (see [`crate::tap`]). Default
+    /// true: an adapter's CLI is what replay tests play back. The bridge turns it off for
+    /// the adapters it hosts.
+    pub record: bool,
 }
 
 impl Default for SpawnOptions {
@@ -92,6 +96,7 @@ impl Default for SpawnOptions {
             channel_capacity: 256,
             stderr_tail_lines: 200,
             stderr_tail_bytes: 64 * 1024,
+            record: true,
         }
     }
 }
@@ -180,7 +185,7 @@ impl AgentProcess {
     /// replaced), in its own process group, killed on drop. Returns the process and the
     /// receiver of its stdout lines.
     pub fn spawn(cmd: Command, opts: SpawnOptions) -> Result<(AgentProcess, LineReceiver), SpawnError> {
-        let (process, stdout) = Self::spawn_piped(cmd, &opts, true)?;
+        let (process, stdout) = Self::spawn_piped(cmd, &opts)?;
         let (program, pid) = (process.program.clone(), process.pid);
         let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
         let convert: fn(Result<NumberedLine, LineError>) -> Option<LineItem> = match opts.lines {
@@ -195,28 +200,32 @@ impl AgentProcess {
     /// Starts `cmd` like [`spawn`](Self::spawn) but speaks JSON-RPC with it: the
     /// child's stdin and stdout belong to the returned peer (line cap from `opts`).
     /// To close the child's stdin, drop every clone of the peer and its tasks.
-    /// Such a child is not recorded by the [`tap`](crate::tap): its stdio belongs to
-    /// the peer (and the bridge, which starts adapters this way, records nothing).
+    /// When recording is on, the lines passing between the peer and the child are
+    /// recorded like [`spawn`](Self::spawn)'s.
     pub fn spawn_rpc(
         cmd: Command,
         opts: SpawnOptions,
         name: impl Into<String>,
     ) -> Result<(AgentProcess, terminull_rpc::Endpoint), SpawnError> {
-        let (mut process, stdout) = Self::spawn_piped(cmd, &opts, false)?;
+        let (mut process, stdout) = Self::spawn_piped(cmd, &opts)?;
         let stdin = process.stdin.take().ok_or_else(|| SpawnError::Spawn {
             program: process.program.clone(),
             source: io::Error::other("the child's stdin was not captured"),
         })?;
         let config =
             terminull_rpc::PeerConfig { max_line: opts.max_line_bytes, ..terminull_rpc::PeerConfig::named(name) };
-        Ok((process, terminull_rpc::spawn(stdout, stdin, config)))
+        let endpoint = match process.tap.clone() {
+            Some(tap) => terminull_rpc::spawn(
+                TappedStdout::new(stdout, tap.clone(), opts.max_line_bytes),
+                TappedStdin::new(stdin, tap, opts.max_line_bytes),
+                config,
+            ),
+            None => terminull_rpc::spawn(stdout, stdin, config),
+        };
+        Ok((process, endpoint))
     }
 
-    fn spawn_piped(
-        mut cmd: Command,
-        opts: &SpawnOptions,
-        recorded: bool,
-    ) -> Result<(AgentProcess, ChildStdout), SpawnError> {
+    fn spawn_piped(mut cmd: Command, opts: &SpawnOptions) -> Result<(AgentProcess, ChildStdout), SpawnError> {
         let program_path = cmd.as_std().get_program().to_owned();
         let program =
             Path::new(&program_path).file_name().unwrap_or(program_path.as_os_str()).to_string_lossy().into_owned();
@@ -231,7 +240,7 @@ impl AgentProcess {
         let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
         tracing::debug!(program = %program, pid, "spawned agent process");
         let args: Vec<String> = cmd.as_std().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        let tap = if recorded { Tap::start(&args) } else { None };
+        let tap = if opts.record { Tap::start(&args) } else { None };
 
         let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
         let stderr_task =

@@ -20,7 +20,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The environment variable naming the directory recordings are written to.
 pub const TAP_DIR_ENV: &str = "TERMINULL_CLI_TAP_DIR";
@@ -92,6 +96,11 @@ impl Tap {
         self.record(TapEvent::Out { out: String::from_utf8_lossy(line).into_owned() });
     }
 
+    /// Records one line written to stdin.
+    pub(crate) fn stdin_line(&self, line: &[u8]) {
+        self.record(TapEvent::In { input: String::from_utf8_lossy(line).into_owned() });
+    }
+
     /// Records what was written to stdin, one record per line.
     pub(crate) fn stdin_bytes(&self, bytes: &[u8]) {
         let text = String::from_utf8_lossy(bytes);
@@ -122,6 +131,113 @@ impl Tap {
     }
 }
 
+/// Splits a byte stream into lines for the recording, holding at most `max` bytes of
+/// one line; a longer line is recorded as a marker.
+#[derive(Debug)]
+struct LineSplitter {
+    buf: Vec<u8>,
+    max: usize,
+    overflowed: bool,
+}
+
+/// What is recorded in place of a line over the cap.
+const OVERSIZED_LINE: &[u8] = b"[a line over the recording cap was left out]";
+
+impl LineSplitter {
+    fn new(max: usize) -> Self {
+        Self { buf: Vec::new(), max, overflowed: false }
+    }
+
+    fn feed(&mut self, bytes: &[u8], mut emit: impl FnMut(&[u8])) {
+        for chunk in bytes.split_inclusive(|b| *b == b'\n') {
+            let (body, ends) = match chunk.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (chunk, false),
+            };
+            if !self.overflowed {
+                if self.buf.len() + body.len() > self.max {
+                    self.overflowed = true;
+                    self.buf = Vec::new();
+                } else {
+                    self.buf.extend_from_slice(body);
+                }
+            }
+            if ends {
+                if self.overflowed {
+                    emit(OVERSIZED_LINE);
+                } else {
+                    let line = self.buf.strip_suffix(b"\r").unwrap_or(&self.buf);
+                    emit(line);
+                }
+                self.buf.clear();
+                self.overflowed = false;
+            }
+        }
+    }
+}
+
+/// A child's stdout that records each line it passes on (for a JSON-RPC child, whose
+/// stdout the peer reads).
+#[derive(Debug)]
+pub(crate) struct TappedStdout<R> {
+    inner: R,
+    tap: Tap,
+    lines: LineSplitter,
+}
+
+impl<R> TappedStdout<R> {
+    pub(crate) fn new(inner: R, tap: Tap, max_line: usize) -> Self {
+        Self { inner, tap, lines: LineSplitter::new(max_line) }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TappedStdout<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &poll {
+            let tap = &this.tap;
+            this.lines.feed(&buf.filled()[before..], |line| tap.stdout_line(line));
+        }
+        poll
+    }
+}
+
+/// A child's stdin that records each line written to it.
+#[derive(Debug)]
+pub(crate) struct TappedStdin<W> {
+    inner: W,
+    tap: Tap,
+    lines: LineSplitter,
+}
+
+impl<W> TappedStdin<W> {
+    pub(crate) fn new(inner: W, tap: Tap, max_line: usize) -> Self {
+        Self { inner, tap, lines: LineSplitter::new(max_line) }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for TappedStdin<W> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(written)) = &poll {
+            let tap = &this.tap;
+            this.lines.feed(&buf[..*written], |line| tap.stdin_line(line));
+        }
+        poll
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 fn open(dir: &Path) -> Option<Arc<Mutex<Option<File>>>> {
     let path = dir.join(format!("{}.jsonl", std::process::id()));
     match std::fs::create_dir_all(dir).and_then(|()| File::options().create(true).append(true).open(&path)) {
@@ -140,6 +256,16 @@ fn open(dir: &Path) -> Option<Arc<Mutex<Option<File>>>> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn lines_split_across_reads_are_recorded_whole_and_oversized_ones_as_a_marker() {
+        let mut lines = LineSplitter::new(8);
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        for piece in [&b"ab"[..], b"c\r\nde", b"f\n", b"0123456789", b"x\nok\n"] {
+            lines.feed(piece, |l| seen.push(l.to_vec()));
+        }
+        assert_eq!(seen, [b"abc".to_vec(), b"def".to_vec(), OVERSIZED_LINE.to_vec(), b"ok".to_vec()]);
+    }
 
     #[test]
     fn records_read_back_as_the_events_they_were_written_from() {

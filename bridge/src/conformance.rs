@@ -199,7 +199,7 @@ pub async fn check_adapter(opts: CheckOptions) -> Report {
     let mut cmd = tokio::process::Command::new(&opts.program);
     cmd.args(&opts.args);
     let (process, (peer, mut incoming, tasks)) =
-        match AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), "adapter under check") {
+        match AgentProcess::spawn_rpc(cmd, SpawnOptions { record: false, ..SpawnOptions::default() }, "adapter under check") {
             Ok(spawned) => spawned,
             Err(e) => {
                 report.fail("spawn", e.to_string());

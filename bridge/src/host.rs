@@ -163,7 +163,7 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
         cmd.env(k, v);
     }
     let (mut process, (peer, incoming, tasks)) =
-        AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), label.clone())
+        AgentProcess::spawn_rpc(cmd, SpawnOptions { record: false, ..SpawnOptions::default() }, label.clone())
             .map_err(|source| HostError::Spawn { command: label.clone(), source })?;
     // Events are dispatched from the start, so nothing written before `start` answers is lost.
     let (tx, events) = mpsc::channel(EVENT_QUEUE);

@@ -146,12 +146,19 @@ fn drain(input: &mut impl BufRead) -> std::io::Result<()> {
 }
 
 /// The adapter wrote `got` where the recording has `expected`: both must be JSON of the
-/// same `type` and `subtype` (ids and texts may differ run to run), or equal text.
+/// same shape — `type` and `subtype` (stream-json CLIs), `method` and whether it is a
+/// result or an error (JSON-RPC) — as ids and texts may differ run to run; or equal text.
 fn check_input(expected: &str, got: &str) -> anyhow::Result<()> {
-    let shape = |line: &str| -> Option<(Value, Value)> {
+    let shape = |line: &str| -> Option<[Value; 5]> {
         let v: Value = serde_json::from_str(line).ok()?;
         let subtype = v.pointer("/request/subtype").or_else(|| v.pointer("/response/subtype")).cloned();
-        Some((v.get("type").cloned().unwrap_or(Value::Null), subtype.unwrap_or(Value::Null)))
+        Some([
+            v.get("type").cloned().unwrap_or(Value::Null),
+            subtype.unwrap_or(Value::Null),
+            v.get("method").cloned().unwrap_or(Value::Null),
+            Value::Bool(v.get("result").is_some()),
+            Value::Bool(v.get("error").is_some()),
+        ])
     };
     match (shape(expected), shape(got)) {
         (Some(a), Some(b)) if a == b => Ok(()),
