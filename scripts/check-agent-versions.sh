@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
 # Fails loudly when an installed agent CLI is not the version pinned in
-# tests/agents/package.json. Usage: check-agent-versions.sh BIN_DIR
+# tests/agents/package.json (npm) or tests/agents/hermes-requirements.txt (PyPI).
+# Usage: check-agent-versions.sh BIN_DIR
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:?usage: check-agent-versions.sh BIN_DIR}"
-pinned() { node -e 'const p=require(process.argv[1]); console.log(p.dependencies[process.argv[2]])' "$root/tests/agents/package.json" "$1"; }
+npm_pin() { node -e 'const p=require(process.argv[1]); console.log(p.dependencies[process.argv[2]])' "$root/tests/agents/package.json" "$1"; }
+pypi_pin() { sed -n "s/^$1==//p" "$root/tests/agents/hermes-requirements.txt"; }
 status=0
-check() { # package, executable
-    local want have
-    want="$(pinned "$1")"
-    if [ ! -x "$bin/$2" ]; then
-        echo "MISSING: $2 ($1 $want) is not in $bin; run scripts/install-agents.sh" >&2
+check() { # executable, package, pinned version
+    local have
+    if [ ! -x "$bin/$1" ]; then
+        echo "MISSING: $1 ($2 $3) is not in $bin; run scripts/install-agents.sh" >&2
         status=1
         return
     fi
-    # Every CLI prints its version first on the line of --version; compare that word.
-    have="$("$bin/$2" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+[^ ]*' | head -1 || true)"
-    if [ "$have" != "$want" ]; then
-        echo "VERSION MISMATCH: $2 is ${have:-unknown}, tests/agents/package.json pins $1 $want" >&2
+    # Each CLI prints its version as the first x.y.z on its --version output.
+    have="$("$bin/$1" --version 2>&1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)"
+    if [ "$have" != "$3" ]; then
+        echo "VERSION MISMATCH: $1 is ${have:-unknown}, the pin is $2 $3" >&2
         status=1
     else
-        echo "ok: $2 $have ($1)" >&2
+        echo "ok: $1 $have ($2)" >&2
     fi
 }
-check @anthropic-ai/claude-code claude
-check @openai/codex codex
+check claude @anthropic-ai/claude-code "$(npm_pin @anthropic-ai/claude-code)"
+check codex @openai/codex "$(npm_pin @openai/codex)"
+check gemini @google/gemini-cli "$(npm_pin @google/gemini-cli)"
+check opencode opencode-linux-x64 "$(npm_pin opencode-linux-x64)"
+check kilo @kilocode/cli-linux-x64 "$(npm_pin @kilocode/cli-linux-x64)"
+check pi @mariozechner/pi-coding-agent "$(npm_pin @mariozechner/pi-coding-agent)"
+check droid @factory/cli-linux-x64 "$(npm_pin @factory/cli-linux-x64)"
+check hermes hermes-agent "$(pypi_pin hermes-agent)"
 exit $status

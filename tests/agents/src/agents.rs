@@ -103,8 +103,8 @@ enabled = false
     )
 }
 
-/// The directory with the installed CLIs (`…/node_modules/.bin`), as
-/// scripts/install-agents.sh puts them: `$TERMINULL_AGENTS_DIR`, else
+/// The directory with the installed CLIs (`<cache>/bin`), as scripts/install-agents.sh
+/// links them: the cache is `$TERMINULL_AGENTS_DIR`, else
 /// `${XDG_CACHE_HOME:-$HOME/.cache}/terminull/agents`.
 pub fn installed_bin_dir() -> PathBuf {
     let base = match std::env::var_os("TERMINULL_AGENTS_DIR") {
@@ -117,7 +117,7 @@ pub fn installed_bin_dir() -> PathBuf {
             cache.join("terminull/agents")
         }
     };
-    base.join("node_modules/.bin")
+    base.join("bin")
 }
 
 /// Whether live tests must run: `TERMINULL_LIVE_AGENTS=1`.

@@ -34,7 +34,7 @@ const QUIET_LIMIT: Duration = Duration::from_secs(120);
 pub enum Mode {
     /// The real CLI from this directory, against the scripted model server.
     Live {
-        /// The directory holding the CLI (`…/node_modules/.bin`).
+        /// The directory holding the CLI (`<cache>/bin` of scripts/install-agents.sh).
         cli_dir: PathBuf,
     },
     /// The fake CLI playing this recording.
