@@ -198,14 +198,17 @@ pub async fn check_adapter(opts: CheckOptions) -> Report {
     };
     let mut cmd = tokio::process::Command::new(&opts.program);
     cmd.args(&opts.args);
-    let (process, (peer, mut incoming, tasks)) =
-        match AgentProcess::spawn_rpc(cmd, SpawnOptions { record: false, ..SpawnOptions::default() }, "adapter under check") {
-            Ok(spawned) => spawned,
-            Err(e) => {
-                report.fail("spawn", e.to_string());
-                return report;
-            }
-        };
+    let (process, (peer, mut incoming, tasks)) = match AgentProcess::spawn_rpc(
+        cmd,
+        SpawnOptions { record: false, ..SpawnOptions::default() },
+        "adapter under check",
+    ) {
+        Ok(spawned) => spawned,
+        Err(e) => {
+            report.fail("spawn", e.to_string());
+            return report;
+        }
+    };
     report.pass("spawn", format!("pid {}", process.pid()));
     let inbox = Arc::new(Inbox::default());
     let collector = {
