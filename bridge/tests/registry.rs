@@ -129,20 +129,13 @@ fn agents_command_lists_agents_and_refusals() {
     let home = mixed_home();
     // A terminull with only the built-in echo-rs next to it.
     let terminull = support::echo_only_exe_dir().join("terminull");
-    let out = assert_cmd::Command::new(&terminull)
-        .args(["agents", "--home"])
-        .arg(home.path())
-        .assert()
-        .success();
+    let out = assert_cmd::Command::new(&terminull).args(["agents", "--home"]).arg(home.path()).assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     for needle in ["echo ", "built-in", "echo-py", "drop-in", "refused drop-in", "not executable", "already taken"] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
-    let out = assert_cmd::Command::new(&terminull)
-        .args(["agents", "--json", "--home"])
-        .arg(home.path())
-        .assert()
-        .success();
+    let out =
+        assert_cmd::Command::new(&terminull).args(["agents", "--json", "--home"]).arg(home.path()).assert().success();
     let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(json["agents"].as_array().unwrap().len(), 2);
     assert_eq!(json["refused"].as_array().unwrap().len(), 3);
