@@ -275,6 +275,10 @@ pub trait Adapter: Sized + 'static {
     const HANDOFF_HOOKS: &'static [HandoffHook] = &[];
     /// The adapter's own version (defaults to none).
     const ADAPTER_VERSION: Option<&'static str> = None;
+    /// `verified_against`: the version of the agent CLI this adapter was checked
+    /// against. `None` (the default) says it was never run against the real CLI, and
+    /// `terminull agents` shows it as not verified.
+    const VERIFIED_AGAINST: Option<&'static str> = None;
 
     /// `provides_models`: [`Provided`] (with `impl ListModels`) or [`NotProvided`].
     type Models: ModelSurface<Self>;
@@ -359,6 +363,7 @@ pub fn declaration<A: Adapter>() -> Declaration {
         display_name: A::DISPLAY_NAME.to_owned(),
         cli_binary: A::CLI_BINARY.map(str::to_owned),
         adapter_version: A::ADAPTER_VERSION.map(str::to_owned),
+        verified_against: A::VERIFIED_AGAINST.map(str::to_owned),
         capabilities: Capabilities {
             cap_images: c.images,
             cap_documents: c.documents,

@@ -24,7 +24,7 @@ pub mod tap;
 pub mod tools;
 
 pub use adapter::{Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration};
-pub use serve::{serve, serve_io};
+pub use serve::{DeclarationOverride, serve, serve_io, serve_io_with, serve_with};
 pub use session::{Session, Turn, TurnError};
 
 /// Everything an adapter implementation usually needs.
@@ -81,6 +81,7 @@ mod tests {
             display_name: "Echo".into(),
             cli_binary: None,
             adapter_version: None,
+            verified_against: None,
             capabilities: Capabilities {
                 cap_images: false,
                 cap_documents: false,

@@ -7,13 +7,16 @@
 //! writer); logs go to stderr through `tracing`.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 use terminull_protocol::adapter::{
-    self as proto, AdapterRequest, HandoffHook, InitParam, PROTOCOL_VERSION, StartParams, StartResult,
+    self as proto, AdapterRequest, Declaration, HandoffHook, InitParam, LeaseKind, PROTOCOL_VERSION, StartParams,
+    StartResult,
 };
 use terminull_protocol::blocks::EndReason;
+use terminull_protocol::ids::AgentId;
 use terminull_protocol::jsonrpc::{Request, RpcError, codes};
 use terminull_rpc::{Incoming, Peer, PeerConfig};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -27,6 +30,53 @@ use crate::session::{Session, Turn, TurnControl};
 /// `main`; it sets up logging to stderr (level from `TERMINULL_LOG`, default `info`)
 /// and a single-threaded runtime.
 pub fn serve<A: Adapter>() -> ExitCode {
+    serve_with::<A>(DeclarationOverride::default())
+}
+
+/// Identity fields of the declaration that are decided at run time rather than by
+/// the adapter's consts: an adapter executable that serves agents declared in a
+/// configuration file (the generic ACP host, `terminull-acp --agent-id ID --name NAME
+/// -- <command>`) takes its agent id, name, CLI and lease from its command line.
+///
+/// Only identity can be overridden. The capabilities, the init params and the hooks
+/// stay the adapter's consts, so what the serve loop routes and what the declaration
+/// promises still cannot disagree. A field left `None` keeps the const's value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeclarationOverride {
+    /// Replaces `AGENT_ID` (must be a valid agent id, or the bridge refuses the adapter).
+    pub agent_id: Option<AgentId>,
+    /// Replaces `DISPLAY_NAME`.
+    pub display_name: Option<String>,
+    /// Replaces `CLI_BINARY` (the name shown and probed).
+    pub cli_binary: Option<String>,
+    /// Replaces `LEASE`; the adapter must then behave accordingly (it can read the
+    /// effective declaration with [`Session::declaration`]).
+    pub lease: Option<LeaseKind>,
+}
+
+impl DeclarationOverride {
+    /// The declaration of `A` with these fields replaced.
+    pub fn apply<A: Adapter>(&self) -> Declaration {
+        let mut d = declaration::<A>();
+        if let Some(id) = &self.agent_id {
+            d.agent_id = id.clone();
+        }
+        if let Some(name) = &self.display_name {
+            d.display_name = name.clone();
+        }
+        if let Some(cli) = &self.cli_binary {
+            d.cli_binary = Some(cli.clone());
+        }
+        if let Some(lease) = self.lease {
+            d.lease = lease;
+        }
+        d
+    }
+}
+
+/// [`serve`] with the declaration's identity overridden at run time (see
+/// [`DeclarationOverride`]).
+pub fn serve_with<A: Adapter>(overrides: DeclarationOverride) -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -42,7 +92,7 @@ pub fn serve<A: Adapter>() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve_io::<A, _, _>(tokio::io::stdin(), tokio::io::stdout()));
+    runtime.block_on(serve_io_with::<A, _, _>(tokio::io::stdin(), tokio::io::stdout(), overrides));
     // tokio reads stdin on a blocking thread that only returns at end of input; do not
     // wait for it after `stop`.
     runtime.shutdown_background();
@@ -57,8 +107,20 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (peer, mut incoming, tasks) = terminull_rpc::spawn(reader, writer, PeerConfig::named(A::AGENT_ID));
-    let mut state = Loop::<A> { peer: peer.clone(), adapter: None, stopping: false };
+    serve_io_with::<A, R, W>(reader, writer, DeclarationOverride::default()).await
+}
+
+/// [`serve_io`] with the declaration's identity overridden (see [`DeclarationOverride`]).
+pub async fn serve_io_with<A, R, W>(reader: R, writer: W, overrides: DeclarationOverride)
+where
+    A: Adapter,
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let declaration = Arc::new(overrides.apply::<A>());
+    let name = declaration.agent_id.to_string();
+    let (peer, mut incoming, tasks) = terminull_rpc::spawn(reader, writer, PeerConfig::named(name));
+    let mut state = Loop::<A> { peer: peer.clone(), declaration, adapter: None, stopping: false };
     while let Some(message) = incoming.recv().await {
         let Some(request) = state.take_request(message).await else { continue };
         if request.method == proto::Send::METHOD {
@@ -87,6 +149,8 @@ where
 
 struct Loop<A> {
     peer: Peer,
+    /// The effective declaration (the consts of `A`, identity possibly overridden).
+    declaration: Arc<Declaration>,
     adapter: Option<A>,
     stopping: bool,
 }
@@ -129,7 +193,7 @@ impl<A: Adapter> Loop<A> {
     }
 
     fn session(&self) -> Session {
-        Session::new(self.peer.clone(), A::INIT_PARAMS.contains(&InitParam::OnSessionId))
+        Session::new(self.peer.clone(), A::INIT_PARAMS.contains(&InitParam::OnSessionId), self.declaration.clone())
     }
 
     /// Methods answered the same whether or not a turn runs: `None` when `request`
@@ -144,7 +208,7 @@ impl<A: Adapter> Loop<A> {
                     format!("this adapter speaks protocol {PROTOCOL_VERSION}, the bridge {}", p.protocol_version),
                 )
                 .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": p.protocol_version}))),
-                Ok(_) => encode(Ok(declaration::<A>())),
+                Ok(_) => encode(Ok(self.declaration.as_ref().clone())),
                 Err(e) => Err(e),
             },
             proto::Detect::METHOD => encode(Ok(A::detect().await)),
@@ -232,7 +296,7 @@ impl<A: Adapter> Loop<A> {
         let init = accepted_only(offered, A::INIT_PARAMS);
         let (adapter, info) = A::start(init, &self.session()).await.map_err(RpcError::from)?;
         self.adapter = Some(adapter);
-        let agent_info = make_agent_info(&declaration::<A>(), info.version, info.model, info.slash_commands);
+        let agent_info = make_agent_info(&self.declaration, info.version, info.model, info.slash_commands);
         encode(Ok(StartResult { agent_info }))
     }
 
@@ -368,4 +432,83 @@ fn accepted_only(mut p: StartParams, accepted: &[InitParam]) -> StartParams {
         p.permission_mode = None;
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use terminull_protocol::adapter::{InitializeParams, PeerInfo};
+
+    use super::*;
+    use crate::prelude::*;
+
+    struct Quiet;
+
+    impl Adapter for Quiet {
+        const AGENT_ID: &'static str = "quiet";
+        const DISPLAY_NAME: &'static str = "Quiet";
+        const CLI_BINARY: Option<&'static str> = None;
+        const LEASE: LeaseKind = LeaseKind::PerTurn;
+        const INIT_PARAMS: &'static [InitParam] = &[];
+        const CAPS: Caps = Caps {
+            images: false,
+            documents: false,
+            thinking: true,
+            permissions: false,
+            subagents: false,
+            interrupt: true,
+            input_during_turn: false,
+            terminal: false,
+        };
+        type Models = NotProvided;
+        type Usage = NotProvided;
+        async fn start(_: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
+            // The effective declaration is visible to the adapter.
+            let version = Some(format!("{:?}", session.declaration().lease));
+            Ok((Quiet, StartInfo { version, ..StartInfo::default() }))
+        }
+        async fn send(&mut self, _: UserMessage, _: &mut Turn) -> Result<EndReason, AdapterError> {
+            Ok(EndReason::Completed)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_override_replaces_the_identity_and_nothing_else() {
+        let overrides = DeclarationOverride {
+            agent_id: Some("goose".into()),
+            display_name: Some("Goose".into()),
+            cli_binary: Some("goose".into()),
+            lease: Some(LeaseKind::Persistent),
+        };
+        let want = overrides.apply::<Quiet>();
+        assert_eq!((want.agent_id.as_str(), want.display_name.as_str()), ("goose", "Goose"));
+        assert_eq!((want.cli_binary.as_deref(), want.lease), (Some("goose"), LeaseKind::Persistent));
+        assert_eq!(want.capabilities, declaration::<Quiet>().capabilities);
+        assert_eq!(DeclarationOverride::default().apply::<Quiet>(), declaration::<Quiet>());
+
+        let ((bridge, _incoming, _tasks), (ar, aw)) = {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let (br, bw) = tokio::io::split(a);
+            (terminull_rpc::spawn(br, bw, PeerConfig::named("bridge")), tokio::io::split(b))
+        };
+        let _server = tokio::spawn(serve_io_with::<Quiet, _, _>(ar, aw, overrides));
+        let timeout = Some(std::time::Duration::from_secs(10));
+        let init = InitializeParams {
+            protocol_version: PROTOCOL_VERSION,
+            bridge: PeerInfo { name: "test".into(), version: "0".into() },
+            offered_init_params: vec![],
+        };
+        assert_eq!(bridge.request::<proto::Initialize>(&init, timeout).await.unwrap(), want);
+        let start = StartParams {
+            session_id: "s".into(),
+            cwd: None,
+            model: None,
+            binary: None,
+            resume_session_id: None,
+            effort: None,
+            permission_mode: None,
+        };
+        let info = bridge.request::<proto::Start>(&start, timeout).await.unwrap().agent_info;
+        assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("goose", "Goose"));
+        assert_eq!(info.version.as_deref(), Some("Persistent"));
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use terminull_protocol::adapter::{SessionIdNotification, SessionIdParams, Stream, StreamParams};
+use terminull_protocol::adapter::{Declaration, SessionIdNotification, SessionIdParams, Stream, StreamParams};
 use terminull_protocol::blocks::{Block, BlockKind, PermissionOption, PermissionRequest, UserMessage, now_ts};
 use terminull_protocol::ids::{AgentSessionId, PermissionRequestId, ToolCallId};
 use terminull_protocol::turn::{TurnTracker, TurnViolation};
@@ -35,11 +35,18 @@ pub enum TurnError {
 pub struct Session {
     peer: Peer,
     reports_session_id: bool,
+    declaration: Arc<Declaration>,
 }
 
 impl Session {
-    pub(crate) fn new(peer: Peer, reports_session_id: bool) -> Self {
-        Self { peer, reports_session_id }
+    pub(crate) fn new(peer: Peer, reports_session_id: bool, declaration: Arc<Declaration>) -> Self {
+        Self { peer, reports_session_id, declaration }
+    }
+
+    /// The declaration the bridge was given: the adapter's consts, with the identity
+    /// fields a [`crate::serve::DeclarationOverride`] replaced at run time.
+    pub fn declaration(&self) -> &Declaration {
+        &self.declaration
     }
 
     /// Reports the agent's own session id (the spec's `on_session_id`), so a bridge

@@ -319,13 +319,14 @@ impl Checker {
                 self.report.pass(
                     "declaration",
                     format!(
-                        "{} ({}), lease {}",
+                        "{} ({}), lease {}{}",
                         d.agent_id,
                         d.display_name,
                         serde_json::to_value(d.lease)
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        crate::registry::verification_note(&d).map(|n| format!(", {n}")).unwrap_or_default()
                     ),
                 );
                 Some(d)

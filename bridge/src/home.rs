@@ -109,6 +109,31 @@ pub struct Config {
     /// Per-agent settings, keyed by agent id (`[agents.claude]`).
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+    /// Agents that speak ACP, declared here and served by `terminull-acp`, keyed by
+    /// agent id (`[acp_agents.goose]`); see docs/acp.md.
+    #[serde(default)]
+    pub acp_agents: BTreeMap<String, AcpAgentConfig>,
+}
+
+/// An ACP agent declared in the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpAgentConfig {
+    /// The display name (defaults to the agent id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The agent's executable (a name on `PATH` or a path).
+    pub command: String,
+    /// Its arguments (`["acp"]`, `["--acp"]`, …).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment for the agent (on top of the bridge's own and `[agents.<id>].env`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// `persistent` (the default: one agent process per session) or `per_turn` (a new
+    /// process per turn, loading the session; needs the agent's `loadSession`).
+    #[serde(default)]
+    pub lease: Option<terminull_protocol::adapter::LeaseKind>,
 }
 
 /// Settings of one agent.
@@ -166,6 +191,27 @@ mod tests {
         assert!(!c.agent("codex").disabled);
         let e = Config::parse("[agents.claude]\nbinnary = \"x\"\n").unwrap_err();
         assert!(e.contains("binnary"), "{e}");
+    }
+
+    #[test]
+    fn acp_agents_need_a_command_and_refuse_unknown_keys() {
+        let c = Config::parse(
+            "[acp_agents.goose]\nname = \"Goose\"\ncommand = \"goose\"\nargs = [\"acp\"]\n\
+             env = { GOOSE_MODE = \"auto\" }\nlease = \"per_turn\"\n[acp_agents.plain]\ncommand = \"/opt/a\"\n",
+        )
+        .unwrap();
+        let goose = &c.acp_agents["goose"];
+        assert_eq!(
+            (goose.name.as_deref(), goose.command.as_str(), goose.args.as_slice()),
+            (Some("Goose"), "goose", &["acp".to_owned()][..])
+        );
+        assert_eq!(goose.env["GOOSE_MODE"], "auto");
+        assert_eq!(goose.lease, Some(terminull_protocol::adapter::LeaseKind::PerTurn));
+        assert_eq!(c.acp_agents["plain"], AcpAgentConfig { command: "/opt/a".into(), ..AcpAgentConfig::default() });
+        let e = Config::parse("[acp_agents.x]\nargs = []\n").unwrap_err();
+        assert!(e.contains("command"), "{e}");
+        let e = Config::parse("[acp_agents.x]\ncommand = \"a\"\ncmd = \"b\"\n").unwrap_err();
+        assert!(e.contains("cmd"), "{e}");
     }
 
     #[test]

@@ -328,6 +328,7 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         let source = match agent.source {
             Source::BuiltIn { .. } => "built-in",
             Source::DropIn { .. } => "drop-in",
+            Source::AcpConfig { .. } => "acp",
         };
         let detected = match (&agent.detected.installed, &agent.detected.version, &agent.detected.reason) {
             (true, Some(v), _) => v.clone(),
@@ -345,6 +346,12 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         ));
         if let Source::DropIn { path } = &agent.source {
             out.push_str(&format!("{:<14} from {}\n", "", path.display()));
+        }
+        if let Source::AcpConfig { command, .. } = &agent.source {
+            out.push_str(&format!("{:<14} ACP agent from config.toml: {}\n", "", command.join(" ")));
+        }
+        if let Some(note) = registry::verification_note(d) {
+            out.push_str(&format!("{:<14} {note}\n", ""));
         }
     }
     if registry.agents.is_empty() {

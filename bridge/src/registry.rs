@@ -1,7 +1,9 @@
 //! The adapter registry: which agents this bridge can run.
 //!
 //! Built-in adapters are executables listed in [`BUILT_INS`], found next to the
-//! `terminull` executable first, then on `PATH`. Drop-ins are executables in
+//! `terminull` executable first, then on `PATH`. ACP agents declared in `config.toml`
+//! (`[acp_agents.<id>]`) are served by the `terminull-acp` built-in, started with the
+//! agent's id, name and command on its command line. Drop-ins are executables in
 //! `<home>/ext_adapters/`. Every candidate is started once, handshake-checked
 //! (the contract check of the protocol crate) and asked `detect`, all in parallel
 //! under deadlines. A valid one is registered exactly like a built-in; a malformed
@@ -34,7 +36,17 @@ pub const BUILT_INS: &[BuiltIn] = &[
     BuiltIn { agent_id: "echo", executable: "echo-rs" },
     BuiltIn { agent_id: "claude-code", executable: "terminull-claude-code" },
     BuiltIn { agent_id: "codex", executable: "terminull-codex" },
+    BuiltIn { agent_id: "gemini", executable: "terminull-gemini" },
+    BuiltIn { agent_id: "hermes", executable: "terminull-hermes" },
+    BuiltIn { agent_id: "opencode", executable: "terminull-opencode" },
+    BuiltIn { agent_id: "kilo", executable: "terminull-kilo" },
+    BuiltIn { agent_id: "pi", executable: "terminull-pi" },
+    BuiltIn { agent_id: "droid", executable: "terminull-droid" },
+    BuiltIn { agent_id: "cursor", executable: "terminull-cursor" },
 ];
+
+/// The executable that serves the ACP agents declared in `config.toml`.
+pub const ACP_HOST: &str = "terminull-acp";
 
 /// Where a registered adapter comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,13 +62,21 @@ pub enum Source {
         /// The executable.
         path: PathBuf,
     },
+    /// An ACP agent declared in `config.toml` (`[acp_agents.<id>]`), served by
+    /// [`ACP_HOST`].
+    AcpConfig {
+        /// The `terminull-acp` executable.
+        path: PathBuf,
+        /// The agent's command line, as configured.
+        command: Vec<String>,
+    },
 }
 
 impl Source {
     /// The executable.
     pub fn path(&self) -> &Path {
         match self {
-            Source::BuiltIn { path } | Source::DropIn { path } => path,
+            Source::BuiltIn { path } | Source::DropIn { path } | Source::AcpConfig { path, .. } => path,
         }
     }
 }
@@ -80,7 +100,7 @@ pub struct Agent {
 pub struct Refusal {
     /// The executable (or file) refused.
     pub path: PathBuf,
-    /// `built-in` or `drop-in`.
+    /// `built-in`, `acp-config` or `drop-in`.
     pub kind: &'static str,
     /// Why, and what to do.
     pub reason: String,
@@ -132,28 +152,58 @@ impl ScanOptions {
     }
 }
 
+/// One adapter to probe.
+#[derive(Debug, Clone)]
+struct Candidate {
+    /// The agent id it must declare (built-ins and config agents).
+    expected: Option<String>,
+    /// `built-in`, `acp-config` or `drop-in`.
+    kind: &'static str,
+    /// What a refusal names: the executable, or the config entry.
+    shown: PathBuf,
+    command: AdapterCommand,
+    source: Source,
+}
+
 /// Finds, checks and detects every candidate adapter.
 pub async fn scan(opts: &ScanOptions) -> Registry {
     let mut refused = Vec::new();
-    let mut candidates: Vec<(Option<&'static str>, PathBuf)> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
     for built_in in BUILT_INS {
         if opts.config.agent(built_in.agent_id).disabled {
             continue;
         }
         match find_built_in(built_in.executable, opts.exe_dir.as_deref()) {
-            Some(path) => candidates.push((Some(built_in.agent_id), path)),
+            Some(path) => {
+                let mut command = AdapterCommand::new(&path);
+                command.env = opts.config.agent(built_in.agent_id).env.into_iter().collect();
+                candidates.push(Candidate {
+                    expected: Some(built_in.agent_id.to_owned()),
+                    kind: "built-in",
+                    shown: path.clone(),
+                    command,
+                    source: Source::BuiltIn { path },
+                });
+            }
             None => tracing::info!(agent = built_in.agent_id, "built-in adapter `{}` not found", built_in.executable),
         }
     }
+    candidates.extend(acp_candidates(opts, &mut refused));
     let drop_ins = drop_in_candidates(&opts.home.ext_adapters(), &mut refused);
-    candidates.extend(drop_ins.into_iter().map(|p| (None, p)));
+    candidates.extend(drop_ins.into_iter().map(|path| Candidate {
+        expected: None,
+        kind: "drop-in",
+        shown: path.clone(),
+        command: AdapterCommand::new(&path),
+        source: Source::DropIn { path },
+    }));
 
-    let probes = candidates.iter().map(|(built_in, path)| probe(opts, *built_in, path.clone()));
+    let probes = candidates.iter().map(|c| probe(opts, c));
     let results = futures::future::join_all(probes).await;
 
     let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
-    for ((built_in, path), result) in candidates.into_iter().zip(results) {
-        let kind = if built_in.is_some() { "built-in" } else { "drop-in" };
+    for (candidate, result) in candidates.into_iter().zip(results) {
+        let (kind, path) = (candidate.kind, candidate.shown.clone());
         let agent = match result {
             Ok(agent) => agent,
             Err(reason) => {
@@ -163,10 +213,10 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
             }
         };
         let id = agent.declaration.agent_id.to_string();
-        if let Some(expected) = built_in
-            && expected != id
+        if let Some(expected) = &candidate.expected
+            && *expected != id
         {
-            let reason = format!("declares agent id `{id}`, but this built-in must be `{expected}`");
+            let reason = format!("declares agent id `{id}`, but this {kind} agent must be `{expected}`");
             refused.push(Refusal { path, kind, reason });
             continue;
         }
@@ -177,8 +227,14 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
             let taken_by = match &holder.source {
                 Source::BuiltIn { path } => format!("the built-in adapter {}", path.display()),
                 Source::DropIn { path } => format!("the drop-in {}", path.display()),
+                Source::AcpConfig { .. } => format!("the ACP agent `{id}` of config.toml"),
             };
-            let reason = format!("agent id `{id}` is already taken by {taken_by}; choose another agent_id");
+            let hint = if kind == "acp-config" {
+                format!("rename [acp_agents.{id}]")
+            } else {
+                "choose another agent_id".into()
+            };
+            let reason = format!("agent id `{id}` is already taken by {taken_by}; {hint}");
             tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
             refused.push(Refusal { path, kind, reason });
             continue;
@@ -186,6 +242,64 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
         agents.insert(id, agent);
     }
     Registry { agents: agents.into_values().collect(), refused }
+}
+
+/// The `[acp_agents.<id>]` of the configuration, each as `terminull-acp --agent-id <id>
+/// --name <name> [--lease <lease>] -- <command> <args…>` with the agent's env.
+fn acp_candidates(opts: &ScanOptions, refused: &mut Vec<Refusal>) -> Vec<Candidate> {
+    if opts.config.acp_agents.is_empty() {
+        return Vec::new();
+    }
+    let host = find_built_in(ACP_HOST, opts.exe_dir.as_deref());
+    let mut out = Vec::new();
+    for (id, agent) in &opts.config.acp_agents {
+        if opts.config.agent(id).disabled {
+            continue;
+        }
+        let shown = PathBuf::from(format!("config.toml [acp_agents.{id}]"));
+        let refuse = |reason: String| Refusal { path: shown.clone(), kind: "acp-config", reason };
+        if !proto::is_valid_agent_id(id) {
+            refused.push(refuse(format!(
+                "`{id}` is not a valid agent id (1-64 of a-z 0-9 _ -, starting with a letter or digit)"
+            )));
+            continue;
+        }
+        if agent.command.trim().is_empty() {
+            refused.push(refuse("`command` is empty; give the agent's executable".to_owned()));
+            continue;
+        }
+        let Some(path) = host.clone() else {
+            refused.push(refuse(format!(
+                "`{ACP_HOST}` was not found next to terminull or on PATH; it serves the ACP agents of config.toml"
+            )));
+            continue;
+        };
+        let mut command = AdapterCommand::new(&path);
+        let name = agent.name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| id.clone());
+        command.args = ["--agent-id", id.as_str(), "--name", name.as_str()].iter().map(Into::into).collect();
+        if let Some(lease) = agent.lease {
+            let lease = match lease {
+                proto::LeaseKind::PerTurn => "per_turn",
+                proto::LeaseKind::Persistent => "persistent",
+            };
+            command.args.extend(["--lease".into(), lease.into()]);
+        }
+        command.args.push("--".into());
+        command.args.push(agent.command.clone().into());
+        command.args.extend(agent.args.iter().map(Into::into));
+        let mut env = agent.env.clone();
+        env.extend(opts.config.agent(id).env);
+        command.env = env.into_iter().collect();
+        let line = std::iter::once(agent.command.clone()).chain(agent.args.iter().cloned()).collect();
+        out.push(Candidate {
+            expected: Some(id.clone()),
+            kind: "acp-config",
+            shown,
+            command,
+            source: Source::AcpConfig { path, command: line },
+        });
+    }
+    out
 }
 
 /// `exe_dir/name` when it is an executable file, else `name` on `PATH`.
@@ -231,11 +345,8 @@ fn drop_in_candidates(dir: &Path, refused: &mut Vec<Refusal>) -> Vec<PathBuf> {
 }
 
 /// Starts one candidate, checks its declaration, asks `detect`, and shuts it down.
-async fn probe(opts: &ScanOptions, built_in: Option<&str>, path: PathBuf) -> Result<Agent, String> {
-    let mut command = AdapterCommand::new(&path);
-    if let Some(id) = built_in {
-        command.env = opts.config.agent(id).env.into_iter().collect();
-    }
+async fn probe(opts: &ScanOptions, candidate: &Candidate) -> Result<Agent, String> {
+    let mut command = candidate.command.clone();
     let mut hosted = launch(command.clone(), opts.handshake_timeout).await.map_err(|e| match e {
         HostError::Refused { violations, .. } => {
             let list: Vec<_> = violations.iter().map(ToString::to_string).collect();
@@ -258,10 +369,11 @@ async fn probe(opts: &ScanOptions, built_in: Option<&str>, path: PathBuf) -> Res
         },
     };
     hosted.shutdown().await;
-    // Sessions run with the agent's env from config, known now that the id is.
-    command.env = opts.config.agent(declaration.agent_id.as_str()).env.into_iter().collect();
-    let source = if built_in.is_some() { Source::BuiltIn { path } } else { Source::DropIn { path } };
-    Ok(Agent { declaration, source, command, detected })
+    if candidate.kind == "drop-in" {
+        // Sessions run with the agent's env from config, known now that the id is.
+        command.env = opts.config.agent(declaration.agent_id.as_str()).env.into_iter().collect();
+    }
+    Ok(Agent { declaration, source: candidate.source.clone(), command, detected })
 }
 
 /// What identifies the contents of a drop-in directory: name, size, mode and
@@ -304,4 +416,47 @@ pub fn capability_summary(d: &Declaration) -> String {
     ];
     let on: Vec<_> = flags.iter().filter(|(on, _)| *on).map(|(_, name)| *name).collect();
     if on.is_empty() { "-".to_owned() } else { on.join(",") }
+}
+
+/// What `terminull agents` says about how the adapter was checked: `None` for an
+/// adapter that runs no CLI, "not verified against the real binary" when the adapter
+/// declares no `verified_against` (it was built from the CLI's documentation only).
+pub fn verification_note(d: &Declaration) -> Option<String> {
+    d.cli_binary.as_ref()?;
+    Some(match &d.verified_against {
+        Some(version) => format!("verified against {version}"),
+        None => "not verified against the real binary".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn declaration(cli_binary: Option<&str>, verified_against: Option<&str>) -> Declaration {
+        let mut v = json!({
+            "protocol_version": 1, "agent_id": "x", "display_name": "X",
+            "cap_images": false, "cap_documents": false, "cap_thinking": false, "cap_permissions": false,
+            "cap_subagents": false, "cap_interrupt": false, "cap_input_during_turn": false, "cap_terminal": false,
+            "provides_models": false, "provides_usage": false, "lease": "per_turn",
+        });
+        v["cli_binary"] = json!(cli_binary);
+        v["verified_against"] = json!(verified_against);
+        proto::check_declaration(&v).unwrap()
+    }
+
+    #[test]
+    fn verification_notes() {
+        assert_eq!(verification_note(&declaration(None, None)), None, "no CLI, nothing to verify");
+        assert_eq!(
+            verification_note(&declaration(Some("cursor-agent"), None)).as_deref(),
+            Some("not verified against the real binary")
+        );
+        assert_eq!(
+            verification_note(&declaration(Some("codex"), Some("0.171.0"))).as_deref(),
+            Some("verified against 0.171.0")
+        );
+    }
 }

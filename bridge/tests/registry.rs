@@ -140,3 +140,134 @@ fn agents_command_lists_agents_and_refusals() {
     assert_eq!(json["agents"].as_array().unwrap().len(), 2);
     assert_eq!(json["refused"].as_array().unwrap().len(), 3);
 }
+
+/// A home whose config.toml declares the fake ACP agent of adapters/acp as `fake-acp`,
+/// an ACP agent reusing the built-in id `echo`, and one with an invalid id.
+fn acp_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let script = support::fake_acp_agent();
+    let log = home.path().join("agent.log");
+    let config = format!(
+        "[acp_agents.fake-acp]\nname = \"Fake ACP\"\ncommand = \"python3\"\nargs = [\"{}\", \"--log\", \"{}\"]\n\
+         env = {{ FAKE_ACP_MODE = \"test\" }}\n\n\
+         [acp_agents.echo]\ncommand = \"python3\"\nargs = [\"{}\"]\n\n\
+         [acp_agents.\"Bad Id\"]\ncommand = \"python3\"\n",
+        script.display(),
+        log.display(),
+        script.display()
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    home
+}
+
+async fn scan_acp_home(home: &Path) -> Registry {
+    let config = Home::at(home).load_config().unwrap();
+    let mut opts = ScanOptions::new(Home::at(home), config);
+    opts.exe_dir = Some(support::acp_exe_dir());
+    opts.handshake_timeout = Duration::from_secs(10);
+    scan(&opts).await
+}
+
+#[tokio::test]
+async fn acp_agents_declared_in_config_register_like_built_ins() {
+    let home = acp_home();
+    let registry = scan_acp_home(home.path()).await;
+    let ids: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
+    assert_eq!(ids, ["echo", "fake-acp"], "{registry:#?}");
+    let agent = registry.get("fake-acp").unwrap();
+    assert_eq!(agent.declaration.display_name, "Fake ACP");
+    assert_eq!(agent.declaration.cli_binary.as_deref(), Some("python3"));
+    assert!(agent.declaration.capabilities.cap_permissions && agent.declaration.capabilities.cap_interrupt);
+    assert!(agent.detected.installed, "{:?}", agent.detected);
+    let Source::AcpConfig { path, command } = &agent.source else { panic!("{:?}", agent.source) };
+    assert_eq!(path.file_name().unwrap(), "terminull-acp");
+    assert_eq!(command[0], "python3");
+    assert!(agent.command.env.contains(&("FAKE_ACP_MODE".to_owned(), "test".to_owned())));
+    assert!(matches!(registry.get("echo").unwrap().source, Source::BuiltIn { .. }), "the built-in keeps its id");
+
+    let reason = |name: &str| {
+        registry
+            .refused
+            .iter()
+            .find(|r| r.path.display().to_string().contains(name))
+            .unwrap_or_else(|| panic!("{name} not refused: {registry:#?}"))
+            .reason
+            .clone()
+    };
+    assert!(reason("[acp_agents.echo]").contains("already taken by the built-in adapter"));
+    assert!(reason("[acp_agents.Bad Id]").contains("not a valid agent id"));
+    assert_eq!(registry.refused.len(), 2, "{registry:#?}");
+}
+
+#[tokio::test]
+async fn a_session_runs_through_an_acp_agent_declared_only_in_config() {
+    let home = acp_home();
+    let registry = scan_acp_home(home.path()).await;
+    let agent = registry.get("fake-acp").unwrap();
+    let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(hosted.declaration().agent_id.as_str(), "fake-acp");
+    let start = StartParams {
+        session_id: "s1".into(),
+        cwd: Some(home.path().display().to_string()),
+        model: None,
+        binary: None,
+        resume_session_id: None,
+        effort: None,
+        permission_mode: None,
+    };
+    let started = hosted.call::<proto::Start>(&start).await.unwrap();
+    assert_eq!(started.agent_info.name, "Fake ACP");
+    assert!(started.agent_info.slash_commands.iter().any(|c| c.name == "compact"));
+    hosted.call::<proto::Send>(&UserMessage { text: "fake:tool please".into(), attachments: vec![] }).await.unwrap();
+    let (mut output, mut text) = (None, String::new());
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), hosted.next_event()).await.unwrap() {
+            Some(AdapterEvent::Block(b)) => match b.kind {
+                BlockKind::ToolResult(r) => output = Some(r.output),
+                BlockKind::Text(t) if t.done => text = t.text,
+                BlockKind::SessionEnd(end) => {
+                    assert_eq!(end.reason, EndReason::Completed);
+                    break;
+                }
+                _ => {}
+            },
+            Some(AdapterEvent::AgentSessionId(id)) => assert_eq!(id.as_str(), "sess-1"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(output.as_deref(), Some("hello"));
+    assert_eq!(text, "It printed hello.");
+    hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
+    hosted.shutdown().await;
+    let log = std::fs::read_to_string(home.path().join("agent.log")).unwrap();
+    assert!(log.contains("\"method\": \"session/prompt\"") || log.contains("\"method\":\"session/prompt\""), "{log}");
+}
+
+#[test]
+fn chat_and_agents_commands_work_with_an_acp_agent_declared_in_config() {
+    let home = acp_home();
+    let terminull = support::acp_exe_dir().join("terminull");
+    let out = assert_cmd::Command::new(&terminull).args(["agents", "--home"]).arg(home.path()).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    for needle in ["fake-acp", "Fake ACP", "acp", "ACP agent from config.toml: python3", "refused acp-config"] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    let out = assert_cmd::Command::new(&terminull)
+        .args(["chat", "fake-acp", "-p", "fake:tool please", "--json", "--home"])
+        .arg(home.path())
+        .arg("--cwd")
+        .arg(home.path())
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    let blocks: Vec<serde_json::Value> = String::from_utf8(out.get_output().stdout.clone())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(blocks[0]["type"], "agent_info");
+    assert_eq!(blocks[0]["agent_id"], "fake-acp");
+    assert!(blocks.iter().any(|b| b["type"] == "tool_result" && b["output"] == "hello"), "{blocks:#?}");
+    let end = blocks.iter().rev().find(|b| b["type"] == "session_end").unwrap();
+    assert_eq!(end["reason"], "completed");
+}

@@ -604,6 +604,7 @@ impl Adapter for ClaudeCode {
     const DISPLAY_NAME: &'static str = "Claude Code";
     const CLI_BINARY: Option<&'static str> = Some("claude");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
+    const VERIFIED_AGAINST: Option<&'static str> = Some("2.1.197");
     const CAPS: Caps = Caps {
         images: true,
         documents: true,

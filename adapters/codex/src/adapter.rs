@@ -68,6 +68,7 @@ impl Adapter for Codex {
     const DISPLAY_NAME: &'static str = "Codex";
     const CLI_BINARY: Option<&'static str> = Some("codex");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
+    const VERIFIED_AGAINST: Option<&'static str> = Some("0.171.0");
     const CAPS: Caps = Caps {
         // Written to a private temp dir and passed with --image.
         images: true,

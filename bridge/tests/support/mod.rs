@@ -76,3 +76,45 @@ pub fn echo_only_exe_dir() -> PathBuf {
     .path()
     .to_path_buf()
 }
+
+/// `target/<profile>/terminull-acp` (the generic ACP host), built on first use.
+pub fn terminull_acp() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+            let bin = profile_dir.join("terminull-acp");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "terminull-acp", "--bin", "terminull-acp"])
+                .env("CARGO_TARGET_DIR", target_dir())
+                .current_dir(workspace())
+                .status()
+                .expect("running cargo build for terminull-acp");
+            assert!(status.success(), "cargo build -p terminull-acp failed");
+            assert!(bin.exists(), "{} missing after the build", bin.display());
+            bin
+        })
+        .clone()
+}
+
+/// The fake ACP agent of adapters/acp (a Python script; see its header).
+pub fn fake_acp_agent() -> PathBuf {
+    workspace().join("adapters/acp/tests/fixtures/fake_acp_agent.py")
+}
+
+/// A directory holding copies of `terminull`, `echo-rs` and `terminull-acp` only: the
+/// echo built-in plus the host of the ACP agents declared in config.
+pub fn acp_exe_dir() -> PathBuf {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::copy(echo_rs(), dir.path().join("echo-rs")).expect("copying echo-rs");
+        std::fs::copy(terminull_acp(), dir.path().join("terminull-acp")).expect("copying terminull-acp");
+        let terminull = assert_cmd::cargo::cargo_bin("terminull");
+        std::fs::copy(terminull, dir.path().join("terminull")).expect("copying terminull");
+        dir
+    })
+    .path()
+    .to_path_buf()
+}

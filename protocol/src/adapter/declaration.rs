@@ -31,6 +31,11 @@ pub struct Declaration {
     /// The adapter's own version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_version: Option<String>,
+    /// The version of the agent CLI this adapter was checked against (`"0.171.0"`).
+    /// Absent: the adapter was never run against the real CLI (built from its
+    /// documentation only), and front ends say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_against: Option<String>,
     /// Every capability flag, each stated explicitly.
     #[serde(flatten)]
     pub capabilities: Capabilities,
@@ -144,12 +149,13 @@ enum Shape {
 
 /// Every declaration field with whether it is required and its shape.
 /// A test checks that this table and the JSON Schema agree.
-const FIELD_RULES: [(&str, bool, Shape); 18] = [
+const FIELD_RULES: [(&str, bool, Shape); 19] = [
     ("protocol_version", true, Shape::Version),
     ("agent_id", true, Shape::AgentId),
     ("display_name", true, Shape::NonEmptyString),
     ("cli_binary", false, Shape::OptionalString),
     ("adapter_version", false, Shape::OptionalString),
+    ("verified_against", false, Shape::OptionalString),
     (CAP_FLAGS[0], true, Shape::Flag),
     (CAP_FLAGS[1], true, Shape::Flag),
     (CAP_FLAGS[2], true, Shape::Flag),
@@ -349,6 +355,7 @@ mod tests {
             ("display_name", json!("  ")),
             ("display_name", json!(false)),
             ("cli_binary", json!(["echo"])),
+            ("verified_against", json!(1.2)),
             ("cap_images", json!("yes")),
             ("cap_terminal", json!(1)),
             ("provides_models", json!("false")),
@@ -385,6 +392,15 @@ mod tests {
     #[test]
     fn optional_strings_may_be_null() {
         assert!(check_declaration(&with(valid(), "cli_binary", Value::Null)).is_ok());
+        assert!(check_declaration(&with(valid(), "verified_against", Value::Null)).is_ok());
+    }
+
+    #[test]
+    fn verified_against_is_optional_and_kept() {
+        assert_eq!(check_declaration(&valid()).unwrap().verified_against, None);
+        let d = check_declaration(&with(valid(), "verified_against", json!("0.171.0"))).unwrap();
+        assert_eq!(d.verified_against.as_deref(), Some("0.171.0"));
+        assert_eq!(serde_json::to_value(&d).unwrap()["verified_against"], json!("0.171.0"));
     }
 
     #[test]

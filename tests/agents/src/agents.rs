@@ -17,14 +17,68 @@ pub enum Agent {
     ClaudeCode,
     /// `codex`, running `codex`.
     Codex,
+    /// `gemini`, running `gemini --acp`.
+    Gemini,
+    /// `opencode`, running `opencode acp`.
+    OpenCode,
+    /// `kilo`, running `kilo acp`.
+    Kilo,
+    /// `hermes`, running `hermes acp`.
+    Hermes,
+    /// `pi`, running `pi`.
+    Pi,
+    /// `droid`, running `droid exec`.
+    Droid,
+}
+
+/// How an agent's CLI processes carry a conversation from turn to turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// One process serves every turn of a session.
+    Persistent,
+    /// A process per turn; after the first, its arguments hold this resume flag.
+    PerTurn {
+        /// The argument that names the conversation to continue (`resume`, `--session`).
+        resume_flag: &'static str,
+    },
+    /// A process per turn, and resuming needs the vendor's cloud: offline, each turn
+    /// starts a new conversation (droid).
+    PerTurnNoOfflineResume,
+}
+
+/// Where an agent's CLI pin is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// An npm package in tests/agents/package.json.
+    Npm(&'static str),
+    /// A PyPI package in tests/agents/hermes-requirements.txt.
+    PyPi(&'static str),
 }
 
 impl Agent {
+    /// Every agent with a live test.
+    pub const ALL: [Agent; 8] = [
+        Agent::ClaudeCode,
+        Agent::Codex,
+        Agent::Gemini,
+        Agent::OpenCode,
+        Agent::Kilo,
+        Agent::Hermes,
+        Agent::Pi,
+        Agent::Droid,
+    ];
+
     /// The adapter's agent id.
     pub fn id(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::OpenCode => "opencode",
+            Agent::Kilo => "kilo",
+            Agent::Hermes => "hermes",
+            Agent::Pi => "pi",
+            Agent::Droid => "droid",
         }
     }
 
@@ -33,14 +87,52 @@ impl Agent {
         match self {
             Agent::ClaudeCode => "claude",
             Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::OpenCode => "opencode",
+            Agent::Kilo => "kilo",
+            Agent::Hermes => "hermes",
+            Agent::Pi => "pi",
+            Agent::Droid => "droid",
         }
     }
 
-    /// The npm package pinned in tests/agents/package.json.
-    pub fn package(self) -> &'static str {
+    /// The package pinned for the CLI.
+    pub fn pin(self) -> Pin {
         match self {
-            Agent::ClaudeCode => "@anthropic-ai/claude-code",
-            Agent::Codex => "@openai/codex",
+            Agent::ClaudeCode => Pin::Npm("@anthropic-ai/claude-code"),
+            Agent::Codex => Pin::Npm("@openai/codex"),
+            Agent::Gemini => Pin::Npm("@google/gemini-cli"),
+            Agent::OpenCode => Pin::Npm("opencode-linux-x64"),
+            Agent::Kilo => Pin::Npm("@kilocode/cli-linux-x64"),
+            Agent::Hermes => Pin::PyPi("hermes-agent"),
+            Agent::Pi => Pin::Npm("@mariozechner/pi-coding-agent"),
+            Agent::Droid => Pin::Npm("@factory/cli-linux-x64"),
+        }
+    }
+
+    /// How the adapter holds the CLI between turns.
+    pub fn lease(self) -> Lease {
+        match self {
+            Agent::Codex => Lease::PerTurn { resume_flag: "resume" },
+            Agent::Pi => Lease::PerTurn { resume_flag: "--session" },
+            Agent::Droid => Lease::PerTurnNoOfflineResume,
+            _ => Lease::Persistent,
+        }
+    }
+
+    /// True when the CLI streams text as it is generated (so an interrupt can wait for
+    /// the first text); false when it prints only finished items.
+    pub fn streams_text(self) -> bool {
+        !matches!(self, Agent::Codex | Agent::Droid)
+    }
+
+    /// The model a test session asks for, for CLIs that need one named (the custom
+    /// providers pointing at the model server).
+    pub fn test_model(self) -> Option<&'static str> {
+        match self {
+            Agent::Pi => Some("mockant/mock-claude"),
+            Agent::Droid => Some("custom:mock-claude"),
+            _ => None,
         }
     }
 
@@ -49,9 +141,22 @@ impl Agent {
     /// the configuration files the CLI needs there.
     pub fn environment(self, home: &Path, model_url: &str) -> std::io::Result<Vec<(String, String)>> {
         let home_s = home.display().to_string();
-        let pairs: Vec<(&str, String)> = match self {
-            Agent::ClaudeCode => vec![
-                ("HOME", home_s),
+        let write = |relative: &str, content: &str| -> std::io::Result<()> {
+            let path = home.join(relative);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(path, content)
+        };
+        let xdg = |pairs: &mut Vec<(&str, String)>| {
+            pairs.push(("XDG_CONFIG_HOME", format!("{home_s}/.config")));
+            pairs.push(("XDG_DATA_HOME", format!("{home_s}/.local/share")));
+            pairs.push(("XDG_CACHE_HOME", format!("{home_s}/.cache")));
+            pairs.push(("XDG_STATE_HOME", format!("{home_s}/.local/state")));
+        };
+        let mut pairs: Vec<(&str, String)> = vec![("HOME", home_s.clone())];
+        match self {
+            Agent::ClaudeCode => pairs.extend([
                 ("ANTHROPIC_BASE_URL", model_url.to_owned()),
                 ("ANTHROPIC_API_KEY", "sk-ant-mock-key".into()),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
@@ -61,20 +166,99 @@ impl Agent {
                 ("DISABLE_BUG_COMMAND", "1".into()),
                 // Without it, a model error is retried ten times over three minutes.
                 ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
-            ],
+            ]),
             Agent::Codex => {
-                let codex_home = home.join(".codex");
-                std::fs::create_dir_all(&codex_home)?;
-                std::fs::write(codex_home.join("config.toml"), codex_config(model_url))?;
-                vec![
-                    ("HOME", home_s),
-                    ("CODEX_HOME", codex_home.display().to_string()),
-                    ("MOCK_API_KEY", "sk-mock".into()),
-                ]
+                write(".codex/config.toml", &codex_config(model_url))?;
+                pairs.extend([("CODEX_HOME", format!("{home_s}/.codex")), ("MOCK_API_KEY", "sk-mock".into())]);
             }
-        };
+            Agent::Gemini => {
+                write(".gemini/settings.json", GEMINI_SETTINGS)?;
+                pairs.extend([
+                    ("GEMINI_API_KEY", "mock-gemini-key".into()),
+                    ("GOOGLE_GEMINI_BASE_URL", model_url.to_owned()),
+                    ("GEMINI_TELEMETRY_ENABLED", "false".into()),
+                ]);
+            }
+            Agent::OpenCode | Agent::Kilo => {
+                let (dir, prefix) = if self == Agent::OpenCode { ("opencode", "OPENCODE") } else { ("kilo", "KILO") };
+                write(&format!(".config/{dir}/{dir}.json"), &opencode_config(model_url))?;
+                xdg(&mut pairs);
+                let mut flags = vec![
+                    "DISABLE_MODELS_FETCH",
+                    "DISABLE_AUTOUPDATE",
+                    "DISABLE_SHARE",
+                    "DISABLE_LSP_DOWNLOAD",
+                    "DISABLE_DEFAULT_PLUGINS",
+                    "DISABLE_CLAUDE_CODE",
+                ];
+                if self == Agent::Kilo {
+                    flags.extend([
+                        "DISABLE_SESSION_INGEST",
+                        "DISABLE_PRESENCE",
+                        "DISABLE_CODEBASE_INDEXING",
+                        "NO_DAEMON",
+                    ]);
+                }
+                let mut owned: Vec<(String, String)> =
+                    flags.into_iter().map(|f| (format!("{prefix}_{f}"), "1".to_owned())).collect();
+                if self == Agent::Kilo {
+                    owned.push(("KILO_TELEMETRY_LEVEL".into(), "off".into()));
+                    owned.push(("KILO_SESSION_RETRY_LIMIT".into(), "1".into()));
+                }
+                let mut out: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                out.extend(owned);
+                return Ok(out);
+            }
+            Agent::Hermes => {
+                write(".hermes/config.yaml", &hermes_config(model_url))?;
+                pairs.extend([
+                    ("OPENAI_API_KEY", "sk-mock".into()),
+                    ("OPENAI_BASE_URL", format!("{model_url}/v1")),
+                    ("HERMES_ACCEPT_HOOKS", "1".into()),
+                ]);
+            }
+            Agent::Pi => {
+                write(".pi/agent/models.json", &pi_models(model_url))?;
+                pairs.extend([("PI_OFFLINE", "1".into()), ("PI_TELEMETRY", "0".into())]);
+            }
+            Agent::Droid => {
+                write(".factory/settings.json", &droid_settings(model_url))?;
+                pairs.push(("FACTORY_DISABLE_KEYRING", "1".into()));
+            }
+        }
         Ok(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
     }
+}
+
+/// Gemini CLI settings: API-key auth, no folder trust gate, no updates or telemetry.
+const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},"general":{"disableAutoUpdate":true},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false}}"#;
+
+/// OpenCode's (and Kilo's) config: one OpenAI-compatible provider at the model server,
+/// only that provider enabled (Kilo's gateway model fetch stalls offline otherwise),
+/// and file edits that ask permission.
+fn opencode_config(model_url: &str) -> String {
+    format!(
+        r#"{{"$schema":"https://opencode.ai/config.json","autoupdate":false,"share":"disabled","model":"mock/mock-model","small_model":"mock/mock-model","enabled_providers":["mock"],"permission":{{"edit":"ask"}},"provider":{{"mock":{{"npm":"@ai-sdk/openai-compatible","name":"Mock","options":{{"baseURL":"{model_url}/v1","apiKey":"sk-mock"}},"models":{{"mock-model":{{"name":"Mock Model","tool_call":true,"reasoning":true,"limit":{{"context":200000,"output":8192}}}}}}}}}}}}"#
+    )
+}
+
+/// Hermes' config: a custom OpenAI-compatible endpoint.
+fn hermes_config(model_url: &str) -> String {
+    format!("model:\n  default: mock-model\n  provider: custom\n  base_url: {model_url}/v1\n  api_key: sk-mock\n")
+}
+
+/// Pi's providers: the model server as an Anthropic Messages and a Chat Completions API.
+fn pi_models(model_url: &str) -> String {
+    format!(
+        r#"{{"providers":{{"mockant":{{"baseUrl":"{model_url}","api":"anthropic-messages","apiKey":"sk-ant-mock","models":[{{"id":"mock-claude","reasoning":true,"input":["text"],"contextWindow":200000,"maxTokens":8192}}]}},"mockoai":{{"baseUrl":"{model_url}/v1","api":"openai-completions","apiKey":"sk-mock","compat":{{"supportsDeveloperRole":false}},"models":[{{"id":"mock-model","reasoning":true}}]}}}}}}"#
+    )
+}
+
+/// Droid's custom models at the model server (no login needed for them).
+fn droid_settings(model_url: &str) -> String {
+    format!(
+        r#"{{"customModels":[{{"model":"mock-claude","displayName":"Mock Claude","baseUrl":"{model_url}","apiKey":"sk-ant-mock","provider":"anthropic","maxOutputTokens":8192}}]}}"#
+    )
 }
 
 /// Codex's config.toml for the model server: the Responses API (the only one it
@@ -130,10 +314,22 @@ pub fn update_fixtures() -> bool {
     std::env::var(UPDATE_ENV).is_ok_and(|v| v == "1")
 }
 
-/// The pinned version of `agent`'s CLI, read from tests/agents/package.json.
+/// The pinned version of `agent`'s CLI, from tests/agents/package.json or
+/// tests/agents/hermes-requirements.txt.
 pub fn pinned_version(agent: Agent) -> String {
-    let path = crate::workspace::root().join("tests/agents/package.json");
-    let text = std::fs::read_to_string(&path).expect("tests/agents/package.json is readable");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("tests/agents/package.json is JSON");
-    json["dependencies"][agent.package()].as_str().expect("the package is pinned").to_owned()
+    let dir = crate::workspace::root().join("tests/agents");
+    match agent.pin() {
+        Pin::Npm(package) => {
+            let text =
+                std::fs::read_to_string(dir.join("package.json")).expect("tests/agents/package.json is readable");
+            let json: serde_json::Value = serde_json::from_str(&text).expect("tests/agents/package.json is JSON");
+            json["dependencies"][package].as_str().expect("the package is pinned").to_owned()
+        }
+        Pin::PyPi(package) => {
+            let text =
+                std::fs::read_to_string(dir.join("hermes-requirements.txt")).expect("the requirements are readable");
+            let prefix = format!("{package}==");
+            text.lines().find_map(|l| l.strip_prefix(&prefix)).expect("the package is pinned").trim().to_owned()
+        }
+    }
 }

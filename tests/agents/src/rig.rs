@@ -171,7 +171,7 @@ impl Rig {
         let request = ControlMessage::SessionRequest(SessionRequest {
             agent: self.agent.id().into(),
             cwd: self.workspace().display().to_string(),
-            model: None,
+            model: self.agent.test_model().map(str::to_owned),
             effort: None,
             permission_mode: permission_mode.map(str::to_owned),
             app_pubkey: String::new(),

@@ -11,7 +11,7 @@ use terminull_model_server::PLAIN_TEXT;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{Block, EndReason, ToolStatus};
 
-use crate::agents::Agent;
+use crate::agents::{Agent, Lease};
 use crate::rig::{InterruptAt, Mode, Rig, TurnPlan};
 
 /// One scenario.
@@ -60,12 +60,15 @@ impl Scenario {
         }
     }
 
-    /// Whether the scenario exists for `agent` (only Claude Code asks permission; only
-    /// Codex has a sandbox mode to choose).
+    /// Whether the scenario exists for `agent`: permission requests only where the CLI
+    /// can ask through its machine interface; the sandbox mode is Codex's. OpenCode's
+    /// model error is left out: 1.18.33 retries a failed model call five times over ~65 s,
+    /// with no setting to stop it (its adapter's error path is the same as Kilo's).
     pub fn applies_to(self, agent: Agent) -> bool {
         match self {
-            Scenario::Permission => agent == Agent::ClaudeCode,
+            Scenario::Permission => matches!(agent, Agent::ClaudeCode | Agent::OpenCode | Agent::Kilo),
             Scenario::Sandbox => agent == Agent::Codex,
+            Scenario::ModelError => agent != Agent::OpenCode,
             _ => true,
         }
     }
@@ -96,31 +99,33 @@ pub async fn run(agent: Agent, scenario: Scenario, mode: Mode) -> anyhow::Result
     Ok(Outcome { transcript, recording })
 }
 
-/// What the CLI's own processes show: a persistent Claude Code keeps one process for
-/// both turns; Codex starts one per turn and resumes its thread in the second.
+/// What the CLI's own processes show: a persistent agent keeps one process for both
+/// turns; a per-turn one starts one per turn and resumes in the second (Codex: the
+/// very thread the first started).
 fn check_recording(agent: Agent, scenario: Scenario, recording: &[TapRecord]) -> anyhow::Result<()> {
     let spawns = recorded_spawns(recording);
     ensure!(!spawns.is_empty(), "the CLI was started and recorded");
     if scenario == Scenario::ToolRoundTrip {
-        match agent {
-            Agent::ClaudeCode => ensure!(spawns.len() == 1, "one claude process served both turns"),
-            Agent::Codex => {
-                ensure!(spawns.len() == 2, "one codex process per turn");
-                let thread = recording
-                    .iter()
-                    .find_map(|r| match &r.event {
-                        TapEvent::Out { out } => serde_json::from_str::<serde_json::Value>(out)
-                            .ok()
-                            .filter(|v| v["type"] == "thread.started")
-                            .and_then(|v| v["thread_id"].as_str().map(str::to_owned)),
-                        _ => None,
-                    })
-                    .context("the first process started a thread")?;
-                ensure!(
-                    spawns[1].iter().any(|a| a == "resume") && spawns[1].contains(&thread),
-                    "the second turn resumes thread {thread}"
-                );
+        match agent.lease() {
+            Lease::Persistent => ensure!(spawns.len() == 1, "one {} process served both turns", agent.cli()),
+            Lease::PerTurnNoOfflineResume => ensure!(spawns.len() == 2, "one {} process per turn", agent.cli()),
+            Lease::PerTurn { resume_flag } => {
+                ensure!(spawns.len() == 2, "one {} process per turn", agent.cli());
+                ensure!(spawns[1].iter().any(|a| a.starts_with(resume_flag)), "the second turn resumes");
             }
+        }
+        if agent == Agent::Codex {
+            let thread = recording
+                .iter()
+                .find_map(|r| match &r.event {
+                    TapEvent::Out { out } => serde_json::from_str::<serde_json::Value>(out)
+                        .ok()
+                        .filter(|v| v["type"] == "thread.started")
+                        .and_then(|v| v["thread_id"].as_str().map(str::to_owned)),
+                    _ => None,
+                })
+                .context("the first process started a thread")?;
+            ensure!(spawns[1].contains(&thread), "the second turn resumes thread {thread}");
         }
     }
     Ok(())
@@ -181,8 +186,10 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             check_tool_round_trip(&first)?;
             let second = turn(rig, seen, "mock:tool once more", plain).await?;
             check_tool_round_trip(&second)?;
-            let (n1, n2) = (history_len(&first)?, history_len(&second)?);
-            ensure!(n2 > n1, "the second turn continues the conversation: the model saw {n1} then {n2} messages");
+            if rig.agent.lease() != Lease::PerTurnNoOfflineResume {
+                let (n1, n2) = (history_len(&first)?, history_len(&second)?);
+                ensure!(n2 > n1, "the second turn continues the conversation: the model saw {n1} then {n2} messages");
+            }
         }
         Scenario::Permission => {
             let target = rig.workspace().join("made_by_agent.txt");
@@ -190,13 +197,13 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             let denied = turn(rig, seen, "mock:write the file", deny).await?;
             check_completed(&denied)?;
             let asked = permission_requests(&denied);
-            ensure!(asked == ["Write"], "the write was asked for: {asked:?}");
+            ensure!(asked.len() == 1, "the write was asked for once: {asked:?}");
             ensure!(tool_results(&denied).iter().any(|(_, _, is_error)| *is_error), "the denied call failed");
             ensure!(!target.exists(), "a denied write wrote nothing");
             let allow = TurnPlan { permission: Some(PermissionAnswer::Allow), ..plain };
             let allowed = turn(rig, seen, "mock:write the file", allow).await?;
             check_completed(&allowed)?;
-            ensure!(permission_requests(&allowed) == ["Write"], "asked again");
+            ensure!(permission_requests(&allowed) == asked, "asked again");
             ensure!(tool_results(&allowed).iter().all(|(_, _, is_error)| !*is_error), "the allowed call worked");
             // A replay has no real CLI behind it to write the file.
             ensure!(!rig.is_live() || target.exists(), "the allowed write landed at {}", target.display());
@@ -215,7 +222,7 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(!rig.is_live() || target.exists(), "workspace-write mode wrote {}", target.display());
         }
         Scenario::Interrupt => {
-            let at = if rig.agent == Agent::Codex { InterruptAt::ModelStreaming } else { InterruptAt::FirstText };
+            let at = if rig.agent.streams_text() { InterruptAt::FirstText } else { InterruptAt::ModelStreaming };
             let stopped = turn(rig, seen, "mock:slow please", TurnPlan { interrupt: Some(at), ..plain }).await?;
             check_turn_contract(&stopped)?;
             ensure!(end_reason(&stopped) == Some(EndReason::Interrupted), "the turn ended interrupted");

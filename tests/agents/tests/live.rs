@@ -78,6 +78,16 @@ fn codex_adapter_passes_adapter_check_with_the_real_cli_live() {
     live_check(Agent::Codex, "codex_adapter_passes_adapter_check_with_the_real_cli_live");
 }
 
+#[test]
+fn opencode_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::OpenCode, "opencode_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
+#[test]
+fn kilo_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Kilo, "kilo_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
@@ -102,4 +112,15 @@ live_tests! {
     codex_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Codex, Scenario::Interrupt;
     codex_model_error_ends_the_turn_in_error_live: Agent::Codex, Scenario::ModelError;
     codex_long_answer_arrives_whole_live: Agent::Codex, Scenario::Long;
+    opencode_plain_answer_live: Agent::OpenCode, Scenario::Plain;
+    opencode_tool_round_trip_and_resumed_second_turn_live: Agent::OpenCode, Scenario::ToolRoundTrip;
+    opencode_edit_is_denied_then_allowed_through_permission_requests_live: Agent::OpenCode, Scenario::Permission;
+    opencode_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::OpenCode, Scenario::Interrupt;
+    opencode_long_answer_streams_whole_live: Agent::OpenCode, Scenario::Long;
+    kilo_plain_answer_live: Agent::Kilo, Scenario::Plain;
+    kilo_tool_round_trip_and_resumed_second_turn_live: Agent::Kilo, Scenario::ToolRoundTrip;
+    kilo_edit_is_denied_then_allowed_through_permission_requests_live: Agent::Kilo, Scenario::Permission;
+    kilo_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Kilo, Scenario::Interrupt;
+    kilo_long_answer_streams_whole_live: Agent::Kilo, Scenario::Long;
+    kilo_model_error_ends_the_turn_in_error_live: Agent::Kilo, Scenario::ModelError;
 }

@@ -44,12 +44,23 @@ replay_tests! {
     codex_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Codex, Scenario::Interrupt;
     codex_model_error_ends_the_turn_in_error_replayed: Agent::Codex, Scenario::ModelError;
     codex_long_answer_arrives_whole_replayed: Agent::Codex, Scenario::Long;
+    opencode_plain_answer_replayed: Agent::OpenCode, Scenario::Plain;
+    opencode_tool_round_trip_and_resumed_second_turn_replayed: Agent::OpenCode, Scenario::ToolRoundTrip;
+    opencode_edit_is_denied_then_allowed_through_permission_requests_replayed: Agent::OpenCode, Scenario::Permission;
+    opencode_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::OpenCode, Scenario::Interrupt;
+    opencode_long_answer_streams_whole_replayed: Agent::OpenCode, Scenario::Long;
+    kilo_plain_answer_replayed: Agent::Kilo, Scenario::Plain;
+    kilo_tool_round_trip_and_resumed_second_turn_replayed: Agent::Kilo, Scenario::ToolRoundTrip;
+    kilo_edit_is_denied_then_allowed_through_permission_requests_replayed: Agent::Kilo, Scenario::Permission;
+    kilo_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Kilo, Scenario::Interrupt;
+    kilo_long_answer_streams_whole_replayed: Agent::Kilo, Scenario::Long;
+    kilo_model_error_ends_the_turn_in_error_replayed: Agent::Kilo, Scenario::ModelError;
 }
 
 #[test]
 fn every_scenario_of_every_agent_has_a_replay_test() {
     let source = include_str!("replay.rs");
-    for agent in [Agent::ClaudeCode, Agent::Codex] {
+    for agent in Agent::ALL {
         for scenario in Scenario::ALL.into_iter().filter(|s| s.applies_to(agent)) {
             let variant = format!("{agent:?}, Scenario::{scenario:?};");
             assert!(source.contains(&variant), "no replay test for {variant}");

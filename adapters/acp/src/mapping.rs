@@ -1,0 +1,815 @@
+//! The pure state machine from ACP `session/update`s, permission requests and prompt
+//! results to terminull blocks. No I/O: the host feeds it what the agent said and
+//! sends what it returns, so every rule here is tested with plain values.
+//!
+//! | ACP | blocks |
+//! |---|---|
+//! | `agent_message_chunk` | `text`: the full text so far under one id per message |
+//! | `agent_thought_chunk` | `thinking`, likewise |
+//! | `user_message_chunk` | nothing (the bridge already shows the user's message) |
+//! | `tool_call`, `tool_call_update` | `tool_call` `running`; at `completed`/`failed` the call re-sent `done`/`error`, one `diff` per `diff` item (completed only), then `tool_result` |
+//! | `plan` | `plan` (the whole plan) |
+//! | `available_commands_update` | no block: kept as the agent's slash commands |
+//! | `current_mode_update` | `progress` `Mode: <name>` (done) |
+//! | `usage_update` | `session_summary` with the cost, when the cost is in USD |
+//! | `session_info_update` | `session_summary` with the title |
+//! | anything else | nothing (logged) |
+//!
+//! A message ends when another kind of content arrives (a thought, a tool call, a
+//! plan) or its `messageId` changes; a new chunk then starts a new block id.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+use terminull_adapter_sdk::streamer::TextStreamer;
+use terminull_protocol::BlockKind;
+use terminull_protocol::blocks::{
+    CommandSource, Diff, DiffChange, EndReason, ErrorBlock, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
+    PlanStatus, Progress, SessionEnd, SessionSummary, SlashCommand, ToolCall, ToolResult, ToolStatus, Usage,
+};
+use terminull_protocol::ids::ToolCallId;
+
+use crate::schema::{
+    AvailableCommand, ContentChunk, PermissionOptionWire, PermissionParams, PlanUpdate, PromptResult, SessionUpdate,
+    ToolCallFields, UsageUpdate, content_text,
+};
+
+/// Bounds on what one turn can make the host hold or send.
+pub mod limits {
+    /// One `text` / `thinking` block.
+    pub const TEXT_BYTES: usize = 1 << 20;
+    /// One `tool_result`, one `error` message.
+    pub const OUTPUT_BYTES: usize = 256 * 1024;
+    /// One `tool_call` input, as JSON.
+    pub const INPUT_BYTES: usize = 64 * 1024;
+    /// One tool call title.
+    pub const TITLE_CHARS: usize = 200;
+    /// One side of a `diff`.
+    pub const DIFF_BYTES: usize = 1 << 20;
+    /// `diff` blocks per tool call.
+    pub const DIFFS_PER_CALL: usize = 100;
+    /// Tool calls remembered per turn (more are shown but not tracked).
+    pub const CALLS_PER_TURN: usize = 10_000;
+    /// Plan entries, and bytes per entry.
+    pub const PLAN_ENTRIES: usize = 1000;
+    /// Bytes of one plan entry.
+    pub const PLAN_ENTRY_BYTES: usize = 4096;
+    /// Slash commands kept.
+    pub const COMMANDS: usize = 500;
+}
+
+/// Rewrites one thought chunk given the thought so far (Gemini CLI prefixes every
+/// chunk with `**subject**\n`); the default keeps it as it is.
+pub type ChunkRewrite = fn(so_far: &str, chunk: &str) -> String;
+
+/// Keeps a chunk unchanged.
+pub fn keep_chunk(_: &str, chunk: &str) -> String {
+    chunk.to_owned()
+}
+
+/// How a prompt ended, as the host observed it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptEnd {
+    /// The agent answered the prompt.
+    Answered(PromptResult),
+    /// The agent answered the prompt with a JSON-RPC error.
+    Failed {
+        /// The error's message (and data, when it says more).
+        message: String,
+    },
+    /// The agent's process went away; `report` has its exit status and stderr tail.
+    Exited {
+        /// How it ended.
+        report: String,
+    },
+    /// The agent did not end the turn after `session/cancel` and was killed.
+    CancelTimedOut,
+}
+
+/// What the user is asked, and how to answer the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionAsk {
+    /// The tool, as named in the `permission_request`.
+    pub tool: String,
+    /// What the user sees of the call.
+    pub input: Value,
+    /// The choices, with the agent's own option ids.
+    pub options: Vec<PermissionOption>,
+    /// The `tool_call` block this gates, when the call is already shown.
+    pub tool_call_id: Option<ToolCallId>,
+    /// The agent's id of the call.
+    acp_call_id: String,
+}
+
+impl PermissionAsk {
+    /// The result to send the agent: the chosen option, or `cancelled` when there is no
+    /// answer (interrupted, withdrawn) or the answer names no option of this request.
+    pub fn reply(&self, answer: Option<&str>) -> Value {
+        match answer.filter(|id| self.options.iter().any(|o| o.id == *id)) {
+            Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+            None => json!({"outcome": {"outcome": "cancelled"}}),
+        }
+    }
+
+    /// True when `answer` refuses the call.
+    pub fn refuses(&self, answer: Option<&str>) -> bool {
+        match answer.and_then(|id| self.options.iter().find(|o| o.id == id)) {
+            Some(o) => matches!(o.kind, PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways),
+            None => true,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OpenStream {
+    message_id: Option<String>,
+    streamer: TextStreamer,
+    truncated: bool,
+}
+
+#[derive(Debug, Clone)]
+struct ToolState {
+    block_id: ToolCallId,
+    name: String,
+    title: Option<String>,
+    kind: Option<String>,
+    raw_input: Option<Value>,
+    locations: Vec<Value>,
+    content: Vec<Value>,
+    raw_output: Option<Value>,
+    /// The last `tool_call` block sent (`None`: not shown yet).
+    shown: Option<ToolCall>,
+    finished: bool,
+    refused: bool,
+}
+
+/// The mapping state of one session. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Mapper {
+    prefix: String,
+    next_block: u64,
+    text: Option<OpenStream>,
+    thought: Option<OpenStream>,
+    tools: HashMap<String, ToolState>,
+    tool_order: Vec<String>,
+    commands: Vec<SlashCommand>,
+    mode_names: HashMap<String, String>,
+    current_mode: Option<String>,
+    rewrite_thought: ChunkRewrite,
+    session_usage: Usage,
+    last_cost: Option<f64>,
+}
+
+impl Mapper {
+    /// A session's mapper; thought chunks go through `rewrite_thought`.
+    pub fn new(rewrite_thought: ChunkRewrite) -> Self {
+        Self {
+            prefix: "acp".to_owned(),
+            next_block: 0,
+            text: None,
+            thought: None,
+            tools: HashMap::new(),
+            tool_order: Vec::new(),
+            commands: Vec::new(),
+            mode_names: HashMap::new(),
+            current_mode: None,
+            rewrite_thought,
+            session_usage: Usage::default(),
+            last_cost: None,
+        }
+    }
+
+    /// Starts a turn. `prefix` makes its block and tool-call ids unique in the session
+    /// (the host mints one per turn; agents reuse their own tool-call ids across turns).
+    pub fn begin_turn(&mut self, prefix: impl Into<String>) {
+        self.prefix = prefix.into();
+        self.next_block = 0;
+        self.text = None;
+        self.thought = None;
+        self.tools.clear();
+        self.tool_order.clear();
+    }
+
+    /// The agent's slash commands, as last advertised.
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        self.commands.clone()
+    }
+
+    /// True once the agent has advertised slash commands.
+    pub fn has_commands(&self) -> bool {
+        !self.commands.is_empty()
+    }
+
+    /// The session's mode, as last reported.
+    pub fn current_mode(&self) -> Option<&str> {
+        self.current_mode.as_deref()
+    }
+
+    /// Learns the session's modes (from `session/new` or `session/load`): their names
+    /// for the `Mode:` progress line, and the current one.
+    pub fn set_modes(&mut self, modes: &crate::schema::SessionModes) {
+        self.mode_names = modes.available_modes.iter().map(|m| (m.id.clone(), m.name.clone())).collect();
+        if let Some(current) = &modes.current_mode_id {
+            self.current_mode = Some(current.clone());
+        }
+    }
+
+    /// Token totals of the session's turns so far, and the last cost reported.
+    pub fn session_usage(&self) -> Usage {
+        Usage { cost_usd: self.last_cost.or(self.session_usage.cost_usd), ..self.session_usage.clone() }
+    }
+
+    /// An update that arrived outside a turn (before the first, between two, or while
+    /// a session is loaded): only what describes the session is kept; content
+    /// (replayed history, stragglers of an ended turn) is dropped.
+    pub fn outside_turn(&mut self, update: SessionUpdate) {
+        match update {
+            SessionUpdate::AvailableCommands(commands) => self.commands = slash_commands(commands),
+            SessionUpdate::CurrentMode { mode_id } => self.current_mode = Some(mode_id),
+            SessionUpdate::Usage(u) => {
+                self.note_cost(&u);
+            }
+            other => tracing::debug!(?other, "an update outside a turn; not shown"),
+        }
+    }
+
+    /// Maps one update of the running turn.
+    pub fn update(&mut self, update: SessionUpdate) -> Vec<BlockKind> {
+        let mut out = Vec::new();
+        match update {
+            SessionUpdate::AgentMessageChunk(chunk) => self.chunk(false, chunk, &mut out),
+            SessionUpdate::AgentThoughtChunk(chunk) => self.chunk(true, chunk, &mut out),
+            SessionUpdate::UserMessageChunk(_) => {}
+            SessionUpdate::ToolCall(fields) => {
+                self.close_streams(&mut out);
+                self.tool(fields, true, &mut out);
+            }
+            SessionUpdate::ToolCallUpdate(fields) => {
+                self.close_streams(&mut out);
+                self.tool(fields, false, &mut out);
+            }
+            SessionUpdate::Plan(plan) => {
+                self.close_streams(&mut out);
+                out.push(BlockKind::Plan(plan_block(plan)));
+            }
+            SessionUpdate::AvailableCommands(commands) => self.commands = slash_commands(commands),
+            SessionUpdate::CurrentMode { mode_id } => {
+                if self.current_mode.as_deref() != Some(mode_id.as_str()) {
+                    let name = self.mode_names.get(&mode_id).cloned().unwrap_or_else(|| mode_id.clone());
+                    let id = self.block_id("mode");
+                    out.push(BlockKind::Progress(Progress {
+                        id: id.into(),
+                        message: format!("Mode: {name}"),
+                        current: None,
+                        total: None,
+                        done: true,
+                    }));
+                    self.current_mode = Some(mode_id);
+                }
+            }
+            SessionUpdate::Usage(u) => {
+                if self.note_cost(&u) {
+                    let usage = Usage { cost_usd: self.last_cost, ..Usage::default() };
+                    out.push(BlockKind::SessionSummary(SessionSummary { title: None, usage: Some(usage) }));
+                }
+            }
+            SessionUpdate::SessionInfo { title: Some(title) } => {
+                out.push(BlockKind::SessionSummary(SessionSummary { title: Some(title), usage: None }));
+            }
+            SessionUpdate::SessionInfo { title: None } => {}
+            SessionUpdate::Other(tag) => tracing::debug!(%tag, "an update this host does not show"),
+            SessionUpdate::Malformed { tag, problem } => tracing::warn!(%tag, %problem, "skipping a malformed update"),
+        }
+        out
+    }
+
+    /// Prepares the question for a `session/request_permission`.
+    ///
+    /// The request names a call by the agent's id. When no call of that id was shown,
+    /// and exactly one call of the turn is open, the request is taken to be about that
+    /// one (Hermes 0.19 asks about its edits under an id of its own, `edit-approval-N`).
+    /// Otherwise nothing is emitted for the call: the request stands alone (Gemini CLI
+    /// asks before it announces a call), and the call appears if and when the agent
+    /// reports it.
+    pub fn permission(&mut self, params: &PermissionParams) -> PermissionAsk {
+        let fields = &params.tool_call;
+        let acp_call_id = if self.tools.contains_key(&fields.tool_call_id) {
+            fields.tool_call_id.clone()
+        } else {
+            let open: Vec<&String> = self
+                .tool_order
+                .iter()
+                .filter(|id| self.tools.get(*id).is_some_and(|t| !t.finished && t.shown.is_some()))
+                .collect();
+            match open.as_slice() {
+                [only] => (*only).clone(),
+                _ => fields.tool_call_id.clone(),
+            }
+        };
+        let known = self.tools.get(&acp_call_id);
+        let name = fields
+            .name
+            .clone()
+            .or_else(|| known.map(|t| t.name.clone()))
+            .unwrap_or_else(|| tool_name(fields.name.as_deref(), fields.kind.as_deref()));
+        let input = match fields.raw_input.clone().or_else(|| known.and_then(|t| t.raw_input.clone())) {
+            Some(raw) => bounded_input(raw),
+            None => permission_input(fields),
+        };
+        let options = params
+            .options
+            .iter()
+            .filter_map(|o| {
+                let kind = option_kind(o)?;
+                Some(PermissionOption { id: o.option_id.clone(), label: o.name.clone(), kind })
+            })
+            .collect();
+        PermissionAsk {
+            tool: name,
+            input,
+            options,
+            tool_call_id: known.and_then(|t| t.shown.as_ref().map(|s| s.id.clone())),
+            acp_call_id,
+        }
+    }
+
+    /// Records the user's answer: a refused call still open at the end of the turn is
+    /// closed as refused.
+    pub fn permission_answered(&mut self, ask: &PermissionAsk, answer: Option<&str>) {
+        if ask.refuses(answer)
+            && let Some(tool) = self.tools.get_mut(&ask.acp_call_id)
+        {
+            tool.refused = true;
+        }
+    }
+
+    /// Ends the turn: closes what is open and returns the closing blocks, an `error`
+    /// block when the turn failed, and the `session_end`. `interrupted` (the user asked
+    /// to stop) makes the turn `interrupted` whatever the agent answered.
+    pub fn end_turn(&mut self, end: PromptEnd, interrupted: bool) -> Vec<BlockKind> {
+        let (reason, usage, error) = match end {
+            _ if interrupted => (EndReason::Interrupted, None, None),
+            PromptEnd::Answered(result) => {
+                let usage = prompt_usage(&result);
+                if let Some(u) = &usage {
+                    add_usage(&mut self.session_usage, u);
+                }
+                let (reason, error) = stop_reason(&result.stop_reason);
+                (reason, usage, error)
+            }
+            PromptEnd::Failed { message } => {
+                (EndReason::Error, None, Some(error_block(truncate(message, limits::OUTPUT_BYTES), "agent_error")))
+            }
+            PromptEnd::Exited { report } => (
+                EndReason::Error,
+                None,
+                Some(error_block(
+                    truncate(format!("the agent exited during the turn {report}"), limits::OUTPUT_BYTES),
+                    "agent_exited",
+                )),
+            ),
+            PromptEnd::CancelTimedOut => (EndReason::Interrupted, None, None),
+        };
+        let mut out = Vec::new();
+        self.close_streams(&mut out);
+        self.close_tools(reason, &mut out);
+        let message = error.as_ref().map(|e| e.message.clone());
+        if let Some(error) = error {
+            out.push(BlockKind::Error(error));
+        }
+        out.push(BlockKind::SessionEnd(SessionEnd { reason, usage, message }));
+        out
+    }
+
+    fn block_id(&mut self, what: &str) -> String {
+        self.next_block += 1;
+        format!("{}-{what}{}", self.prefix, self.next_block)
+    }
+
+    fn note_cost(&mut self, u: &UsageUpdate) -> bool {
+        match &u.cost {
+            Some(cost) if cost.currency.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("USD")) => {
+                let changed = cost.amount.is_some() && cost.amount != self.last_cost;
+                if cost.amount.is_some() {
+                    self.last_cost = cost.amount;
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    fn chunk(&mut self, thought: bool, chunk: ContentChunk, out: &mut Vec<BlockKind>) {
+        let Some(text) = content_text(&chunk.content) else { return };
+        // The other kind of stream ends here.
+        let other = if thought { self.text.take() } else { self.thought.take() };
+        if let Some(mut open) = other
+            && let Some(done) = open.streamer.finish()
+        {
+            out.push(done);
+        }
+        let current = if thought { &self.thought } else { &self.text };
+        let same_message = match (current.as_ref(), chunk.message_id.as_deref()) {
+            (Some(open), Some(id)) => open.message_id.as_deref().is_none_or(|current| current == id),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let fresh = (!same_message).then(|| {
+            self.next_block += 1;
+            let id = format!("{}-{}{}", self.prefix, if thought { "thinking" } else { "text" }, self.next_block);
+            let streamer = if thought { TextStreamer::new_thinking(id) } else { TextStreamer::new_text(id) };
+            OpenStream { message_id: chunk.message_id.clone(), streamer, truncated: false }
+        });
+        let slot = if thought { &mut self.thought } else { &mut self.text };
+        if let Some(fresh) = fresh
+            && let Some(mut ended) = slot.replace(fresh)
+        {
+            out.extend(ended.streamer.finish());
+        }
+        let Some(open) = slot.as_mut() else { return };
+        if open.message_id.is_none() {
+            open.message_id = chunk.message_id;
+        }
+        if open.truncated {
+            return;
+        }
+        let delta = if thought { (self.rewrite_thought)(open.streamer.text(), &text) } else { text };
+        let room = limits::TEXT_BYTES.saturating_sub(open.streamer.text().len());
+        let delta = if delta.len() > room {
+            open.truncated = true;
+            format!("{}\n… [truncated]", cut(&delta, room))
+        } else {
+            delta
+        };
+        if delta.is_empty() {
+            return;
+        }
+        out.push(open.streamer.push(&delta));
+    }
+
+    fn close_streams(&mut self, out: &mut Vec<BlockKind>) {
+        for slot in [&mut self.thought, &mut self.text] {
+            if let Some(mut open) = slot.take() {
+                out.extend(open.streamer.finish());
+            }
+        }
+    }
+
+    fn tool(&mut self, fields: ToolCallFields, whole: bool, out: &mut Vec<BlockKind>) {
+        let acp_id = fields.tool_call_id.clone();
+        if acp_id.is_empty() {
+            tracing::warn!("a tool call without an id; skipped");
+            return;
+        }
+        if !self.tools.contains_key(&acp_id) {
+            if self.tools.len() >= limits::CALLS_PER_TURN {
+                tracing::warn!("too many tool calls in one turn; not tracking {acp_id}");
+                return;
+            }
+            let block_id = ToolCallId::from(format!("{}-{acp_id}", self.prefix));
+            self.tool_order.push(acp_id.clone());
+            self.tools.insert(
+                acp_id.clone(),
+                ToolState {
+                    block_id,
+                    name: String::new(),
+                    title: None,
+                    kind: None,
+                    raw_input: None,
+                    locations: Vec::new(),
+                    content: Vec::new(),
+                    raw_output: None,
+                    shown: None,
+                    finished: false,
+                    refused: false,
+                },
+            );
+        }
+        let Some(tool) = self.tools.get_mut(&acp_id) else { return };
+        if tool.finished {
+            tracing::debug!(%acp_id, "an update for a finished tool call; ignored");
+            return;
+        }
+        merge(tool, &fields, whole);
+        match fields.status.as_deref() {
+            Some("completed") => finish_tool(tool, ToolStatus::Done, None, out),
+            Some("failed") => finish_tool(tool, ToolStatus::Error, None, out),
+            _ => {
+                let call = tool_block(tool, ToolStatus::Running);
+                if tool.shown.as_ref() != Some(&call) {
+                    tool.shown = Some(call.clone());
+                    out.push(BlockKind::ToolCall(call));
+                }
+            }
+        }
+    }
+
+    fn close_tools(&mut self, reason: EndReason, out: &mut Vec<BlockKind>) {
+        for acp_id in std::mem::take(&mut self.tool_order) {
+            let Some(tool) = self.tools.get_mut(&acp_id) else { continue };
+            if tool.finished || tool.shown.is_none() {
+                continue;
+            }
+            let (status, note) = if tool.refused {
+                (ToolStatus::Error, "The user refused this tool call.")
+            } else if reason == EndReason::Completed {
+                (ToolStatus::Done, "(the agent ended its turn without reporting this call's result)")
+            } else {
+                (ToolStatus::Error, "The turn ended before this tool call finished.")
+            };
+            finish_tool(tool, status, Some(note), out);
+        }
+    }
+}
+
+fn merge(tool: &mut ToolState, f: &ToolCallFields, whole: bool) {
+    let set = |target: &mut Option<String>, value: &Option<String>| {
+        if value.is_some() || whole {
+            target.clone_from(value);
+        }
+    };
+    set(&mut tool.title, &f.title);
+    set(&mut tool.kind, &f.kind);
+    if f.name.is_some() || f.kind.is_some() || tool.name.is_empty() {
+        tool.name = tool_name(f.name.as_deref(), tool.kind.as_deref());
+    }
+    if f.raw_input.is_some() || whole {
+        tool.raw_input.clone_from(&f.raw_input);
+    }
+    if f.raw_output.is_some() || whole {
+        tool.raw_output.clone_from(&f.raw_output);
+    }
+    if let Some(content) = &f.content {
+        tool.content.clone_from(content);
+    } else if whole {
+        tool.content.clear();
+    }
+    if let Some(locations) = &f.locations {
+        tool.locations.clone_from(locations);
+    } else if whole {
+        tool.locations.clear();
+    }
+}
+
+fn tool_name(name: Option<&str>, kind: Option<&str>) -> String {
+    name.or(kind).filter(|n| !n.trim().is_empty()).unwrap_or("tool").to_owned()
+}
+
+fn tool_block(tool: &ToolState, status: ToolStatus) -> ToolCall {
+    let input = match &tool.raw_input {
+        Some(raw) => bounded_input(raw.clone()),
+        None if !tool.locations.is_empty() => json!({"locations": location_paths(&tool.locations)}),
+        None => json!({}),
+    };
+    ToolCall {
+        id: tool.block_id.clone(),
+        name: tool.name.clone(),
+        input,
+        status,
+        parent_id: None,
+        title: tool.title.as_ref().map(|t| cut_chars(t, limits::TITLE_CHARS)),
+    }
+}
+
+/// Closes a call: its diffs (when it succeeded), the call re-sent with its final
+/// status, then its result.
+fn finish_tool(tool: &mut ToolState, status: ToolStatus, note: Option<&str>, out: &mut Vec<BlockKind>) {
+    tool.finished = true;
+    let mut skipped_diffs = Vec::new();
+    if status == ToolStatus::Done {
+        let diffs = tool.content.iter().filter(|c| c.get("type").and_then(Value::as_str) == Some("diff"));
+        for (n, item) in diffs.enumerate() {
+            match diff_block(item, &tool.block_id) {
+                Some(diff) if n < limits::DIFFS_PER_CALL => out.push(BlockKind::Diff(diff)),
+                _ => skipped_diffs.push(item.get("path").and_then(Value::as_str).unwrap_or("?").to_owned()),
+            }
+        }
+    }
+    out.push(BlockKind::ToolCall(tool_block(tool, status)));
+    let mut output = match note {
+        Some(note) => note.to_owned(),
+        None => tool_output(tool),
+    };
+    if !skipped_diffs.is_empty() {
+        output.push_str(&format!("\n(diffs not shown: {})", skipped_diffs.join(", ")));
+    }
+    out.push(BlockKind::ToolResult(ToolResult {
+        tool_call_id: tool.block_id.clone(),
+        output: truncate(output, limits::OUTPUT_BYTES),
+        is_error: status == ToolStatus::Error,
+    }));
+}
+
+/// The result text: the text of the call's content items, else its raw output, else
+/// the files its diffs changed.
+fn tool_output(tool: &ToolState) -> String {
+    let mut parts = Vec::new();
+    let mut changed = Vec::new();
+    for item in &tool.content {
+        match item.get("type").and_then(Value::as_str) {
+            Some("content") => parts.extend(item.get("content").and_then(content_text)),
+            Some("diff") => changed.extend(item.get("path").and_then(Value::as_str).map(|p| format!("Changed {p}"))),
+            Some("terminal") => {
+                let id = item.get("terminalId").and_then(Value::as_str).unwrap_or("?");
+                parts.push(format!("[terminal {id}]"));
+            }
+            _ => {}
+        }
+    }
+    if parts.is_empty() {
+        match &tool.raw_output {
+            Some(Value::String(s)) => parts.push(s.clone()),
+            Some(Value::Null) | None => {}
+            Some(other) => parts.push(other.to_string()),
+        }
+    }
+    if parts.is_empty() {
+        parts = changed;
+    }
+    parts.join("\n")
+}
+
+fn diff_block(item: &Value, call: &ToolCallId) -> Option<Diff> {
+    let path = item.get("path")?.as_str()?.to_owned();
+    let new_text = item.get("newText")?.as_str()?.to_owned();
+    let old_text = item.get("oldText").and_then(Value::as_str).map(str::to_owned);
+    if new_text.len() > limits::DIFF_BYTES || old_text.as_ref().is_some_and(|t| t.len() > limits::DIFF_BYTES) {
+        return None;
+    }
+    Some(Diff { path, change: DiffChange::Replace { old_text, new_text }, tool_call_id: Some(call.clone()) })
+}
+
+/// What the user sees of a call the agent gave no raw input for.
+fn permission_input(f: &ToolCallFields) -> Value {
+    let mut input = serde_json::Map::new();
+    if let Some(title) = &f.title {
+        input.insert("title".into(), json!(cut_chars(title, limits::TITLE_CHARS)));
+    }
+    if let Some(kind) = &f.kind {
+        input.insert("kind".into(), json!(kind));
+    }
+    let locations = f.locations.as_deref().map(location_paths).unwrap_or_default();
+    if !locations.is_empty() {
+        input.insert("locations".into(), json!(locations));
+    }
+    let mut diffs = Vec::new();
+    let mut text = Vec::new();
+    for item in f.content.as_deref().unwrap_or_default() {
+        match item.get("type").and_then(Value::as_str) {
+            Some("diff") => diffs.push(json!({
+                "path": item.get("path"),
+                "old_text": item.get("oldText").and_then(Value::as_str).map(|t| cut(t, limits::INPUT_BYTES / 4)),
+                "new_text": item.get("newText").and_then(Value::as_str).map(|t| cut(t, limits::INPUT_BYTES / 4)),
+            })),
+            Some("content") => text.extend(item.get("content").and_then(content_text)),
+            _ => {}
+        }
+    }
+    if !diffs.is_empty() {
+        input.insert("diff".into(), json!(diffs));
+    }
+    if !text.is_empty() {
+        input.insert("description".into(), json!(cut(&text.join("\n"), limits::INPUT_BYTES / 4)));
+    }
+    bounded_input(Value::Object(input))
+}
+
+fn location_paths(locations: &[Value]) -> Vec<String> {
+    locations.iter().filter_map(|l| l.get("path").and_then(Value::as_str)).map(str::to_owned).collect()
+}
+
+fn option_kind(o: &PermissionOptionWire) -> Option<PermissionOptionKind> {
+    Some(match o.kind.as_str() {
+        "allow_once" => PermissionOptionKind::AllowOnce,
+        "allow_always" => PermissionOptionKind::AllowAlways,
+        "reject_once" => PermissionOptionKind::RejectOnce,
+        "reject_always" => PermissionOptionKind::RejectAlways,
+        other => {
+            tracing::warn!(kind = other, option = %o.option_id, "a permission option of unknown kind; not offered");
+            return None;
+        }
+    })
+}
+
+fn slash_commands(commands: Vec<AvailableCommand>) -> Vec<SlashCommand> {
+    commands
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.name.trim().trim_start_matches('/').to_owned();
+            (!name.is_empty()).then(|| SlashCommand {
+                name,
+                description: cut_chars(c.description.lines().next().unwrap_or_default().trim(), 200),
+                source: CommandSource::Agent,
+            })
+        })
+        .take(limits::COMMANDS)
+        .collect()
+}
+
+fn plan_block(plan: PlanUpdate) -> Plan {
+    let entries = plan
+        .entries
+        .into_iter()
+        .take(limits::PLAN_ENTRIES)
+        .map(|e| PlanEntry {
+            content: cut(&e.content, limits::PLAN_ENTRY_BYTES),
+            status: match e.status.as_str() {
+                "in_progress" => PlanStatus::InProgress,
+                "completed" => PlanStatus::Completed,
+                _ => PlanStatus::Pending,
+            },
+        })
+        .collect();
+    Plan { entries }
+}
+
+/// ACP `stopReason` → how the turn ended (and an error block when it is a failure).
+pub fn stop_reason(stop: &str) -> (EndReason, Option<ErrorBlock>) {
+    match stop {
+        "end_turn" | "" => (EndReason::Completed, None),
+        "max_tokens" => (EndReason::MaxTokens, None),
+        "refusal" => (EndReason::Refusal, None),
+        "cancelled" => (EndReason::Interrupted, None),
+        "max_turn_requests" => (
+            EndReason::Error,
+            Some(error_block(
+                "The agent stopped: it reached its limit of model requests for one turn (max_turn_requests).".into(),
+                "max_turn_requests",
+            )),
+        ),
+        other => {
+            tracing::warn!(stop_reason = other, "an unknown stop reason; the turn counts as completed");
+            (EndReason::Completed, None)
+        }
+    }
+}
+
+fn error_block(message: String, code: &str) -> ErrorBlock {
+    ErrorBlock { message, recoverable: true, code: Some(code.to_owned()) }
+}
+
+/// The turn's usage: ACP's `usage` (unstable), else Gemini CLI's
+/// `_meta.quota.token_count`.
+pub fn prompt_usage(result: &PromptResult) -> Option<Usage> {
+    if let Some(u) = &result.usage {
+        return Some(Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cached_read_tokens,
+            cache_write_tokens: u.cached_write_tokens,
+            cost_usd: None,
+        });
+    }
+    let count = result.meta.as_ref()?.pointer("/quota/token_count")?;
+    let field = |k: &str| count.get(k).and_then(Value::as_u64);
+    let usage =
+        Usage { input_tokens: field("input_tokens"), output_tokens: field("output_tokens"), ..Usage::default() };
+    (usage.input_tokens.is_some() || usage.output_tokens.is_some()).then_some(usage)
+}
+
+fn add_usage(total: &mut Usage, turn: &Usage) {
+    let add = |a: &mut Option<u64>, b: Option<u64>| {
+        if let Some(b) = b {
+            *a = Some(a.unwrap_or(0).saturating_add(b));
+        }
+    };
+    add(&mut total.input_tokens, turn.input_tokens);
+    add(&mut total.output_tokens, turn.output_tokens);
+    add(&mut total.cache_read_tokens, turn.cache_read_tokens);
+    add(&mut total.cache_write_tokens, turn.cache_write_tokens);
+}
+
+fn bounded_input(value: Value) -> Value {
+    let text = value.to_string();
+    if text.len() <= limits::INPUT_BYTES { value } else { json!({"truncated": cut(&text, 1024)}) }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary.
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+fn cut_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
+}
+
+/// `s` bounded to `max` bytes, saying how long it was.
+pub fn truncate(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    format!("{}… [truncated: {} bytes in all]", cut(&s, max), s.len())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! What differs between ACP agents: the [`AcpProfile`] an adapter built on this host
+//! implements. Everything else (the handshake, sessions, the turn, permissions, the
+//! mapping) is shared.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::PathBuf;
+
+use terminull_adapter_sdk::detect::detect_cli;
+use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::DetectResult;
+
+use crate::mapping::{ChunkRewrite, keep_chunk};
+
+/// The init params an ACP adapter usually accepts.
+pub const DEFAULT_INIT_PARAMS: &[InitParam] = &[
+    InitParam::Cwd,
+    InitParam::Model,
+    InitParam::Binary,
+    InitParam::ResumeSessionId,
+    InitParam::OnSessionId,
+    InitParam::PermissionMode,
+];
+
+/// What the session asked for, already checked against the profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// The working directory (absolute); the adapter's own when the bridge gave none.
+    pub cwd: PathBuf,
+    /// The `binary` init param: the agent's executable.
+    pub binary: Option<String>,
+    /// The `model` init param.
+    pub model: Option<String>,
+    /// The `permission_mode` init param.
+    pub permission_mode: Option<String>,
+}
+
+/// How to start the agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Added to the (inherited, otherwise unchanged) environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// How a start param reaches the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    /// On the command line ([`AcpProfile::launch`] put it there): nothing to do over ACP.
+    CommandLine,
+    /// Over ACP, after the session is open: `session/set_mode` / `session/set_model`
+    /// with this id, checked against what the session offers.
+    Acp(String),
+}
+
+/// One ACP agent. See the [module documentation](self).
+pub trait AcpProfile: Send + Sync + Sized + 'static {
+    /// The adapter's agent id.
+    const AGENT_ID: &'static str;
+    /// The agent's display name.
+    const DISPLAY_NAME: &'static str;
+    /// The agent's executable name (what `detect` probes).
+    const CLI_BINARY: Option<&'static str>;
+    /// The agent version the adapter was checked against.
+    const VERIFIED_AGAINST: Option<&'static str> = None;
+    /// The capability flags. An ACP agent always can ask permission and be cancelled;
+    /// images and documents depend on its `promptCapabilities`.
+    const CAPS: Caps;
+    /// The lease (the declaration may override it at run time; the host follows the
+    /// effective declaration).
+    const LEASE: LeaseKind = LeaseKind::Persistent;
+    /// The init params accepted.
+    const INIT_PARAMS: &'static [InitParam] = DEFAULT_INIT_PARAMS;
+    /// The permission modes accepted, checked at `start`; `None` accepts the session
+    /// modes the agent offers (checked once the session is open).
+    const PERMISSION_MODES: Option<&'static [&'static str]> = None;
+
+    /// The command that starts the agent in ACP mode for these settings.
+    fn launch(settings: &Settings) -> Result<Launch, AdapterError>;
+
+    /// How `permission_mode` reaches the agent.
+    fn permission_mode_via(mode: &str) -> Via {
+        Via::Acp(mode.to_owned())
+    }
+
+    /// How `model` reaches the agent.
+    fn model_via(model: &str) -> Via {
+        Via::Acp(model.to_owned())
+    }
+
+    /// The agent answers `session/load` of a session it does not know with an empty
+    /// result (`null` or `{}`) instead of an error. ACP allows an empty result for a
+    /// successful load, so this is off by default; Hermes 0.19 answers a real load with
+    /// the session's modes and models.
+    const EMPTY_LOAD_MEANS_UNKNOWN: bool = false;
+
+    /// Rewrites each thought chunk (default: unchanged).
+    const REWRITE_THOUGHT: ChunkRewrite = keep_chunk;
+
+    /// Is the agent installed here. Default: `CLI_BINARY --version`, reduced to the
+    /// version number.
+    fn detect() -> impl Future<Output = DetectResult> + Send {
+        async {
+            match Self::CLI_BINARY {
+                Some(binary) => {
+                    let mut detected = detect_cli(binary, std::time::Duration::from_secs(10)).await;
+                    detected.version = detected.version.map(|v| parse_version(&v).unwrap_or(v));
+                    detected
+                }
+                None => DetectResult { installed: true, version: None, path: None, reason: None },
+            }
+        }
+    }
+}
+
+/// The first version-looking word of a `--version` output, without a leading `v`
+/// (`Hermes Agent v0.19.0 (2026.7.20)` → `0.19.0`).
+pub fn parse_version(output: &str) -> Option<String> {
+    output
+        .split_whitespace()
+        .map(|w| w.strip_prefix('v').unwrap_or(w))
+        .find(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains('.'))
+        .map(str::to_owned)
+}
+
+/// The program to run: the `binary` init param when given, else `name` on `PATH`.
+pub fn program(settings: &Settings, name: &str, display_name: &str) -> Result<PathBuf, AdapterError> {
+    match settings.binary.as_deref().filter(|b| !b.trim().is_empty()) {
+        Some(binary) => Ok(PathBuf::from(binary)),
+        None => which::which(name).map_err(|_| {
+            AdapterError::agent(format!(
+                "`{name}` was not found on PATH; install {display_name} or give the path of its binary"
+            ))
+        }),
+    }
+}
+
+/// Checks a choice against a fixed list; an unknown one is refused with the choices.
+pub fn check_choice(
+    what: &str,
+    agent: &str,
+    value: Option<String>,
+    choices: &[&str],
+) -> Result<Option<String>, AdapterError> {
+    match value {
+        Some(v) if !choices.contains(&v.as_str()) => Err(AdapterError::invalid(format!(
+            "unknown {what} `{v}` for {agent}; choose one of: {}",
+            choices.join(", ")
+        ))),
+        v => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_the_first_version_looking_word() {
+        assert_eq!(parse_version("Hermes Agent v0.19.0 (2026.7.20)").as_deref(), Some("0.19.0"));
+        assert_eq!(parse_version("0.61.0").as_deref(), Some("0.61.0"));
+        assert_eq!(parse_version("no version here"), None);
+    }
+
+    #[test]
+    fn choices_are_checked_and_listed() {
+        let e = check_choice("permission mode", "X", Some("yolo".into()), &["default", "plan"]).unwrap_err();
+        assert!(e.message.contains("`yolo`") && e.message.contains("default, plan"), "{}", e.message);
+        assert_eq!(check_choice("m", "X", Some("plan".into()), &["plan"]).unwrap().as_deref(), Some("plan"));
+        assert_eq!(check_choice("m", "X", None, &["plan"]).unwrap(), None);
+    }
+}

@@ -1,0 +1,602 @@
+//! The host driven end to end in memory: a bridge-side peer talks to
+//! `serve_io::<AcpAdapter<…>>`, which runs a fake ACP agent (tests/fixtures/
+//! fake_acp_agent.py) that plays a scenario chosen by a `fake:<name>` keyword and logs
+//! what it reads. Each ACP bug class of docs/acp.md has its test here.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use terminull_acp::generic::{self, AgentCommand, Generic};
+use terminull_acp::{AcpAdapter, AcpProfile, Launch, Settings};
+use terminull_adapter_sdk::prelude::*;
+use terminull_adapter_sdk::{DeclarationOverride, serve_io, serve_io_with};
+use terminull_protocol::adapter::{self as proto, PermissionResponseParams};
+use terminull_protocol::blocks::{CommandSource, SessionEnd, ToolStatus};
+use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::turn::TurnTracker;
+use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
+use tokio::sync::mpsc;
+
+const T: Option<Duration> = Some(Duration::from_secs(30));
+
+const CAPS: Caps = Caps {
+    images: true,
+    documents: false,
+    thinking: true,
+    permissions: true,
+    subagents: false,
+    interrupt: true,
+    input_during_turn: false,
+    terminal: false,
+};
+
+/// The fake agent, run through the wrapper script given as `binary`.
+#[derive(Debug)]
+struct Fake;
+
+impl AcpProfile for Fake {
+    const AGENT_ID: &'static str = "fake-acp";
+    const DISPLAY_NAME: &'static str = "Fake ACP";
+    const CLI_BINARY: Option<&'static str> = None;
+    const CAPS: Caps = CAPS;
+
+    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
+        let program = settings.binary.clone().ok_or_else(|| AdapterError::invalid("binary is required"))?;
+        Ok(Launch { program: program.into(), args: vec![], env: vec![] })
+    }
+}
+
+/// The same agent, one process per turn.
+#[derive(Debug)]
+struct FakePerTurn;
+
+impl AcpProfile for FakePerTurn {
+    const AGENT_ID: &'static str = "fake-per-turn";
+    const DISPLAY_NAME: &'static str = "Fake ACP";
+    const CLI_BINARY: Option<&'static str> = None;
+    const CAPS: Caps = CAPS;
+    const LEASE: LeaseKind = LeaseKind::PerTurn;
+
+    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
+        Fake::launch(settings)
+    }
+}
+
+/// The same agent, read as answering `session/load` of an unknown id with `{}` (Hermes).
+#[derive(Debug)]
+struct FakeEmptyLoad;
+
+impl AcpProfile for FakeEmptyLoad {
+    const AGENT_ID: &'static str = "fake-empty-load";
+    const DISPLAY_NAME: &'static str = "Fake ACP";
+    const CLI_BINARY: Option<&'static str> = None;
+    const CAPS: Caps = CAPS;
+    const EMPTY_LOAD_MEANS_UNKNOWN: bool = true;
+
+    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
+        Fake::launch(settings)
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_acp_agent.py")
+}
+
+/// A wrapper that starts the fake with `flags`, logging to `<dir>/log`.
+fn wrapper(dir: &Path, flags: &str) -> PathBuf {
+    let path = dir.join("agent");
+    let body =
+        format!("#!/bin/sh\nexec python3 '{}' --log '{}' {flags}\n", script().display(), dir.join("log").display());
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+struct Bridge {
+    peer: Peer,
+    incoming: mpsc::Receiver<Incoming>,
+    _tasks: terminull_rpc::PeerTasks,
+    _server: tokio::task::JoinHandle<()>,
+    dir: tempfile::TempDir,
+}
+
+fn params(binary: &Path, cwd: &Path) -> proto::StartParams {
+    proto::StartParams {
+        session_id: "s1".into(),
+        cwd: Some(cwd.display().to_string()),
+        model: None,
+        binary: Some(binary.display().to_string()),
+        resume_session_id: None,
+        effort: None,
+        permission_mode: None,
+    }
+}
+
+enum Kind {
+    Persistent,
+    PerTurn,
+    EmptyLoad,
+    Generic(DeclarationOverride),
+}
+
+fn connect(kind: Kind) -> Bridge {
+    let dir = tempfile::tempdir().unwrap();
+    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
+    let (ar, aw) = tokio::io::split(adapter_end);
+    let server = match kind {
+        Kind::Persistent => tokio::spawn(serve_io::<AcpAdapter<Fake>, _, _>(ar, aw)),
+        Kind::PerTurn => tokio::spawn(serve_io::<AcpAdapter<FakePerTurn>, _, _>(ar, aw)),
+        Kind::EmptyLoad => tokio::spawn(serve_io::<AcpAdapter<FakeEmptyLoad>, _, _>(ar, aw)),
+        Kind::Generic(o) => tokio::spawn(serve_io_with::<AcpAdapter<Generic>, _, _>(ar, aw, o)),
+    };
+    let (br, bw) = tokio::io::split(bridge_end);
+    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
+    Bridge { peer, incoming, _tasks: tasks, _server: server, dir }
+}
+
+impl Bridge {
+    fn start_params(&self, flags: &str) -> proto::StartParams {
+        params(&wrapper(self.dir.path(), flags), self.dir.path())
+    }
+
+    async fn start(&self, p: &proto::StartParams) -> Result<proto::StartResult, CallError> {
+        self.peer.request::<proto::Start>(p, T).await
+    }
+
+    async fn started(kind: Kind, flags: &str) -> (Bridge, proto::StartResult) {
+        let b = connect(kind);
+        let result = b.start(&b.start_params(flags)).await.unwrap();
+        (b, result)
+    }
+
+    async fn send(&self, text: &str) {
+        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await.unwrap();
+    }
+
+    /// Blocks of one turn up to session_end; answers permission requests with `answer`
+    /// (an option id, or "interrupt" to interrupt instead) and interrupts after the
+    /// first text chunk when `interrupt` is set.
+    async fn turn(&mut self, answer: &str, interrupt: bool) -> Vec<BlockKind> {
+        let mut out = Vec::new();
+        let mut interrupted = false;
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(40), self.incoming.recv()).await.unwrap().unwrap();
+            let Incoming::Notification(n) = msg else { continue };
+            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
+            let kind = p.block.kind;
+            if let BlockKind::PermissionRequest(r) = &kind {
+                if answer == "interrupt" {
+                    self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
+                } else {
+                    let params =
+                        PermissionResponseParams { request_id: r.request_id.clone(), option_id: answer.into() };
+                    self.peer.request::<proto::PermissionResponse>(&params, T).await.unwrap();
+                }
+            }
+            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
+                interrupted = true;
+                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
+            }
+            let end = matches!(kind, BlockKind::SessionEnd(_));
+            out.push(kind);
+            if end {
+                assert_contract(&out);
+                return out;
+            }
+        }
+    }
+
+    async fn say(&mut self, text: &str) -> Vec<BlockKind> {
+        self.send(text).await;
+        self.turn("allow", false).await
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// The JSON lines the fake read, in order.
+    fn received(&self) -> Vec<Value> {
+        self.log().lines().filter_map(|l| l.strip_prefix("in: ")).filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    fn methods(&self) -> Vec<String> {
+        self.received().iter().filter_map(|m| m["method"].as_str().map(str::to_owned)).collect()
+    }
+
+    /// The session_id notifications received so far.
+    fn reported_ids(&mut self) -> Vec<String> {
+        let mut ids = Vec::new();
+        while let Ok(msg) = self.incoming.try_recv() {
+            if let Incoming::Notification(n) = msg
+                && let Ok(p) = n.params_as::<proto::SessionIdNotification>()
+            {
+                ids.push(p.agent_session_id.to_string());
+            }
+        }
+        ids
+    }
+}
+
+fn assert_contract(blocks: &[BlockKind]) {
+    let mut t = TurnTracker::new();
+    for b in blocks {
+        assert_eq!(t.observe(b), None, "{b:?}");
+    }
+    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
+}
+
+fn end(blocks: &[BlockKind]) -> &SessionEnd {
+    match blocks.last() {
+        Some(BlockKind::SessionEnd(e)) => e,
+        other => panic!("no session_end: {other:?}"),
+    }
+}
+
+fn final_text(blocks: &[BlockKind]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            BlockKind::Text(t) if t.done => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+fn has_error(blocks: &[BlockKind]) -> bool {
+    blocks.iter().any(|b| matches!(b, BlockKind::Error(_)))
+}
+
+#[tokio::test]
+async fn start_reports_version_model_commands_sent_before_the_session_answer_and_the_session_id() {
+    let (mut b, result) = Bridge::started(Kind::Persistent, "").await;
+    let info = result.agent_info;
+    assert_eq!(
+        (info.agent_id.as_str(), info.version.as_deref(), info.model.as_deref()),
+        ("fake-acp", Some("9.9.9"), Some("fake-small"))
+    );
+    // The fake sends its commands *before* answering session/new (bug class: early updates).
+    let agent: Vec<_> =
+        info.slash_commands.iter().filter(|c| c.source == CommandSource::Agent).map(|c| c.name.as_str()).collect();
+    assert_eq!(agent, ["compact", "init"]);
+    assert_eq!(b.reported_ids(), ["sess-1"]);
+    let init = &b.received()[0];
+    assert_eq!(init["id"], 1, "request ids are the peer's counter");
+    assert_eq!(init["params"]["protocolVersion"], 1);
+    assert_eq!(
+        init["params"]["clientCapabilities"],
+        serde_json::json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false})
+    );
+    let new = &b.received()[1];
+    assert_eq!((new["method"].as_str(), new["id"].as_i64()), (Some("session/new"), Some(2)));
+    assert_eq!(new["params"]["mcpServers"], serde_json::json!([]));
+    assert_eq!(new["params"]["cwd"], b.dir.path().display().to_string());
+}
+
+#[tokio::test]
+async fn a_plain_turn_streams_thinking_and_text_and_ends_with_usage() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("hello").await;
+    assert_eq!(final_text(&blocks), "Hello there.");
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::Thinking(t) if t.done && t.text == "Let me see.")));
+    let e = end(&blocks);
+    assert_eq!(e.reason, EndReason::Completed);
+    let usage = e.usage.clone().unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_tokens), (Some(12), Some(5), Some(3)));
+    b.say("again").await;
+    let total = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    assert_eq!(total.input_tokens, Some(24));
+    let prompt = b.received().into_iter().find(|m| m["method"] == "session/prompt").unwrap();
+    assert_eq!(prompt["params"]["prompt"], serde_json::json!([{"type": "text", "text": "hello"}]));
+    assert_eq!(prompt["params"]["sessionId"], "sess-1");
+}
+
+#[tokio::test]
+async fn updates_after_the_prompt_answer_still_belong_to_the_turn() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:late").await;
+    assert_eq!(final_text(&blocks), "Early late.");
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+}
+
+#[tokio::test]
+async fn junk_on_stdout_is_skipped() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:junk").await;
+    assert_eq!(final_text(&blocks), "still fine");
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    assert!(!has_error(&blocks));
+}
+
+#[tokio::test]
+async fn updates_for_another_session_are_dropped() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:foreign").await;
+    assert_eq!(final_text(&blocks), "mine");
+    assert!(!blocks.iter().any(|k| matches!(k, BlockKind::ToolCall(_))), "{blocks:?}");
+}
+
+#[tokio::test]
+async fn fs_and_terminal_requests_get_method_not_found_and_never_hang() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:fs").await;
+    assert_eq!(final_text(&blocks), "client said [-32601, -32601]");
+    let answers: Vec<Value> =
+        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers[0]["id"], "fs-1");
+    assert_eq!(answers[0]["error"]["code"], codes::METHOD_NOT_FOUND);
+    assert_eq!(answers[1]["id"], "term-1");
+}
+
+#[tokio::test]
+async fn a_tool_call_runs_and_its_output_is_the_result() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:tool").await;
+    let calls: Vec<_> = blocks
+        .iter()
+        .filter_map(|k| match k {
+            BlockKind::ToolCall(c) => Some((c.status, c.name.clone(), c.title.clone(), c.input.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].0, ToolStatus::Running);
+    assert_eq!(
+        calls[1],
+        (ToolStatus::Done, "execute".into(), Some("echo hello".into()), serde_json::json!({"command": "echo hello"}))
+    );
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello" && !r.is_error)));
+    assert_eq!(final_text(&blocks), "It printed hello.");
+}
+
+#[tokio::test]
+async fn permission_answers_reach_the_agent_with_its_option_ids() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    b.send("fake:write").await;
+    let blocks = b.turn("allow", false).await;
+    let request = blocks.iter().find_map(|k| match k {
+        BlockKind::PermissionRequest(r) => Some(r.clone()),
+        _ => None,
+    });
+    let request = request.unwrap();
+    let ids: Vec<_> = request.options.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["allow", "reject"]);
+    assert!(request.tool_call_id.is_some(), "the call was shown before the request");
+    assert_eq!(request.input, serde_json::json!({"path": "/w/a.txt", "content": "hi"}));
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::Diff(d) if d.path == "/w/a.txt")));
+    assert_eq!(final_text(&blocks), "Written.");
+
+    b.send("fake:write").await;
+    let blocks = b.turn("reject", false).await;
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error && r.output == "denied")));
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    let answers: Vec<Value> =
+        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers[0]["id"], 0);
+    assert_eq!(answers[0]["result"], serde_json::json!({"outcome": {"outcome": "selected", "optionId": "allow"}}));
+    assert_eq!(answers[1]["result"], serde_json::json!({"outcome": {"outcome": "selected", "optionId": "reject"}}));
+}
+
+#[tokio::test]
+async fn an_interrupt_while_asking_cancels_the_request_and_the_turn() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    b.send("fake:write").await;
+    let blocks = b.turn("interrupt", false).await;
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    assert!(!has_error(&blocks));
+    let methods = b.methods();
+    assert!(methods.contains(&"session/cancel".to_owned()), "{methods:?}");
+    let answers: Vec<Value> =
+        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers[0]["result"], serde_json::json!({"outcome": {"outcome": "cancelled"}}));
+    // The session goes on.
+    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+}
+
+#[tokio::test]
+async fn an_interrupt_sends_session_cancel_and_the_turn_ends_interrupted() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    b.send("fake:slow").await;
+    let blocks = b.turn("allow", true).await;
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    let cancel = b.received().into_iter().find(|m| m["method"] == "session/cancel").unwrap();
+    assert_eq!(cancel["params"], serde_json::json!({"sessionId": "sess-1"}));
+    assert!(cancel.get("id").is_none(), "session/cancel is a notification");
+    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+    assert_eq!(b.methods().iter().filter(|m| *m == "initialize").count(), 1, "the same process goes on");
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_is_interrupted_even_when_the_agent_answers_with_an_error() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    b.send("fake:cancel-error").await;
+    let blocks = b.turn("allow", true).await;
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    assert!(!has_error(&blocks), "{blocks:?}");
+}
+
+#[tokio::test]
+async fn an_agent_deaf_to_cancel_is_killed_and_the_next_turn_loads_the_session() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    b.send("fake:deaf").await;
+    let blocks = b.turn("allow", true).await;
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+    let methods = b.methods();
+    assert_eq!(methods.iter().filter(|m| *m == "initialize").count(), 2, "{methods:?}");
+    let load = b.received().into_iter().find(|m| m["method"] == "session/load").unwrap();
+    assert_eq!(load["params"]["sessionId"], "sess-1");
+}
+
+#[tokio::test]
+async fn an_agent_error_is_an_error_block_and_the_session_goes_on() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:error").await;
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    let error = blocks.iter().find_map(|k| match k {
+        BlockKind::Error(e) => Some(e.clone()),
+        _ => None,
+    });
+    let error = error.unwrap();
+    assert_eq!(error.message, "Internal error (model overloaded (529))");
+    assert_eq!(error.code.as_deref(), Some("agent_error"));
+    assert_eq!(final_text(&blocks), "Trying");
+    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+}
+
+#[tokio::test]
+async fn a_crash_is_an_error_with_the_stderr_tail_and_the_next_turn_loads_the_session() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let blocks = b.say("fake:crash").await;
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    let error = blocks.iter().find_map(|k| match k {
+        BlockKind::Error(e) => Some(e.clone()),
+        _ => None,
+    });
+    let error = error.unwrap();
+    assert_eq!(error.code.as_deref(), Some("agent_exited"));
+    assert!(error.message.contains("fatal: the fake agent crashed"), "{}", error.message);
+    let blocks = b.say("hello").await;
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    assert_eq!(final_text(&blocks), "Hello there.", "the replayed history is not shown again");
+    let load = b.received().into_iter().find(|m| m["method"] == "session/load").unwrap();
+    assert_eq!(load["params"]["sessionId"], "sess-1");
+}
+
+#[tokio::test]
+async fn resume_loads_the_session_without_showing_its_history() {
+    let mut b = connect(Kind::Persistent);
+    let mut p = b.start_params("");
+    p.resume_session_id = Some("sess-old".into());
+    let result = b.start(&p).await.unwrap();
+    assert!(result.agent_info.slash_commands.iter().any(|c| c.name == "compact"), "commands sent after the load");
+    assert_eq!(b.reported_ids(), ["sess-old"]);
+    assert!(!b.methods().contains(&"session/new".to_owned()));
+    let blocks = b.say("hello").await;
+    assert_eq!(final_text(&blocks), "Hello there.");
+    assert!(!blocks.iter().any(|k| matches!(k, BlockKind::Progress(_))));
+}
+
+#[tokio::test]
+async fn resume_without_load_session_or_of_an_unknown_session_starts_anew_and_says_so() {
+    for (flags, resume, needle) in [("--no-load", "sess-old", "cannot load"), ("", "missing", "could not resume")] {
+        let mut b = connect(Kind::Persistent);
+        let mut p = b.start_params(flags);
+        p.resume_session_id = Some(resume.into());
+        b.start(&p).await.unwrap();
+        assert_eq!(b.reported_ids(), ["sess-1"], "{flags}");
+        let blocks = b.say("hello").await;
+        let notice = blocks.iter().find_map(|k| match k {
+            BlockKind::Progress(p) => Some(p.message.clone()),
+            _ => None,
+        });
+        assert!(notice.as_deref().is_some_and(|n| n.contains(needle)), "{flags}: {notice:?}");
+        assert_eq!(end(&blocks).reason, EndReason::Completed);
+    }
+}
+
+#[tokio::test]
+async fn an_empty_load_answer_means_unknown_for_agents_that_answer_so() {
+    let mut b = connect(Kind::EmptyLoad);
+    let mut p = b.start_params("");
+    p.resume_session_id = Some("unknown-to-me".into());
+    b.start(&p).await.unwrap();
+    assert_eq!(b.reported_ids(), ["sess-1"]);
+    let blocks = b.say("hello").await;
+    let notice = blocks.iter().find_map(|k| match k {
+        BlockKind::Progress(p) => Some(p.message.clone()),
+        _ => None,
+    });
+    assert!(notice.is_some_and(|n| n.contains("does not know")), "{blocks:?}");
+    // A real load (with the session's modes) is a load.
+    let mut b = connect(Kind::EmptyLoad);
+    let mut p = b.start_params("");
+    p.resume_session_id = Some("sess-old".into());
+    b.start(&p).await.unwrap();
+    assert_eq!(b.reported_ids(), ["sess-old"]);
+}
+
+#[tokio::test]
+async fn permission_modes_and_models_are_set_over_acp_and_checked() {
+    let b = connect(Kind::Persistent);
+    let mut p = b.start_params("");
+    p.permission_mode = Some("yolo".into());
+    p.model = Some("Large".into());
+    let result = b.start(&p).await.unwrap();
+    assert_eq!(result.agent_info.model.as_deref(), Some("Large"));
+    let received = b.received();
+    let set_mode = received.iter().find(|m| m["method"] == "session/set_mode").unwrap();
+    assert_eq!(set_mode["params"], serde_json::json!({"sessionId": "sess-1", "modeId": "yolo"}));
+    let set_model = received.iter().find(|m| m["method"] == "session/set_model").unwrap();
+    assert_eq!(set_model["params"], serde_json::json!({"sessionId": "sess-1", "modelId": "fake-large"}));
+
+    for (mode, model, needle) in [(Some("plan"), None, "default, yolo"), (None, Some("huge"), "fake-small, fake-large")]
+    {
+        let b = connect(Kind::Persistent);
+        let mut p = b.start_params("");
+        p.permission_mode = mode.map(str::to_owned);
+        p.model = model.map(str::to_owned);
+        let Err(CallError::Rpc { error, .. }) = b.start(&p).await else { panic!("accepted {mode:?} {model:?}") };
+        assert_eq!(error.code, codes::INVALID_PARAMS);
+        assert!(error.message.contains(needle), "{}", error.message);
+    }
+}
+
+#[tokio::test]
+async fn a_per_turn_lease_starts_the_agent_for_each_turn_and_loads_the_session() {
+    let (mut b, result) = Bridge::started(Kind::PerTurn, "").await;
+    assert_eq!(result.agent_info.version.as_deref(), Some("9.9.9"));
+    assert_eq!(final_text(&b.say("hello").await), "Hello there.");
+    assert_eq!(final_text(&b.say("fake:tool").await), "It printed hello.");
+    let methods = b.methods();
+    assert_eq!(methods.iter().filter(|m| *m == "initialize").count(), 3, "{methods:?}");
+    assert_eq!(methods.iter().filter(|m| *m == "session/load").count(), 2, "{methods:?}");
+    assert_eq!(methods.iter().filter(|m| *m == "session/new").count(), 1, "{methods:?}");
+
+    let b = connect(Kind::PerTurn);
+    let Err(CallError::Rpc { error, .. }) = b.start(&b.start_params("--no-load")).await else { panic!() };
+    assert!(error.message.contains("persistent"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn stop_reasons_and_plans_reach_the_bridge() {
+    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    assert_eq!(end(&b.say("fake:stop:max_tokens").await).reason, EndReason::MaxTokens);
+    assert_eq!(end(&b.say("fake:stop:refusal").await).reason, EndReason::Refusal);
+    let blocks = b.say("fake:plan").await;
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::Plan(p) if p.entries.len() == 2)));
+}
+
+#[tokio::test]
+async fn the_generic_host_takes_its_identity_from_the_override() {
+    generic::install(AgentCommand { program: "python3".into(), args: vec![] });
+    let overrides = DeclarationOverride {
+        agent_id: Some("my-agent".into()),
+        display_name: Some("My Agent".into()),
+        cli_binary: Some("my-agent-cli".into()),
+        lease: None,
+    };
+    let mut b = connect(Kind::Generic(overrides));
+    let declaration = b
+        .peer
+        .request::<proto::Initialize>(
+            &proto::InitializeParams {
+                protocol_version: 1,
+                bridge: proto::PeerInfo { name: "test".into(), version: "0".into() },
+                offered_init_params: vec![],
+            },
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(declaration.agent_id.as_str(), "my-agent");
+    assert_eq!(declaration.display_name, "My Agent");
+    assert_eq!(declaration.cli_binary.as_deref(), Some("my-agent-cli"));
+    assert_eq!(declaration.lease, LeaseKind::Persistent);
+    let result = b.start(&b.start_params("")).await.unwrap();
+    assert_eq!((result.agent_info.agent_id.as_str(), result.agent_info.name.as_str()), ("my-agent", "My Agent"));
+    assert_eq!(final_text(&b.say("hello").await), "Hello there.");
+}

@@ -1,0 +1,1151 @@
+//! From cursor-agent events to terminull blocks: a pure state machine for one turn.
+//!
+//! [`TurnMapper::on_event`] takes one parsed [`Event`] and returns the [`Action`]s it
+//! causes, in order: blocks to stream, the chat id to report, and the turn's end. It does
+//! no I/O, so the adapter's whole behaviour on the wire is tested here, from lines written
+//! after Cursor's documented stream-json format (the real CLI was not available).
+//!
+//! | cursor-agent event | blocks |
+//! |---|---|
+//! | `system`/`init` | `session_id` notification with `session_id`, once per new chat id |
+//! | `user` | nothing (the prompt echoed) |
+//! | `assistant` | `text`: pieces are appended to the open text block; repeats are dropped (see [`TurnMapper::on_event`]) |
+//! | `thinking`/`delta`, `thinking`/`completed` | `thinking`, `done: true` at `completed` |
+//! | `tool_call`/`started` | `tool_call` `<tool>` `running` (`shellToolCall` → `shell`, `function` → its name) |
+//! | `tool_call`/`completed` | for edits and writes a `diff`, then `tool_call` `done`/`error` and `tool_result` |
+//! | `result` | `session_end` `completed` with the usage; when failed, `error` code `agent_error` and `session_end` `error` |
+//! | output ends without `result` | `error` (code from the adapter, `agent_exited` usually), `session_end` `error` ([`TurnMapper::on_exit`]) |
+//!
+//! Text and tool-call ids are `<turn prefix>-…`, the prefix minted once per turn, so ids
+//! never repeat across turns. Before any `session_end` the mapper closes what is still
+//! open, so the turn contract holds whatever the CLI printed.
+//!
+//! Everything is bounded: text and thinking at [`MAX_TEXT_BYTES`], tool outputs at
+//! [`MAX_TOOL_OUTPUT_BYTES`], tool inputs at [`MAX_INPUT_BYTES`], titles at
+//! [`MAX_TITLE_CHARS`], diff texts at [`MAX_DIFF_TEXT_BYTES`], call ids at
+//! [`MAX_CALL_ID_CHARS`].
+
+use serde_json::{Value, json};
+use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
+use terminull_adapter_sdk::tools::ToolCallTracker;
+use terminull_protocol::BlockKind;
+use terminull_protocol::blocks::{Diff, DiffChange, EndReason, ErrorBlock, SessionEnd, Usage};
+use terminull_protocol::ids::ToolCallId;
+
+use crate::events::{AssistantText, Event, RunResult, TokenUsage, ToolInvocation, ToolOutcome, ToolPhase};
+
+/// Most bytes of one `text` or `thinking` block's text.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Most bytes of one `tool_result` output or `error` message.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
+/// Most bytes of a tool call's `input` once encoded as JSON.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// Most characters of a tool call's `title`.
+pub const MAX_TITLE_CHARS: usize = 120;
+/// Most bytes of one side of a `diff` (a larger change is shown by its headers only).
+pub const MAX_DIFF_TEXT_BYTES: usize = 1024 * 1024;
+/// Most characters of Cursor's `call_id` kept in a tool-call id.
+pub const MAX_CALL_ID_CHARS: usize = 128;
+/// Most characters of a chat id accepted from the CLI.
+pub const MAX_CHAT_ID_CHARS: usize = 256;
+
+/// What the adapter must do for one event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Stream this block.
+    Emit(BlockKind),
+    /// Report the chat id with the `session_id` notification, and resume this chat in
+    /// the next turn.
+    SessionId(String),
+    /// The turn's one `session_end`; everything open was closed before it. Always the
+    /// last action; the adapter streams it once the CLI has exited.
+    End(SessionEnd),
+}
+
+/// The state of one turn. Create one per turn with a fresh prefix.
+#[derive(Debug)]
+pub struct TurnMapper {
+    prefix: String,
+    chat_id: Option<String>,
+    saw_init: bool,
+    tools: ToolCallTracker,
+    /// The open text block.
+    text: Option<TextStreamer>,
+    /// The text of the turn's closed text blocks, to recognise repeats (bounded).
+    closed_text: String,
+    /// Whether any text was streamed this turn.
+    any_text: bool,
+    /// The open thinking block.
+    thinking: Option<TextStreamer>,
+    /// Counts blocks and anonymous tool calls, for ids.
+    counter: usize,
+    ended: bool,
+}
+
+impl TurnMapper {
+    /// A mapper for one turn. `prefix` makes this turn's ids unique (mint it with the
+    /// SDK's `mint_id`); `chat_id` is the chat already known (resumed), so its
+    /// `system`/`init` is not reported again.
+    pub fn new(prefix: impl Into<String>, chat_id: Option<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            chat_id,
+            saw_init: false,
+            tools: ToolCallTracker::new(),
+            text: None,
+            closed_text: String::new(),
+            any_text: false,
+            thinking: None,
+            counter: 0,
+            ended: false,
+        }
+    }
+
+    /// The chat id as known now.
+    pub fn chat_id(&self) -> Option<&str> {
+        self.chat_id.as_deref()
+    }
+
+    /// True once the CLI printed its `system`/`init` in this turn.
+    pub fn saw_init(&self) -> bool {
+        self.saw_init
+    }
+
+    /// True once the turn ended (`result`, [`on_exit`](Self::on_exit) or
+    /// [`on_interrupt`](Self::on_interrupt)); later events produce nothing.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn next_id(&mut self, kind: &str) -> String {
+        self.counter += 1;
+        format!("{}-{kind}{}", self.prefix, self.counter)
+    }
+
+    /// The actions for one event.
+    ///
+    /// `assistant` text: a piece (`timestamp_ms` without `model_call_id`) is appended to
+    /// the open text block. Any other `assistant` line may repeat what was streamed
+    /// (`--stream-partial-output` sends each message again when it is complete, and the
+    /// whole answer once more at the end), so it is dropped when the turn's text so far
+    /// ends with it (whitespace ignored), replaces the open block when it extends it, and
+    /// is appended otherwise (a whole message, as without `--stream-partial-output`).
+    pub fn on_event(&mut self, event: Event) -> Vec<Action> {
+        if self.ended {
+            tracing::debug!(?event, "cursor-agent event after the turn ended; ignored");
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match event {
+            Event::SystemInit { session_id, model } => {
+                self.saw_init = true;
+                tracing::debug!(?model, "cursor-agent run started");
+                if let Some(id) = session_id {
+                    self.report_chat(id, &mut out);
+                }
+            }
+            Event::User => {}
+            Event::Assistant(a) => self.on_assistant(a, &mut out),
+            Event::ThinkingDelta { text } => self.on_thinking(&text, &mut out),
+            Event::ThinkingCompleted => self.close_thinking(&mut out),
+            Event::ToolCall { phase, call_id, call } => self.on_tool(phase, call_id.as_deref(), call, &mut out),
+            Event::Result(result) => self.on_result(result, &mut out),
+            Event::Unknown { event_type, subtype } => {
+                tracing::debug!(event_type, ?subtype, "unknown cursor-agent event; ignored");
+            }
+        }
+        out
+    }
+
+    /// The actions when the output ended without `result` (the CLI exited, crashed or
+    /// closed stdout): close what is open, an `error` block with `detail` (exit status and
+    /// stderr tail) and `code`, and `session_end` error.
+    pub fn on_exit(&mut self, detail: &str, code: &str) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.close_open("cursor-agent exited before the tool call finished", &mut out);
+        out.push(error_block(detail, code));
+        out.push(Action::End(SessionEnd {
+            reason: EndReason::Error,
+            usage: None,
+            message: Some(bounded_chars(detail, 500)),
+        }));
+        self.ended = true;
+        out
+    }
+
+    /// The actions when the user interrupted the turn: close what is open. The
+    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
+    pub fn on_interrupt(&mut self) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.close_open("interrupted", &mut out);
+        self.ended = true;
+        out
+    }
+
+    fn report_chat(&mut self, id: String, out: &mut Vec<Action>) {
+        let valid = !id.is_empty()
+            && id.chars().count() <= MAX_CHAT_ID_CHARS
+            && !id.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !valid {
+            tracing::warn!(?id, "cursor-agent reported a chat id that cannot be resumed; ignored");
+            return;
+        }
+        if self.chat_id.as_deref() != Some(id.as_str()) {
+            self.chat_id = Some(id.clone());
+            out.push(Action::SessionId(id));
+        }
+    }
+
+    fn on_assistant(&mut self, a: AssistantText, out: &mut Vec<Action>) {
+        if a.text.is_empty() {
+            return;
+        }
+        self.close_thinking(out);
+        if !a.is_delta() {
+            if self.repeats_recent_text(&a.text) {
+                tracing::debug!(chars = a.text.len(), "assistant text repeats what was streamed; dropped");
+                return;
+            }
+            if let Some(open) = &mut self.text
+                && !open.text().is_empty()
+                && a.text.starts_with(open.text())
+                && a.text.len() <= MAX_TEXT_BYTES
+            {
+                match open.replace(a.text) {
+                    Ok(chunk) => out.push(Action::Emit(chunk)),
+                    Err(e) => tracing::debug!("{e}"),
+                }
+                return;
+            }
+        }
+        self.append_text(&a.text, out);
+    }
+
+    /// True when the turn's text so far (closed blocks and the open one) ends with
+    /// `text`, whitespace ignored.
+    fn repeats_recent_text(&self, text: &str) -> bool {
+        let wanted: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        if wanted.is_empty() || !self.any_text {
+            return false;
+        }
+        let open = self.text.as_ref().map(TextStreamer::text).unwrap_or("");
+        let so_far: String = self.closed_text.chars().chain(open.chars()).filter(|c| !c.is_whitespace()).collect();
+        so_far.ends_with(&wanted)
+    }
+
+    fn append_text(&mut self, piece: &str, out: &mut Vec<Action>) {
+        if self.text.is_none() {
+            let id = self.next_id("text");
+            self.text = Some(TextStreamer::new(StreamKind::Text, id));
+        }
+        self.any_text = true;
+        let open = self.text.as_mut().expect("opened above");
+        if let Some(chunk) = push_bounded(open, piece) {
+            out.push(Action::Emit(chunk));
+        }
+    }
+
+    fn close_text(&mut self, out: &mut Vec<Action>) {
+        if let Some(mut open) = self.text.take()
+            && !open.text().is_empty()
+        {
+            if self.closed_text.len() + open.text().len() <= MAX_TEXT_BYTES {
+                self.closed_text.push_str(open.text());
+            }
+            out.extend(open.finish().map(Action::Emit));
+        }
+    }
+
+    fn on_thinking(&mut self, piece: &str, out: &mut Vec<Action>) {
+        if piece.is_empty() {
+            return;
+        }
+        self.close_text(out);
+        if self.thinking.is_none() {
+            let id = self.next_id("thinking");
+            self.thinking = Some(TextStreamer::new(StreamKind::Thinking, id));
+        }
+        let open = self.thinking.as_mut().expect("opened above");
+        if let Some(chunk) = push_bounded(open, piece) {
+            out.push(Action::Emit(chunk));
+        }
+    }
+
+    fn close_thinking(&mut self, out: &mut Vec<Action>) {
+        if let Some(mut open) = self.thinking.take()
+            && !open.text().is_empty()
+        {
+            out.extend(open.finish().map(Action::Emit));
+        }
+    }
+
+    fn close_open(&mut self, why: &str, out: &mut Vec<Action>) {
+        self.close_thinking(out);
+        self.close_text(out);
+        out.extend(self.tools.close_all(why).into_iter().map(Action::Emit));
+    }
+
+    /// The tool-call id for an event: `<prefix>-<call_id>` (control characters dropped,
+    /// bounded); without a `call_id`, a fresh id for a start, and for a completion the
+    /// latest running call of the same tool.
+    fn tool_id(&mut self, call_id: Option<&str>, name: &str, phase: ToolPhase) -> ToolCallId {
+        let cleaned: String =
+            call_id.unwrap_or("").chars().filter(|c| !c.is_control()).take(MAX_CALL_ID_CHARS).collect();
+        let cleaned = cleaned.trim();
+        if !cleaned.is_empty() {
+            return ToolCallId::from(format!("{}-{cleaned}", self.prefix));
+        }
+        if phase == ToolPhase::Completed
+            && let Some(id) =
+                self.tools.open_ids().into_iter().rev().find(|id| self.tools.get(id).is_some_and(|c| c.name == name))
+        {
+            return id;
+        }
+        ToolCallId::from(self.next_id("call"))
+    }
+
+    fn on_tool(&mut self, phase: ToolPhase, call_id: Option<&str>, call: ToolInvocation, out: &mut Vec<Action>) {
+        self.close_thinking(out);
+        self.close_text(out);
+        let id = self.tool_id(call_id, &call.name, phase);
+        if !self.tools.is_running(&id) {
+            let title = tool_title(&call.name, &call.args);
+            match self.tools.start(id.clone(), call.name.clone(), bounded_input(call.args.clone()), None, title) {
+                Ok(block) => out.push(Action::Emit(block)),
+                Err(e) => {
+                    // Already finished: a repeated event.
+                    tracing::debug!("{e}");
+                    return;
+                }
+            }
+        }
+        if phase == ToolPhase::Started {
+            return;
+        }
+        let rendered = render_outcome(&call.name, &call.args, call.outcome.as_ref());
+        if let Some((path, change)) = rendered.diff {
+            out.push(Action::Emit(BlockKind::Diff(Diff { path, change, tool_call_id: Some(id.clone()) })));
+        }
+        match self.tools.finish(id, bounded(&rendered.output, MAX_TOOL_OUTPUT_BYTES), rendered.is_error) {
+            Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
+            Err(e) => tracing::debug!("{e}"),
+        }
+    }
+
+    fn on_result(&mut self, result: RunResult, out: &mut Vec<Action>) {
+        if !self.saw_init
+            && let Some(id) = result.session_id.clone()
+        {
+            self.report_chat(id, out);
+        }
+        self.close_open("the turn ended before the tool call finished", out);
+        let usage = result.usage.as_ref().map(usage_of);
+        if result.failed() {
+            let message = if result.result.trim().is_empty() {
+                "cursor-agent reported that the turn failed".to_owned()
+            } else {
+                result.result.clone()
+            };
+            out.push(error_block(&message, "agent_error"));
+            out.push(Action::End(SessionEnd {
+                reason: EndReason::Error,
+                usage,
+                message: Some(bounded_chars(&message, 500)),
+            }));
+        } else {
+            if !self.any_text && !result.result.trim().is_empty() {
+                // No assistant line was printed: the result holds the whole answer.
+                let mut answer = TextStreamer::new(StreamKind::Text, self.next_id("text"));
+                push_bounded(&mut answer, &result.result);
+                out.extend(answer.finish().map(Action::Emit));
+            }
+            out.push(Action::End(SessionEnd { reason: EndReason::Completed, usage, message: None }));
+        }
+        self.ended = true;
+    }
+}
+
+/// Appends `piece` to a streamer unless that would pass [`MAX_TEXT_BYTES`]; the piece
+/// that would is cut on a character boundary and followed by a note, once. The chunk to
+/// stream, if anything changed.
+fn push_bounded(streamer: &mut TextStreamer, piece: &str) -> Option<BlockKind> {
+    const NOTE: &str = "\n… [truncated]";
+    let used = streamer.text().len();
+    if used >= MAX_TEXT_BYTES || streamer.text().ends_with(NOTE) {
+        return None;
+    }
+    let room = MAX_TEXT_BYTES - used;
+    let piece = if piece.len() <= room {
+        piece.to_owned()
+    } else {
+        let mut cut = room;
+        while !piece.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}{NOTE}", &piece[..cut])
+    };
+    streamer.try_push(&piece).map_err(|e| tracing::debug!("{e}")).ok()
+}
+
+/// This turn's usage in terminull's terms; Cursor reports no cost. Negative counts read as 0.
+pub fn usage_of(t: &TokenUsage) -> Usage {
+    let n = |v: Option<i64>| v.map(|v| u64::try_from(v).unwrap_or(0));
+    Usage {
+        input_tokens: n(t.input_tokens),
+        output_tokens: n(t.output_tokens),
+        cache_read_tokens: n(t.cache_read_tokens),
+        cache_write_tokens: n(t.cache_write_tokens),
+        cost_usd: None,
+    }
+}
+
+/// Adds one turn's usage to the session's totals (a field stays absent until some turn
+/// reports it).
+pub fn add_usage(total: &mut Usage, turn: &Usage) {
+    let add = |a: &mut Option<u64>, b: Option<u64>| {
+        if let Some(b) = b {
+            *a = Some(a.unwrap_or(0).saturating_add(b));
+        }
+    };
+    add(&mut total.input_tokens, turn.input_tokens);
+    add(&mut total.output_tokens, turn.output_tokens);
+    add(&mut total.cache_read_tokens, turn.cache_read_tokens);
+    add(&mut total.cache_write_tokens, turn.cache_write_tokens);
+    if let Some(cost) = turn.cost_usd {
+        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
+}
+
+fn bounded_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
+/// `{"truncated": "<start of its JSON>"}`.
+fn bounded_input(value: Value) -> Value {
+    let encoded = value.to_string();
+    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
+}
+
+fn str_field<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| value.get(*k).and_then(Value::as_str))
+}
+
+/// A short title: the command of a shell call, the path of a file tool, the pattern of a
+/// search; its first line, cut to [`MAX_TITLE_CHARS`].
+pub fn tool_title(name: &str, args: &Value) -> Option<String> {
+    let text = match name {
+        "shell" => str_field(args, &["command"]),
+        "read" | "write" | "edit" | "delete" | "ls" => str_field(args, &["path", "targetFile", "filePath"]),
+        "grep" => str_field(args, &["pattern", "query"]),
+        "glob" => str_field(args, &["globPattern", "pattern"]),
+        _ => None,
+    }?;
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(bounded_chars(line, MAX_TITLE_CHARS))
+}
+
+/// What a completed tool call shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The `tool_result` output (not yet bounded).
+    pub output: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The `diff` of the file it changed: path and change.
+    pub diff: Option<(String, DiffChange)>,
+}
+
+/// The result, failure flag and diff of a completed call, by tool.
+///
+/// - `shell`: stdout then stderr; an error when `exitCode` is not 0.
+/// - `edit`: the `diffString`; diff `replace` from `beforeFullFileContent` to
+///   `afterFullFileContent`, else the `diffString` as a unified patch.
+/// - `write`: "wrote <path> (N lines, M bytes)"; diff `replace` with `old_text: null` and
+///   the written `fileText` (the CLI does not say whether the file existed).
+/// - `delete`: "deleted <path>"; diff `unified` to `/dev/null`, headers only.
+/// - others: the text of the result (`content`, `output`, `message`, …), else its JSON.
+/// - `rejected`: an error naming the reason; other failure keys: an error with their text.
+pub fn render_outcome(name: &str, args: &Value, outcome: Option<&ToolOutcome>) -> Rendered {
+    let plain = |output: String, is_error: bool| Rendered { output, is_error, diff: None };
+    let Some(outcome) = outcome else { return plain(String::new(), false) };
+    match outcome {
+        ToolOutcome::Success(v) => match name {
+            "shell" => {
+                let (output, is_error) = shell_output(v);
+                plain(output, is_error)
+            }
+            "edit" => {
+                let path = path_of(v, args);
+                let output = match str_field(v, &["diffString"]) {
+                    Some(diff) => diff.to_owned(),
+                    None => format!("edited {}", path.as_deref().unwrap_or("a file")),
+                };
+                Rendered { output, is_error: false, diff: path.and_then(|p| edit_diff(v).map(|c| (p, c))) }
+            }
+            "write" => {
+                let path = path_of(v, args);
+                let mut output = format!("wrote {}", path.as_deref().unwrap_or("a file"));
+                let lines = v.get("linesCreated").and_then(Value::as_u64);
+                let size = v.get("fileSize").and_then(Value::as_u64);
+                match (lines, size) {
+                    (Some(l), Some(s)) => output.push_str(&format!(" ({l} lines, {s} bytes)")),
+                    (Some(l), None) => output.push_str(&format!(" ({l} lines)")),
+                    (None, Some(s)) => output.push_str(&format!(" ({s} bytes)")),
+                    (None, None) => {}
+                }
+                let change = str_field(args, &["fileText", "contents", "content"]).map(|new_text| {
+                    if new_text.len() > MAX_DIFF_TEXT_BYTES {
+                        headers_only("/dev/null", path.as_deref().unwrap_or(""))
+                    } else {
+                        DiffChange::Replace { old_text: None, new_text: new_text.to_owned() }
+                    }
+                });
+                Rendered { output, is_error: false, diff: path.zip(change) }
+            }
+            "delete" => {
+                let path = path_of(v, args);
+                let output = format!("deleted {}", path.as_deref().unwrap_or("a file"));
+                let diff = path.map(|p| {
+                    let rel = p.trim_start_matches('/').to_owned();
+                    (p, DiffChange::Unified { patch: format!("--- a/{rel}\n+++ /dev/null\n") })
+                });
+                Rendered { output, is_error: false, diff }
+            }
+            _ => plain(text_of(v), false),
+        },
+        ToolOutcome::Rejected(v) => {
+            let reason = str_field(v, &["reason", "message", "error"]).map(str::trim).filter(|r| !r.is_empty());
+            let mut output = match reason {
+                Some(reason) => format!("rejected by cursor-agent: {reason}"),
+                None => "rejected by cursor-agent's permissions".to_owned(),
+            };
+            if name == "shell" {
+                if let Some(command) = str_field(v, &["command"]).or_else(|| str_field(args, &["command"])) {
+                    output.push_str(&format!("\ncommand not run: {command}"));
+                }
+                if reason.is_none() {
+                    output.push_str(
+                        "\n(in print mode cursor-agent runs shell commands only with permission mode `force`)",
+                    );
+                }
+            }
+            plain(output, true)
+        }
+        ToolOutcome::Failed { kind, value } => {
+            let output = if name == "shell" && (value.get("stdout").is_some() || value.get("stderr").is_some()) {
+                shell_output(value).0
+            } else {
+                text_of(value)
+            };
+            let output = if output.trim().is_empty() { format!("the tool call ended with `{kind}`") } else { output };
+            plain(output, true)
+        }
+    }
+}
+
+/// stdout, then stderr on its own line; "exit code N" when both are empty and it failed.
+fn shell_output(v: &Value) -> (String, bool) {
+    let stdout = str_field(v, &["stdout"]).unwrap_or("");
+    let stderr = str_field(v, &["stderr"]).unwrap_or("");
+    let exit = v.get("exitCode").and_then(Value::as_i64);
+    let is_error = exit.is_some_and(|code| code != 0);
+    let output = match (stdout.is_empty(), stderr.is_empty()) {
+        (false, true) => stdout.to_owned(),
+        (true, false) => stderr.to_owned(),
+        (false, false) if stdout.ends_with('\n') => format!("{stdout}{stderr}"),
+        (false, false) => format!("{stdout}\n{stderr}"),
+        (true, true) => match exit {
+            Some(code) if code != 0 => format!("exit code {code}"),
+            _ => str_field(v, &["output", "interleavedOutput"]).unwrap_or("").to_owned(),
+        },
+    };
+    (output, is_error)
+}
+
+/// The file a tool touched: from its result, else from its arguments.
+fn path_of(result: &Value, args: &Value) -> Option<String> {
+    str_field(result, &["path"])
+        .or_else(|| str_field(args, &["path", "targetFile", "filePath"]))
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+}
+
+fn headers_only(old: &str, new: &str) -> DiffChange {
+    let side = |p: &str, prefix: &str| {
+        if p == "/dev/null" { p.to_owned() } else { format!("{prefix}/{}", p.trim_start_matches('/')) }
+    };
+    DiffChange::Unified { patch: format!("--- {}\n+++ {}\n", side(old, "a"), side(new, "b")) }
+}
+
+fn edit_diff(v: &Value) -> Option<DiffChange> {
+    let fits = |s: &&str| s.len() <= MAX_DIFF_TEXT_BYTES;
+    let before = str_field(v, &["beforeFullFileContent"]).filter(fits);
+    let after = str_field(v, &["afterFullFileContent"]).filter(fits);
+    if let (Some(before), Some(after)) = (before, after) {
+        return Some(DiffChange::Replace { old_text: Some(before.to_owned()), new_text: after.to_owned() });
+    }
+    str_field(v, &["diffString"]).filter(fits).map(|patch| DiffChange::Unified { patch: patch.to_owned() })
+}
+
+/// The text of a tool's result or failure: the string itself, else its first text field,
+/// else its JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Object(_) => {
+            match str_field(v, &["content", "output", "text", "message", "error", "errorMessage", "reason"]) {
+                Some(s) => s.to_owned(),
+                None => match v.get("error").and_then(|e| e.get("message")).and_then(Value::as_str) {
+                    Some(s) => s.to_owned(),
+                    None => bounded(&v.to_string(), MAX_TOOL_OUTPUT_BYTES),
+                },
+            }
+        }
+        other => bounded(&other.to_string(), MAX_TOOL_OUTPUT_BYTES),
+    }
+}
+
+fn error_block(message: &str, code: &str) -> Action {
+    let message = if message.trim().is_empty() { "cursor-agent reported an error without a message" } else { message };
+    Action::Emit(BlockKind::Error(ErrorBlock {
+        message: bounded(message, MAX_TOOL_OUTPUT_BYTES),
+        recoverable: true,
+        code: Some(code.to_owned()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use terminull_protocol::blocks::ToolStatus;
+    use terminull_protocol::turn::TurnTracker;
+
+    use super::*;
+    use crate::events::parse_event;
+
+    const SID: &str = "c6b62c6f-7ead-4fd6-9922-e952131177ff";
+
+    /// The documented example sequence (output-format reference), verbatim in shape.
+    const DOCUMENTED: &str = r##"{"type":"system","subtype":"init","apiKeySource":"login","cwd":"/Users/user/project","session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff","model":"Claude 4 Sonnet","permissionMode":"default"}
+{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Read README.md and create a summary"}]},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"I'll "}]},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"read the README.md file"}]},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"tool_call","subtype":"started","call_id":"toolu_vrtx_01NnjaR886UcE8whekg2MGJd","tool_call":{"readToolCall":{"args":{"path":"README.md"}}},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"tool_call","subtype":"completed","call_id":"toolu_vrtx_01NnjaR886UcE8whekg2MGJd","tool_call":{"readToolCall":{"args":{"path":"README.md"},"result":{"success":{"content":"# Project\n\nThis is a sample project...","isEmpty":false,"exceededLimit":false,"totalLines":54,"totalChars":1254}}}},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":" and create a summary"}]},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"tool_call","subtype":"started","call_id":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv","tool_call":{"writeToolCall":{"args":{"path":"summary.txt","fileText":"# README Summary\n\nThis project contains...","toolCallId":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv"}}},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"tool_call","subtype":"completed","call_id":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv","tool_call":{"writeToolCall":{"args":{"path":"summary.txt","fileText":"# README Summary\n\nThis project contains...","toolCallId":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv"},"result":{"success":{"path":"/Users/user/project/summary.txt","linesCreated":19,"fileSize":942}}}},"session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff"}
+{"type":"result","subtype":"success","duration_ms":5234,"duration_api_ms":5234,"is_error":false,"result":"I'll read the README.md file and create a summary","session_id":"c6b62c6f-7ead-4fd6-9922-e952131177ff","request_id":"10e11780-df2f-45dc-a1ff-4540af32e9c0"}"##;
+
+    /// `--stream-partial-output`: reasoning, pieces, the consolidated message before the
+    /// tool call, a shell call, pieces of the answer, the whole answer again, the result.
+    const PARTIAL_SHELL: &str = r#"{"type":"system","subtype":"init","apiKeySource":"env","cwd":"/w","session_id":"s-1","model":"Auto","permissionMode":"default"}
+{"type":"user","message":{"role":"user","content":[{"type":"text","text":"mock:tool please"}]},"session_id":"s-1"}
+{"type":"thinking","subtype":"delta","text":"The user wants ","session_id":"s-1","timestamp_ms":1}
+{"type":"thinking","subtype":"delta","text":"a command run.","session_id":"s-1","timestamp_ms":2}
+{"type":"thinking","subtype":"completed","session_id":"s-1","timestamp_ms":3}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"I'll run "}]},"session_id":"s-1","timestamp_ms":4}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"the command."}]},"session_id":"s-1","timestamp_ms":5}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"I'll run the command."}]},"session_id":"s-1","model_call_id":"m-1","timestamp_ms":6}
+{"type":"tool_call","subtype":"started","call_id":"call_1","tool_call":{"shellToolCall":{"args":{"command":"echo hello","workingDirectory":"/w","timeout":30000}}},"model_call_id":"m-1","session_id":"s-1","timestamp_ms":7}
+{"type":"tool_call","subtype":"completed","call_id":"call_1","tool_call":{"shellToolCall":{"args":{"command":"echo hello","workingDirectory":"/w","timeout":30000},"result":{"success":{"command":"echo hello","exitCode":0,"stdout":"hello\n","stderr":"","executionTime":12},"isBackground":false}}},"model_call_id":"m-1","session_id":"s-1","timestamp_ms":8}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"It printed "}]},"session_id":"s-1","timestamp_ms":9}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"hello."}]},"session_id":"s-1","timestamp_ms":10}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"I'll run the command.\n\nIt printed hello."}]},"session_id":"s-1"}
+{"type":"result","subtype":"success","duration_ms":900,"duration_api_ms":900,"is_error":false,"result":"I'll run the command.It printed hello.","session_id":"s-1","request_id":"r-1","usage":{"inputTokens":1200,"outputTokens":40,"cacheReadTokens":300}}"#;
+
+    /// One line per complete message (no `--stream-partial-output`), the final message
+    /// repeated as the cumulative answer.
+    const WHOLE_MESSAGES: &str = r#"{"type":"system","subtype":"init","session_id":"s-2","model":"Auto"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Listing files."}]},"session_id":"s-2","model_call_id":"m-1","timestamp_ms":1}
+{"type":"tool_call","subtype":"started","call_id":"c-ls","tool_call":{"lsToolCall":{"args":{"path":"/w","ignore":[]}}},"session_id":"s-2"}
+{"type":"tool_call","subtype":"completed","call_id":"c-ls","tool_call":{"lsToolCall":{"args":{"path":"/w","ignore":[]},"result":{"success":{"directoryTreeRoot":{"absPath":"/w","childrenFiles":[{"name":"a.txt"}]}}}}},"session_id":"s-2"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"There is one file: a.txt."}]},"session_id":"s-2"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"There is one file: a.txt."}]},"session_id":"s-2"}
+{"type":"result","subtype":"success","is_error":false,"result":"Listing files.There is one file: a.txt.","session_id":"s-2"}"#;
+
+    /// Edits, a rejected shell call, a failed read, a grep and an MCP-style function call.
+    const TOOLS: &str = r##"{"type":"tool_call","subtype":"started","call_id":"e1","tool_call":{"editToolCall":{"args":{"path":"/w/hello.py","streamContent":"x"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"e1","tool_call":{"editToolCall":{"args":{"path":"/w/hello.py"},"result":{"success":{"path":"/w/hello.py","linesAdded":1,"linesRemoved":0,"diffString":"--- a\n+++ b\n@@ -1 +1,2 @@\n+# greeting\n print('hi')","beforeFullFileContent":"print('hi')\n","afterFullFileContent":"# greeting\nprint('hi')\n"}}}}}
+{"type":"tool_call","subtype":"completed","call_id":"e2","tool_call":{"editToolCall":{"args":{"path":"b.rs"},"result":{"success":{"diffString":"--- a/b.rs\n+++ b/b.rs\n@@ -1 +1 @@\n-a\n+b"}}}}}
+{"type":"tool_call","subtype":"started","call_id":"sh","tool_call":{"shellToolCall":{"args":{"command":"python3 hello.py"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"sh","tool_call":{"shellToolCall":{"result":{"rejected":{"command":"python3 hello.py","workingDirectory":"/w","reason":"","isReadonly":false}}}}}
+{"type":"tool_call","subtype":"started","call_id":"sh2","tool_call":{"shellToolCall":{"args":{"command":"false"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"sh2","tool_call":{"shellToolCall":{"args":{"command":"false"},"result":{"success":{"exitCode":1,"stdout":"","stderr":""}}}}}
+{"type":"tool_call","subtype":"started","call_id":"r1","tool_call":{"readToolCall":{"args":{"path":"missing.txt"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"r1","tool_call":{"readToolCall":{"args":{"path":"missing.txt"},"result":{"error":{"errorMessage":"File not found"}}}}}
+{"type":"tool_call","subtype":"started","call_id":"g1","tool_call":{"grepToolCall":{"args":{"pattern":"TODO","path":"src"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"g1","tool_call":{"grepToolCall":{"args":{"pattern":"TODO"},"result":{"success":{"matches":2}}}}}
+{"type":"tool_call","subtype":"started","call_id":"d1","tool_call":{"deleteToolCall":{"args":{"path":"/w/old.txt"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"d1","tool_call":{"deleteToolCall":{"args":{"path":"/w/old.txt"},"result":{"success":{}}}}}
+{"type":"tool_call","subtype":"started","call_id":"f1","tool_call":{"function":{"name":"docs_search","arguments":"{\"q\":\"serde\"}"}}}
+{"type":"tool_call","subtype":"completed","call_id":"f1","tool_call":{"function":{"name":"docs_search","arguments":"{\"q\":\"serde\"}","result":{"success":"found 3"}}}}
+{"type":"result","subtype":"success","is_error":false,"result":""}"##;
+
+    /// Odd input: repeated and id-less tool events, a call id with a newline, unknown
+    /// events, a result without assistant lines, a late line.
+    const ODDITIES: &str = r#"{"type":"system","subtype":"init","session_id":"s-3"}
+{"type":"system","subtype":"init","session_id":"s-3"}
+{"type":"interaction_query","subtype":"request","session_id":"s-3"}
+{"type":"tool_call","subtype":"started","call_id":"a\nb","tool_call":{"readToolCall":{"args":{"path":"x"}}}}
+{"type":"tool_call","subtype":"started","call_id":"a\nb","tool_call":{"readToolCall":{"args":{"path":"x"}}}}
+{"type":"tool_call","subtype":"completed","call_id":"a\nb","tool_call":{"readToolCall":{"args":{"path":"x"},"result":{"success":{"content":"xx"}}}}}
+{"type":"tool_call","subtype":"completed","call_id":"a\nb","tool_call":{"readToolCall":{"args":{"path":"x"},"result":{"success":{"content":"xx"}}}}}
+{"type":"tool_call","subtype":"started","tool_call":{"globToolCall":{"args":{"globPattern":"**/*.rs"}}}}
+{"type":"tool_call","subtype":"completed","tool_call":{"globToolCall":{"result":{"success":{"files":["a.rs"]}}}}}
+{"type":"tool_call","subtype":"started","call_id":"open","tool_call":{"lsToolCall":{"args":{"path":"/"}}}}
+{"type":"tool_call","subtype":"progress","call_id":"open"}
+{"type":"result","subtype":"success","is_error":false,"result":"All done.","usage":{"inputTokens":-5,"outputTokens":7}}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"too late"}]}}"#;
+
+    const FAILED: &str = r#"{"type":"system","subtype":"init","session_id":"s-4"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Let me"}]},"timestamp_ms":1}
+{"type":"result","subtype":"error","is_error":true,"result":"Model provider returned 500","session_id":"s-4"}"#;
+
+    /// One line per action, short enough to read in a table.
+    fn describe(action: &Action) -> String {
+        match action {
+            Action::SessionId(id) => format!("session_id {id}"),
+            Action::End(end) => {
+                let usage = end.usage.as_ref().map(|u| {
+                    format!(
+                        " in={:?} out={:?} cache_read={:?} cache_write={:?}",
+                        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+                    )
+                });
+                format!(
+                    "session_end {:?}{}{}",
+                    end.reason,
+                    usage.unwrap_or_default(),
+                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
+                )
+            }
+            Action::Emit(kind) => match kind {
+                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::ToolCall(c) => format!(
+                    "tool_call {} {} {:?} {} title={:?}",
+                    c.id,
+                    c.name,
+                    c.status,
+                    c.input,
+                    c.title.as_deref().unwrap_or("")
+                ),
+                BlockKind::ToolResult(r) => {
+                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
+                }
+                BlockKind::Error(e) => {
+                    format!("error {} recoverable={} {:?}", e.code.as_deref().unwrap_or("-"), e.recoverable, e.message)
+                }
+                BlockKind::Diff(d) => format!(
+                    "diff {} for {} {}",
+                    d.path,
+                    d.tool_call_id.as_ref().map(|i| i.as_str()).unwrap_or("-"),
+                    serde_json::to_string(&d.change).unwrap()
+                ),
+                other => format!("{other:?}"),
+            },
+        }
+    }
+
+    #[derive(Clone, Copy)]
+    enum Ending {
+        None,
+        Exit(&'static str),
+        Interrupt,
+    }
+
+    /// Runs lines through a fresh mapper (prefix `p`), then `ending`.
+    fn run(lines: &str, known_chat: Option<&str>, ending: Ending) -> (Vec<Action>, TurnMapper) {
+        let mut mapper = TurnMapper::new("p", known_chat.map(str::to_owned));
+        let mut actions = Vec::new();
+        for line in lines.lines() {
+            let event = parse_event(serde_json::from_str(line).unwrap()).unwrap();
+            actions.extend(mapper.on_event(event));
+        }
+        match ending {
+            Ending::None => {}
+            Ending::Exit(detail) => actions.extend(mapper.on_exit(detail, "agent_exited")),
+            Ending::Interrupt => actions.extend(mapper.on_interrupt()),
+        }
+        (actions, mapper)
+    }
+
+    /// (name, lines, chat known before the turn, how the turn ends, expected actions)
+    type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<&'a str>);
+
+    #[test]
+    fn documented_and_synthetic_turns_map_to_these_blocks() {
+        let sid = SID;
+        let tool = "p-toolu_vrtx_01NnjaR886UcE8whekg2MGJd";
+        let write = "p-toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv";
+        let write_input = r##"{"fileText":"# README Summary\n\nThis project contains...","path":"summary.txt","toolCallId":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv"}"##;
+        let documented = vec![
+            format!("session_id {sid}"),
+            "text p-text1 done=false \"I'll \"".to_owned(),
+            "text p-text1 done=false \"I'll read the README.md file\"".to_owned(),
+            "text p-text1 done=true \"I'll read the README.md file\"".to_owned(),
+            format!("tool_call {tool} read Running {{\"path\":\"README.md\"}} title=\"README.md\""),
+            format!("tool_call {tool} read Done {{\"path\":\"README.md\"}} title=\"README.md\""),
+            format!("tool_result {tool} error=false \"# Project\\n\\nThis is a sample project...\""),
+            "text p-text2 done=false \" and create a summary\"".to_owned(),
+            "text p-text2 done=true \" and create a summary\"".to_owned(),
+            format!("tool_call {write} write Running {write_input} title=\"summary.txt\""),
+            format!(
+                "diff /Users/user/project/summary.txt for {write} {{\"format\":\"replace\",\"old_text\":null,\"new_text\":\"# README Summary\\n\\nThis project contains...\"}}"
+            ),
+            format!("tool_call {write} write Done {write_input} title=\"summary.txt\""),
+            format!("tool_result {write} error=false \"wrote /Users/user/project/summary.txt (19 lines, 942 bytes)\""),
+            "session_end Completed".to_owned(),
+        ];
+        #[rustfmt::skip]
+        let cases: Vec<MappingCase<'_>> = vec![
+            ("the documented example sequence", DOCUMENTED, None, Ending::None,
+                documented.iter().map(String::as_str).collect()),
+            ("resumed chat is not reported again", &DOCUMENTED[..DOCUMENTED.find('\n').unwrap()], Some(sid), Ending::None, vec![]),
+            ("partial output: pieces streamed, repeats dropped", PARTIAL_SHELL, None, Ending::None, vec![
+                "session_id s-1",
+                "thinking p-thinking1 done=false \"The user wants \"",
+                "thinking p-thinking1 done=false \"The user wants a command run.\"",
+                "thinking p-thinking1 done=true \"The user wants a command run.\"",
+                "text p-text2 done=false \"I'll run \"",
+                "text p-text2 done=false \"I'll run the command.\"",
+                "text p-text2 done=true \"I'll run the command.\"",
+                "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+                "tool_call p-call_1 shell Done {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+                "tool_result p-call_1 error=false \"hello\\n\"",
+                "text p-text3 done=false \"It printed \"",
+                "text p-text3 done=false \"It printed hello.\"",
+                "text p-text3 done=true \"It printed hello.\"",
+                "session_end Completed in=Some(1200) out=Some(40) cache_read=Some(300) cache_write=None",
+            ]),
+            ("whole messages: the repeated final message is dropped", WHOLE_MESSAGES, None, Ending::None, vec![
+                "session_id s-2",
+                "text p-text1 done=false \"Listing files.\"",
+                "text p-text1 done=true \"Listing files.\"",
+                "tool_call p-c-ls ls Running {\"ignore\":[],\"path\":\"/w\"} title=\"/w\"",
+                "tool_call p-c-ls ls Done {\"ignore\":[],\"path\":\"/w\"} title=\"/w\"",
+                "tool_result p-c-ls error=false \"{\\\"directoryTreeRoot\\\":{\\\"absPath\\\":\\\"/w\\\",\\\"childrenFiles\\\":[{\\\"name\\\":\\\"a.txt\\\"}]}}\"",
+                "text p-text2 done=false \"There is one file: a.txt.\"",
+                "text p-text2 done=true \"There is one file: a.txt.\"",
+                "session_end Completed",
+            ]),
+            ("tools: diffs, rejections, failures, functions", TOOLS, Some("s"), Ending::None, vec![
+                "tool_call p-e1 edit Running {\"path\":\"/w/hello.py\",\"streamContent\":\"x\"} title=\"/w/hello.py\"",
+                "diff /w/hello.py for p-e1 {\"format\":\"replace\",\"old_text\":\"print('hi')\\n\",\"new_text\":\"# greeting\\nprint('hi')\\n\"}",
+                "tool_call p-e1 edit Done {\"path\":\"/w/hello.py\",\"streamContent\":\"x\"} title=\"/w/hello.py\"",
+                "tool_result p-e1 error=false \"--- a\\n+++ b\\n@@ -1 +1,2 @@\\n+# greeting\\n print('hi')\"",
+                "tool_call p-e2 edit Running {\"path\":\"b.rs\"} title=\"b.rs\"",
+                "diff b.rs for p-e2 {\"format\":\"unified\",\"patch\":\"--- a/b.rs\\n+++ b/b.rs\\n@@ -1 +1 @@\\n-a\\n+b\"}",
+                "tool_call p-e2 edit Done {\"path\":\"b.rs\"} title=\"b.rs\"",
+                "tool_result p-e2 error=false \"--- a/b.rs\\n+++ b/b.rs\\n@@ -1 +1 @@\\n-a\\n+b\"",
+                "tool_call p-sh shell Running {\"command\":\"python3 hello.py\"} title=\"python3 hello.py\"",
+                "tool_call p-sh shell Error {\"command\":\"python3 hello.py\"} title=\"python3 hello.py\"",
+                "tool_result p-sh error=true \"rejected by cursor-agent's permissions\\ncommand not run: python3 hello.py\\n(in print mode cursor-agent runs shell commands only with permission mode `force`)\"",
+                "tool_call p-sh2 shell Running {\"command\":\"false\"} title=\"false\"",
+                "tool_call p-sh2 shell Error {\"command\":\"false\"} title=\"false\"",
+                "tool_result p-sh2 error=true \"exit code 1\"",
+                "tool_call p-r1 read Running {\"path\":\"missing.txt\"} title=\"missing.txt\"",
+                "tool_call p-r1 read Error {\"path\":\"missing.txt\"} title=\"missing.txt\"",
+                "tool_result p-r1 error=true \"File not found\"",
+                "tool_call p-g1 grep Running {\"path\":\"src\",\"pattern\":\"TODO\"} title=\"TODO\"",
+                "tool_call p-g1 grep Done {\"path\":\"src\",\"pattern\":\"TODO\"} title=\"TODO\"",
+                "tool_result p-g1 error=false \"{\\\"matches\\\":2}\"",
+                "tool_call p-d1 delete Running {\"path\":\"/w/old.txt\"} title=\"/w/old.txt\"",
+                "diff /w/old.txt for p-d1 {\"format\":\"unified\",\"patch\":\"--- a/w/old.txt\\n+++ /dev/null\\n\"}",
+                "tool_call p-d1 delete Done {\"path\":\"/w/old.txt\"} title=\"/w/old.txt\"",
+                "tool_result p-d1 error=false \"deleted /w/old.txt\"",
+                "tool_call p-f1 docs_search Running {\"q\":\"serde\"} title=\"\"",
+                "tool_call p-f1 docs_search Done {\"q\":\"serde\"} title=\"\"",
+                "tool_result p-f1 error=false \"found 3\"",
+                "session_end Completed",
+            ]),
+            ("oddities: repeats, missing ids, unknowns, answer only in the result, late lines", ODDITIES, None, Ending::None, vec![
+                "session_id s-3",
+                "tool_call p-ab read Running {\"path\":\"x\"} title=\"x\"",
+                "tool_call p-ab read Done {\"path\":\"x\"} title=\"x\"",
+                "tool_result p-ab error=false \"xx\"",
+                "tool_call p-call1 glob Running {\"globPattern\":\"**/*.rs\"} title=\"**/*.rs\"",
+                "tool_call p-call1 glob Done {\"globPattern\":\"**/*.rs\"} title=\"**/*.rs\"",
+                "tool_result p-call1 error=false \"{\\\"files\\\":[\\\"a.rs\\\"]}\"",
+                "tool_call p-open ls Running {\"path\":\"/\"} title=\"/\"",
+                "tool_call p-open ls Error {\"path\":\"/\"} title=\"/\"",
+                "tool_result p-open error=true \"the turn ended before the tool call finished\"",
+                "text p-text2 done=true \"All done.\"",
+                "session_end Completed in=Some(0) out=Some(7) cache_read=None cache_write=None",
+            ]),
+            ("a failed result: error block, session_end error", FAILED, None, Ending::None, vec![
+                "session_id s-4",
+                "text p-text1 done=false \"Let me\"",
+                "text p-text1 done=true \"Let me\"",
+                "error agent_error recoverable=true \"Model provider returned 500\"",
+                "session_end Error \"Model provider returned 500\"",
+            ]),
+            ("output ends without a result", &PARTIAL_SHELL[..PARTIAL_SHELL.find("{\"type\":\"tool_call\",\"subtype\":\"completed\"").unwrap()], None,
+                Ending::Exit("cursor-agent exited with status 1 before finishing the turn:\nError: boom"), vec![
+                "session_id s-1",
+                "thinking p-thinking1 done=false \"The user wants \"",
+                "thinking p-thinking1 done=false \"The user wants a command run.\"",
+                "thinking p-thinking1 done=true \"The user wants a command run.\"",
+                "text p-text2 done=false \"I'll run \"",
+                "text p-text2 done=false \"I'll run the command.\"",
+                "text p-text2 done=true \"I'll run the command.\"",
+                "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+                "tool_call p-call_1 shell Error {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+                "tool_result p-call_1 error=true \"cursor-agent exited before the tool call finished\"",
+                "error agent_exited recoverable=true \"cursor-agent exited with status 1 before finishing the turn:\\nError: boom\"",
+                "session_end Error \"cursor-agent exited with status 1 before finishing the turn:\\nError: boom\"",
+            ]),
+            ("interrupt closes open text and calls; no session_end of our own", &PARTIAL_SHELL[..PARTIAL_SHELL.find("{\"type\":\"assistant\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"the").unwrap()], Some("s-1"), Ending::Interrupt, vec![
+                "thinking p-thinking1 done=false \"The user wants \"",
+                "thinking p-thinking1 done=false \"The user wants a command run.\"",
+                "thinking p-thinking1 done=true \"The user wants a command run.\"",
+                "text p-text2 done=false \"I'll run \"",
+                "text p-text2 done=true \"I'll run \"",
+            ]),
+        ];
+        for (name, lines, known, ending, want) in cases {
+            let (actions, mapper) = run(lines, known, ending);
+            let got: Vec<String> = actions.iter().map(describe).collect();
+            assert_eq!(got, want, "{name}");
+            // Whatever the CLI printed, the blocks keep the turn contract.
+            let mut tracker = TurnTracker::new();
+            for action in &actions {
+                let block = match action {
+                    Action::Emit(kind) => kind.clone(),
+                    Action::End(end) => BlockKind::SessionEnd(end.clone()),
+                    Action::SessionId(_) => continue,
+                };
+                assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
+            }
+            assert_eq!(tracker.open_violations(), vec![], "{name}");
+            assert!(mapper.ended() || lines.lines().count() <= 1, "{name}");
+        }
+    }
+
+    #[test]
+    fn repeats_are_recognised_only_for_non_pieces() {
+        let line = |text: &str, extra: &str| {
+            let body = json!({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}});
+            let mut body = body.as_object().unwrap().clone();
+            if let Ok(Value::Object(more)) = serde_json::from_str::<Value>(extra) {
+                body.extend(more);
+            }
+            parse_event(Value::Object(body)).unwrap()
+        };
+        let piece = r#"{"timestamp_ms": 1}"#;
+        let mut m = TurnMapper::new("p", None);
+        m.on_event(line("ha", piece));
+        // A piece equal to the text so far is new text ("haha"), not a repeat.
+        let got: Vec<String> = m.on_event(line("ha", piece)).iter().map(describe).collect();
+        assert_eq!(got, ["text p-text1 done=false \"haha\""]);
+        // A consolidated line that extends the open text replaces it.
+        let got: Vec<String> = m.on_event(line("haha!", r#"{"model_call_id": "m"}"#)).iter().map(describe).collect();
+        assert_eq!(got, ["text p-text1 done=false \"haha!\""]);
+        // Whitespace differences do not hide a repeat.
+        assert!(m.on_event(line(" haha !\n", "{}")).is_empty());
+        // A different whole message is appended.
+        let got: Vec<String> = m.on_event(line(" Next.", "{}")).iter().map(describe).collect();
+        assert_eq!(got, ["text p-text1 done=false \"haha! Next.\""]);
+    }
+
+    #[test]
+    fn chat_ids_are_reported_once_and_checked() {
+        let init = |id: &str| parse_event(json!({"type": "system", "subtype": "init", "session_id": id})).unwrap();
+        let mut m = TurnMapper::new("p", Some("old".into()));
+        assert_eq!(m.on_event(init("new")), [Action::SessionId("new".into())]);
+        assert!(m.on_event(init("new")).is_empty());
+        assert!(m.on_event(init("has space")).is_empty());
+        assert!(m.on_event(init(&"x".repeat(MAX_CHAT_ID_CHARS + 1))).is_empty());
+        assert_eq!((m.chat_id(), m.saw_init()), (Some("new"), true));
+        // Without an init, the result's session id is taken.
+        let mut m = TurnMapper::new("p", None);
+        let actions = m.on_event(parse_event(json!({"type": "result", "session_id": "from-result"})).unwrap());
+        assert_eq!(actions[0], Action::SessionId("from-result".into()));
+    }
+
+    #[test]
+    fn after_the_end_nothing_more_comes_out() {
+        let (_, mut mapper) = run(DOCUMENTED, None, Ending::None);
+        assert!(mapper.ended());
+        assert!(mapper.on_exit("late", "agent_exited").is_empty());
+        assert!(mapper.on_interrupt().is_empty());
+        assert!(mapper.on_event(Event::User).is_empty());
+    }
+
+    #[test]
+    fn usage_is_converted_and_summed() {
+        let turn = usage_of(&TokenUsage {
+            input_tokens: Some(100),
+            output_tokens: Some(7),
+            cache_read_tokens: Some(40),
+            cache_write_tokens: None,
+        });
+        assert_eq!(
+            turn,
+            Usage {
+                input_tokens: Some(100),
+                output_tokens: Some(7),
+                cache_read_tokens: Some(40),
+                cache_write_tokens: None,
+                cost_usd: None
+            }
+        );
+        let mut total = Usage::default();
+        add_usage(&mut total, &turn);
+        add_usage(&mut total, &Usage { input_tokens: Some(1), cache_write_tokens: Some(2), ..Usage::default() });
+        assert_eq!(
+            total,
+            Usage {
+                input_tokens: Some(101),
+                output_tokens: Some(7),
+                cache_read_tokens: Some(40),
+                cache_write_tokens: Some(2),
+                cost_usd: None
+            }
+        );
+    }
+
+    #[test]
+    fn everything_is_bounded() {
+        let mut m = TurnMapper::new("p", None);
+        let huge = "x".repeat(MAX_TEXT_BYTES / 2 + 1);
+        let piece = |t: &str| {
+            parse_event(
+                json!({"type": "assistant", "message": {"content": [{"type": "text", "text": t}]}, "timestamp_ms": 1}),
+            )
+            .unwrap()
+        };
+        m.on_event(piece(&huge));
+        let actions = m.on_event(piece(&huge));
+        let [Action::Emit(BlockKind::Text(t))] = &actions[..] else { panic!("{actions:?}") };
+        assert!(t.text.len() <= MAX_TEXT_BYTES + 20 && t.text.ends_with("[truncated]"), "{}", t.text.len());
+        assert!(m.on_event(piece("more")).is_empty(), "nothing after the truncation note");
+
+        let out = "é".repeat(MAX_TOOL_OUTPUT_BYTES);
+        let line = json!({"type": "tool_call", "subtype": "completed", "call_id": "c".repeat(500), "tool_call": {"shellToolCall": {
+            "args": {"command": "y".repeat(MAX_INPUT_BYTES * 2)}, "result": {"success": {"exitCode": 0, "stdout": out}}}}});
+        let actions = m.on_event(parse_event(line).unwrap());
+        let Action::Emit(BlockKind::ToolCall(call)) = &actions[1] else { panic!("{actions:?}") };
+        assert!(call.input.to_string().len() < MAX_INPUT_BYTES + 200, "input bounded");
+        assert!(call.title.as_ref().unwrap().chars().count() <= MAX_TITLE_CHARS + 1, "title bounded");
+        assert!(call.id.as_str().len() <= "p-".len() + MAX_CALL_ID_CHARS, "id bounded");
+        let Action::Emit(BlockKind::ToolResult(result)) = &actions[3] else { panic!("{actions:?}") };
+        assert!(result.output.len() < MAX_TOOL_OUTPUT_BYTES + 100);
+        assert_eq!(bounded("héllo", 2), "h\n… [truncated: 6 bytes in all]", "cut on a char boundary");
+
+        let big = "z".repeat(MAX_DIFF_TEXT_BYTES + 1);
+        let rendered = render_outcome(
+            "write",
+            &json!({"path": "big.txt", "fileText": big}),
+            Some(&ToolOutcome::Success(json!({"path": "/w/big.txt"}))),
+        );
+        assert_eq!(
+            rendered.diff,
+            Some(("/w/big.txt".into(), DiffChange::Unified { patch: "--- /dev/null\n+++ b/w/big.txt\n".into() }))
+        );
+    }
+
+    #[test]
+    fn outcomes_render() {
+        let shell = |v: Value| render_outcome("shell", &json!({"command": "x"}), Some(&ToolOutcome::Success(v)));
+        let cases = [
+            (json!({"exitCode": 0, "stdout": "out\n", "stderr": "err\n"}), "out\nerr\n", false),
+            (json!({"exitCode": 2, "stdout": "out", "stderr": "err"}), "out\nerr", true),
+            (json!({"exitCode": 0, "stdout": "", "stderr": "warn"}), "warn", false),
+            (json!({"exitCode": 0}), "", false),
+            (json!({"interleavedOutput": "both"}), "both", false),
+        ];
+        for (v, output, is_error) in cases {
+            let r = shell(v.clone());
+            assert_eq!((r.output.as_str(), r.is_error), (output, is_error), "{v}");
+        }
+        let failed = render_outcome(
+            "shell",
+            &Value::Null,
+            Some(&ToolOutcome::Failed { kind: "failure".into(), value: json!({"stdout": "", "stderr": "boom"}) }),
+        );
+        assert_eq!((failed.output.as_str(), failed.is_error), ("boom", true));
+        let empty =
+            render_outcome("x", &Value::Null, Some(&ToolOutcome::Failed { kind: "timeout".into(), value: json!({}) }));
+        assert_eq!(empty.output, "{}");
+        let blank =
+            render_outcome("x", &Value::Null, Some(&ToolOutcome::Failed { kind: "timeout".into(), value: json!("") }));
+        assert_eq!(blank.output, "the tool call ended with `timeout`");
+        let nested = render_outcome(
+            "x",
+            &Value::Null,
+            Some(&ToolOutcome::Failed { kind: "error".into(), value: json!({"error": {"message": "deep"}}) }),
+        );
+        assert_eq!(nested.output, "deep");
+        let reason = render_outcome(
+            "read",
+            &Value::Null,
+            Some(&ToolOutcome::Rejected(json!({"reason": "denied by Read(.env*)"}))),
+        );
+        assert_eq!(
+            (reason.output.as_str(), reason.is_error),
+            ("rejected by cursor-agent: denied by Read(.env*)", true)
+        );
+        assert_eq!(
+            render_outcome("read", &Value::Null, None),
+            Rendered { output: String::new(), is_error: false, diff: None }
+        );
+        let write_no_text = render_outcome("write", &json!({"path": "a"}), Some(&ToolOutcome::Success(json!({}))));
+        assert_eq!((write_no_text.output.as_str(), write_no_text.diff), ("wrote a", None));
+    }
+
+    #[test]
+    fn titles() {
+        let cases = [
+            ("shell", json!({"command": "  \n cargo test\n--all"}), Some("cargo test")),
+            ("read", json!({"path": "src/a.rs"}), Some("src/a.rs")),
+            ("edit", json!({"targetFile": "b.rs"}), Some("b.rs")),
+            ("glob", json!({"globPattern": "**/*.md"}), Some("**/*.md")),
+            ("grep", json!({"pattern": "fn main"}), Some("fn main")),
+            ("todo", json!({"todos": []}), None),
+            ("shell", json!({}), None),
+        ];
+        for (name, args, want) in cases {
+            assert_eq!(tool_title(name, &args).as_deref(), want, "{name} {args}");
+        }
+        assert_eq!(
+            tool_title("shell", &json!({"command": "z".repeat(500)})).unwrap().chars().count(),
+            MAX_TITLE_CHARS + 1
+        );
+    }
+
+    #[test]
+    fn closing_ends_running_calls_with_status_error() {
+        let mut mapper = TurnMapper::new("p", None);
+        mapper.on_event(
+            parse_event(json!({"type": "tool_call", "subtype": "started", "call_id": "c", "tool_call": {"shellToolCall": {"args": {"command": "sleep 9"}}}}))
+                .unwrap(),
+        );
+        let closing = mapper.on_exit("gone", "agent_exited");
+        let Action::Emit(BlockKind::ToolCall(call)) = &closing[0] else { panic!("{closing:?}") };
+        assert_eq!(call.status, ToolStatus::Error);
+    }
+}

@@ -1,0 +1,391 @@
+//! The adapter's I/O driven end to end in memory: a bridge-side peer talks to
+//! `serve_io::<Cursor>`, which runs a fake `cursor-agent` (a shell script replaying the
+//! hand-written lines of tests/fixtures, in Cursor's documented stream-json format, and
+//! logging its arguments).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use terminull_adapter_sdk::prelude::*;
+use terminull_adapter_sdk::serve_io;
+use terminull_cursor::Cursor;
+use terminull_protocol::adapter as proto;
+use terminull_protocol::blocks::{Attachment, DiffChange, SessionEnd, ToolStatus};
+use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::turn::TurnTracker;
+use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
+use tokio::sync::mpsc;
+
+const T: Option<Duration> = Some(Duration::from_secs(30));
+/// The chat id in every fixture.
+const CHAT: &str = "0c7a6f3e-52b1-4c8e-9d3f-2a6b1e9c4d57";
+
+/// The fake CLI. It answers `--version`, logs its arguments (one `args:` line per run,
+/// each argument in brackets) and plays a scenario chosen by the prompt (its last
+/// argument).
+fn fake_cli(dir: &Path) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let log = dir.join("log");
+    let script = format!(
+        r#"#!/bin/bash
+F='{fixtures}'
+LOG='{log}'
+if [ "$1" = "--version" ]; then echo "2026.01.28-fd13201"; exit 0; fi
+line="args:"; for a in "$@"; do line="$line [$a]"; done; echo "$line" >> "$LOG"
+# stdin must be closed by the adapter: this read returns at once then.
+if read -r -t 5 extra; then echo "stdin: $extra" >> "$LOG"; fi
+prompt="${{@: -1}}"
+case "$prompt" in
+  *mock:tool*)
+    echo 'this line is not JSON'
+    echo '{{"type":"brand_new_event","x":1}}'
+    echo '{{"type":"interaction_query","subtype":"request"}}'
+    cat "$F/tool.jsonl" ;;
+  *mock:write*) cat "$F/write.jsonl" ;;
+  *mock:slow*)
+    # A background command of the turn (it ignores SIGINT, as background jobs of a
+    # script do), then the output, then a long wait in the foreground.
+    sleep 60 >/dev/null 2>&1 &
+    echo "bg: $!" >> "$LOG"
+    echo "pid: $$" >> "$LOG"
+    cat "$F/slow.jsonl"
+    sleep 60 ;;
+  *mock:error*)
+    cat "$F/error-exit.jsonl"
+    echo "Error: the model provider is unavailable (HTTP 500)" >&2
+    exit 1 ;;
+  *mock:fail*) cat "$F/error-result.jsonl" ;;
+  *) cat "$F/text.jsonl" ;;
+esac
+"#,
+        fixtures = fixtures.display(),
+        log = log.display()
+    );
+    let path = dir.join("cursor-agent");
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+struct Bridge {
+    peer: Peer,
+    incoming: mpsc::Receiver<Incoming>,
+    _tasks: terminull_rpc::PeerTasks,
+    _server: tokio::task::JoinHandle<()>,
+    dir: tempfile::TempDir,
+}
+
+fn start_params(binary: &Path, cwd: &Path) -> proto::StartParams {
+    proto::StartParams {
+        session_id: "s1".into(),
+        cwd: Some(cwd.display().to_string()),
+        model: None,
+        binary: Some(binary.display().to_string()),
+        resume_session_id: None,
+        effort: None,
+        permission_mode: None,
+    }
+}
+
+fn connect() -> (Peer, mpsc::Receiver<Incoming>, terminull_rpc::PeerTasks, tokio::task::JoinHandle<()>) {
+    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
+    let (ar, aw) = tokio::io::split(adapter_end);
+    let server = tokio::spawn(serve_io::<Cursor, _, _>(ar, aw));
+    let (br, bw) = tokio::io::split(bridge_end);
+    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
+    (peer, incoming, tasks, server)
+}
+
+async fn started_with(edit: impl FnOnce(&mut proto::StartParams)) -> (Bridge, proto::StartResult) {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_cli(dir.path());
+    let (peer, incoming, tasks, server) = connect();
+    let mut params = start_params(&cli, dir.path());
+    edit(&mut params);
+    let result = peer.request::<proto::Start>(&params, T).await.unwrap();
+    (Bridge { peer, incoming, _tasks: tasks, _server: server, dir }, result)
+}
+
+async fn started() -> Bridge {
+    started_with(|_| {}).await.0
+}
+
+impl Bridge {
+    async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
+        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await
+    }
+
+    /// Blocks of one turn up to session_end, and the chat ids reported meanwhile; sends
+    /// `interrupt` after the first text chunk when `interrupt` is set.
+    async fn turn(&mut self, interrupt: bool) -> (Vec<BlockKind>, Vec<String>) {
+        let mut out = Vec::new();
+        let mut chat_ids = Vec::new();
+        let mut interrupted = false;
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
+            let Incoming::Notification(n) = msg else { continue };
+            if let Ok(id) = n.params_as::<proto::SessionIdNotification>() {
+                chat_ids.push(id.agent_session_id.to_string());
+                continue;
+            }
+            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
+            let kind = p.block.kind;
+            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
+                interrupted = true;
+                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
+            }
+            let end = matches!(kind, BlockKind::SessionEnd(_));
+            out.push(kind);
+            if end {
+                return (out, chat_ids);
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// The argument lists of every run of the fake CLI so far.
+    fn runs(&self) -> Vec<Vec<String>> {
+        self.log()
+            .lines()
+            .filter_map(|l| l.strip_prefix("args: "))
+            .map(|l| {
+                l.strip_prefix('[')
+                    .and_then(|l| l.strip_suffix(']'))
+                    .unwrap_or(l)
+                    .split("] [")
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+fn assert_contract(blocks: &[BlockKind]) {
+    let mut t = TurnTracker::new();
+    for b in blocks {
+        assert_eq!(t.observe(b), None, "{b:?}");
+    }
+    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
+}
+
+fn end(blocks: &[BlockKind]) -> &SessionEnd {
+    match blocks.last() {
+        Some(BlockKind::SessionEnd(e)) => e,
+        other => panic!("no session_end: {other:?}"),
+    }
+}
+
+fn final_texts(blocks: &[BlockKind]) -> Vec<&str> {
+    blocks
+        .iter()
+        .filter_map(|k| match k {
+            BlockKind::Text(t) if t.done => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Is the process gone (or a zombie nobody reaped yet)?
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test]
+async fn start_reports_the_cli_version_and_model_and_runs_nothing() {
+    let (b, result) = started_with(|p| p.model = Some("sonnet-4".into())).await;
+    let info = result.agent_info;
+    assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("cursor", "Cursor"));
+    assert_eq!(info.version.as_deref(), Some("2026.01.28-fd13201"));
+    assert_eq!(info.model.as_deref(), Some("sonnet-4"));
+    assert!(info.capabilities.cap_interrupt && info.capabilities.provides_usage && !info.capabilities.cap_images);
+    assert!(b.runs().is_empty(), "nothing runs before the first message: {}", b.log());
+    let declaration = terminull_adapter_sdk::declaration::<Cursor>();
+    assert_eq!(declaration.verified_against, None, "never checked against the real binary");
+    assert_eq!(declaration.cli_binary.as_deref(), Some("cursor-agent"));
+}
+
+#[tokio::test]
+async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output() {
+    let mut b = started().await;
+    b.send("mock:tool please").await.unwrap();
+    let (blocks, chat_ids) = b.turn(false).await;
+    assert_contract(&blocks);
+    assert_eq!(chat_ids, [CHAT]);
+    let end = end(&blocks);
+    assert_eq!(end.reason, EndReason::Completed);
+    assert_eq!(end.usage.as_ref().and_then(|u| u.input_tokens), Some(1450));
+    assert!(
+        blocks
+            .iter()
+            .any(|k| matches!(k, BlockKind::Thinking(t) if t.done && t.text == "The user wants me to run a command.")),
+        "{blocks:?}"
+    );
+    assert_eq!(final_texts(&blocks), ["I'll run the command.", "The command printed hello."], "repeats dropped");
+    let call = blocks.iter().find_map(|k| match k {
+        BlockKind::ToolCall(c) if c.status == ToolStatus::Done => Some(c),
+        _ => None,
+    });
+    let call = call.unwrap();
+    assert_eq!((call.name.as_str(), call.title.as_deref()), ("shell", Some("echo hello")));
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello\n" && !r.is_error)));
+    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_tokens), (Some(1450), Some(52), Some(1024)));
+
+    let runs = b.runs();
+    assert_eq!(
+        runs,
+        [["-p", "--output-format", "stream-json", "--stream-partial-output", "--trust", "--", "mock:tool please"]]
+    );
+    assert!(!b.log().contains("stdin:"), "stdin is closed: {}", b.log());
+}
+
+#[tokio::test]
+async fn later_turns_resume_the_chat_and_usage_adds_up() {
+    let mut b = started().await;
+    b.send("mock:plain hello there").await.unwrap();
+    let (blocks, chat_ids) = b.turn(false).await;
+    assert_eq!(final_texts(&blocks), ["Hello there!"]);
+    assert_eq!(chat_ids, [CHAT]);
+    b.send("mock:tool again").await.unwrap();
+    let (blocks, chat_ids) = b.turn(false).await;
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    assert!(chat_ids.is_empty(), "the same chat is not reported again");
+    let runs = b.runs();
+    assert_eq!(runs.len(), 2);
+    assert!(!runs[0].iter().any(|a| a.starts_with("--resume")), "{runs:?}");
+    assert_eq!(runs[1][5..], [format!("--resume={CHAT}"), "--".into(), "mock:tool again".into()]);
+    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (Some(900 + 1450), Some(4 + 52)));
+}
+
+#[tokio::test]
+async fn a_resumed_session_resumes_from_the_first_turn_with_the_chosen_mode_and_model() {
+    let (mut b, _) = started_with(|p| {
+        p.resume_session_id = Some(CHAT.into());
+        p.permission_mode = Some("force".into());
+        p.model = Some("gpt-5".into());
+    })
+    .await;
+    // The chat id is announced at start.
+    let Some(Incoming::Notification(n)) = b.incoming.recv().await else { panic!() };
+    assert_eq!(n.params_as::<proto::SessionIdNotification>().unwrap().agent_session_id.to_string(), CHAT);
+    b.send("mock:plain go on").await.unwrap();
+    let (blocks, chat_ids) = b.turn(false).await;
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    assert!(chat_ids.is_empty());
+    assert_eq!(
+        b.runs()[0][5..],
+        ["--force", "--model=gpt-5", &format!("--resume={CHAT}"), "--", "mock:plain go on"].map(String::from)
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_ends_the_process_group_and_the_turn_interrupted() {
+    let mut b = started().await;
+    b.send("mock:slow go").await.unwrap();
+    let (blocks, _) = b.turn(true).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Interrupted);
+    assert!(!blocks.iter().any(|k| matches!(k, BlockKind::Error(_))), "an interrupt is not an error: {blocks:?}");
+    assert_eq!(final_texts(&blocks), ["Counting slowly: 1"]);
+    let log = b.log();
+    let pid = |prefix: &str| log.lines().find_map(|l| l.strip_prefix(prefix)).map(str::to_owned);
+    let (cli, background) = (pid("pid: ").expect(&log), pid("bg: ").expect(&log));
+    for p in [&cli, &background] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !gone(p) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone(p), "process {p} of the turn's group is still running");
+    }
+    // The chat goes on.
+    b.send("mock:plain still there?").await.unwrap();
+    let (blocks, _) = b.turn(false).await;
+    assert_eq!(end(&blocks).reason, EndReason::Completed);
+    assert!(b.runs()[1].contains(&format!("--resume={CHAT}")));
+}
+
+#[tokio::test]
+async fn a_cli_failure_is_an_error_with_the_stderr_tail_and_the_session_stays_usable() {
+    let mut b = started().await;
+    b.send("mock:error now").await.unwrap();
+    let (blocks, chat_ids) = b.turn(false).await;
+    assert_contract(&blocks);
+    assert_eq!(chat_ids, [CHAT], "the chat id from init is kept even though the turn failed");
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    let error = blocks.iter().find_map(|k| match k {
+        BlockKind::Error(e) => Some(e),
+        _ => None,
+    });
+    let error = error.unwrap();
+    assert_eq!(error.code.as_deref(), Some("agent_exited"));
+    assert!(error.message.contains("with status 1"), "{}", error.message);
+    assert!(error.message.contains("the model provider is unavailable (HTTP 500)"), "{}", error.message);
+
+    b.send("mock:fail please").await.unwrap();
+    let (blocks, _) = b.turn(false).await;
+    assert_contract(&blocks);
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    assert!(
+        blocks.iter().any(|k| matches!(k, BlockKind::Error(e)
+        if e.code.as_deref() == Some("agent_error") && e.message == "The model provider returned an error (HTTP 500)"))
+    );
+
+    b.send("mock:plain and now?").await.unwrap();
+    assert_eq!(end(&b.turn(false).await.0).reason, EndReason::Completed);
+    assert!(b.runs()[2].contains(&format!("--resume={CHAT}")));
+}
+
+#[tokio::test]
+async fn writes_show_as_diffs() {
+    let mut b = started().await;
+    b.send("mock:write a summary").await.unwrap();
+    let (blocks, _) = b.turn(false).await;
+    assert_contract(&blocks);
+    let diff = blocks.iter().find_map(|k| match k {
+        BlockKind::Diff(d) => Some(d),
+        _ => None,
+    });
+    let diff = diff.unwrap();
+    assert_eq!(diff.path, "/tmp/ws/summary.txt");
+    assert_eq!(
+        diff.change,
+        DiffChange::Replace { old_text: None, new_text: "# README Summary\n\nThis project contains...".into() }
+    );
+    assert_eq!(final_texts(&blocks), ["I'll read the README.md file", " and create a summary"]);
+}
+
+#[tokio::test]
+async fn bad_start_params_and_attachments_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = fake_cli(dir.path());
+    let (peer, _incoming, _tasks, _server) = connect();
+    let mut params = start_params(&cli, dir.path());
+    params.permission_mode = Some("yolo".into());
+    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    assert_eq!(e.code, codes::INVALID_PARAMS);
+    assert!(e.message.contains("default, force, plan, ask"), "{}", e.message);
+    params.permission_mode = None;
+    params.binary = Some(dir.path().join("missing").display().to_string());
+    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
+    params.binary = Some(cli.display().to_string());
+    params.cwd = Some(dir.path().join("nope").display().to_string());
+    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    assert_eq!(e.code, codes::INVALID_PARAMS, "{}", e.message);
+
+    let mut b = started().await;
+    let png = Attachment { name: "a.png".into(), mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+    b.peer.request::<proto::Send>(&UserMessage { text: "look".into(), attachments: vec![png] }, T).await.unwrap();
+    let (blocks, _) = b.turn(false).await;
+    assert_eq!(end(&blocks).reason, EndReason::Error);
+    assert!(blocks.iter().any(|k| matches!(k, BlockKind::Error(e) if e.message.contains("text only"))), "{blocks:?}");
+    assert!(b.runs().is_empty());
+}

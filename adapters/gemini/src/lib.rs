@@ -1,0 +1,138 @@
+//! The terminull adapter for [Gemini CLI](https://github.com/google-gemini/gemini-cli),
+//! a thin profile on the ACP host (`terminull-acp`): it runs `gemini --acp --skip-trust`
+//! and speaks the Agent Client Protocol with it. Why ACP and not `--output-format
+//! stream-json`, and what is Gemini-specific, is written down in
+//! `docs/adapters/gemini.md`.
+
+#![warn(missing_docs)]
+
+use std::ffi::OsString;
+use terminull_acp::profile::{self, AcpProfile, Launch, Settings, Via};
+use terminull_adapter_sdk::prelude::*;
+
+/// Gemini CLI's approval modes, as its ACP session modes name them.
+pub const PERMISSION_MODES: &[&str] = &["default", "autoEdit", "yolo", "plan"];
+
+/// The Gemini CLI profile.
+#[derive(Debug)]
+pub struct Gemini;
+
+impl AcpProfile for Gemini {
+    const AGENT_ID: &'static str = "gemini";
+    const DISPLAY_NAME: &'static str = "Gemini CLI";
+    const CLI_BINARY: Option<&'static str> = Some("gemini");
+    const VERIFIED_AGAINST: Option<&'static str> = Some("0.61.0");
+    const CAPS: Caps = Caps {
+        // promptCapabilities: image, audio, embeddedContext.
+        images: true,
+        documents: true,
+        thinking: true,
+        permissions: true,
+        subagents: false,
+        interrupt: true,
+        input_during_turn: false,
+        terminal: false,
+    };
+    const PERMISSION_MODES: Option<&'static [&'static str]> = Some(PERMISSION_MODES);
+    const REWRITE_THOUGHT: terminull_acp::mapping::ChunkRewrite = rewrite_thought;
+
+    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
+        let program = profile::program(settings, "gemini", "Gemini CLI")?;
+        Ok(Launch { program, args: args(settings), env: Vec::new() })
+    }
+
+    /// The model is a command-line flag: Gemini CLI takes any model name there, while its
+    /// ACP model list names only the ones it advertises.
+    fn model_via(_: &str) -> Via {
+        Via::CommandLine
+    }
+}
+
+/// `gemini --acp --skip-trust [--model=<model>]`.
+pub fn args(settings: &Settings) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["--acp".into(), "--skip-trust".into()];
+    if let Some(model) = &settings.model {
+        args.push(format!("--model={model}").into());
+    }
+    args
+}
+
+/// Gemini CLI sends each thought chunk as `**subject**\n` + the chunk's text, trimmed
+/// (the subject empty after the first chunk of a thought). This rebuilds the thought:
+/// a new subject starts a paragraph with it as a bold heading, the chunks of one
+/// thought are joined with the space the trimming removed.
+pub fn rewrite_thought(so_far: &str, chunk: &str) -> String {
+    let (subject, body) = match chunk.strip_prefix("**").and_then(|rest| rest.split_once("**")) {
+        Some((subject, body)) => (subject.trim(), body.trim_start_matches('\n')),
+        None => ("", chunk),
+    };
+    let mut out = String::new();
+    if !subject.is_empty() && last_subject(so_far) != Some(subject) {
+        if !so_far.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("**{subject}**\n"));
+    } else if needs_space(so_far, body) {
+        out.push(' ');
+    }
+    out.push_str(body);
+    out
+}
+
+fn last_subject(text: &str) -> Option<&str> {
+    text.lines().rev().map(str::trim).find_map(|l| l.strip_prefix("**").and_then(|l| l.strip_suffix("**")))
+}
+
+fn needs_space(before: &str, next: &str) -> bool {
+    let (Some(last), Some(first)) = (before.chars().last(), next.chars().next()) else { return false };
+    !last.is_whitespace()
+        && !first.is_whitespace()
+        && !matches!(first, '.' | ',' | ';' | ':' | '!' | '?' | ')' | ']' | '\'')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn rebuild(chunks: &[&str]) -> String {
+        let mut text = String::new();
+        for chunk in chunks {
+            let delta = rewrite_thought(&text, chunk);
+            text.push_str(&delta);
+        }
+        text
+    }
+
+    #[test]
+    fn thoughts_are_rebuilt_from_geminis_subject_and_trimmed_chunks() {
+        assert_eq!(
+            rebuild(&["****\nThe", "****\nuser", "****\nwants", "****\nme.", "****\nOk"]),
+            "The user wants me. Ok"
+        );
+        assert_eq!(
+            rebuild(&["**Planning**\nI will look", "****\nat it.", "**Running**\nNow run", "**Running**\nit"]),
+            "**Planning**\nI will look at it.\n\n**Running**\nNow run it"
+        );
+        assert_eq!(rebuild(&["plain text", "more"]), "plain text more");
+    }
+
+    #[test]
+    fn the_command_line_is_acp_mode_without_the_trust_prompt() {
+        let settings = Settings {
+            cwd: PathBuf::from("/"),
+            binary: Some("/opt/gemini".into()),
+            model: Some("gemini-2.5-flash".into()),
+            permission_mode: None,
+        };
+        assert_eq!(args(&settings), ["--acp", "--skip-trust", "--model=gemini-2.5-flash"].map(OsString::from));
+        assert_eq!(args(&Settings::default()), ["--acp", "--skip-trust"].map(OsString::from));
+    }
+
+    #[test]
+    fn permission_modes_are_set_over_acp_and_the_model_on_the_command_line() {
+        assert_eq!(Gemini::permission_mode_via("yolo"), Via::Acp("yolo".into()));
+        assert_eq!(Gemini::model_via("gemini-2.5-pro"), Via::CommandLine);
+    }
+}
