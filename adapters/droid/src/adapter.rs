@@ -46,9 +46,14 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long to wait for a killed or finished droid to be reaped.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// After droid reported that the exec command failed (`error` from `cli`), how long it
+/// may go on printing before the turn ends without waiting for its slow exit.
+const FAILED_GRACE: Duration = Duration::from_secs(1);
 /// Most stderr lines and bytes quoted when droid fails.
 const STDERR_QUOTE_LINES: usize = 12;
 const STDERR_QUOTE_BYTES: usize = 2000;
+/// Most characters of one quoted stderr line.
+const STDERR_LINE_CHARS: usize = 240;
 
 /// One droid session.
 #[derive(Debug)]
@@ -231,11 +236,17 @@ impl Droid {
 
         let mut mapper = TurnMapper::new(mint_id("droid"), self.session_id.clone());
         let startup_deadline = Instant::now() + STARTUP_TIMEOUT;
+        let mut failed_deadline: Option<Instant> = None;
         loop {
+            if failed_deadline.is_none() && mapper.failed() {
+                failed_deadline = Some(Instant::now() + FAILED_GRACE);
+            }
+            let failed_at = failed_deadline.unwrap_or(startup_deadline);
             let next = tokio::select! {
                 biased;
                 () = turn.interrupted() => Next::Interrupt,
                 () = sleep_until(startup_deadline), if !mapper.started() => Next::StartupTimedOut,
+                () = sleep_until(failed_at), if failed_deadline.is_some() => Next::Failed,
                 line = lines.recv() => match line {
                     Some(Ok(value)) => Next::Line(value),
                     Some(Err(bad)) => {
@@ -260,6 +271,11 @@ impl Droid {
                         quoted_stderr(&process.stderr_tail())
                     );
                     return Ok(Run::NoOutput { detail, silent: true });
+                }
+                Next::Failed => {
+                    tracing::debug!("droid reported its failure; not waiting for its exit");
+                    end_process(&mut process).await;
+                    mapper.on_exit("droid failed")
                 }
                 Next::Line(value) => match parse_event(value) {
                     Ok(event) => mapper.on_event(event),
@@ -327,6 +343,7 @@ impl Droid {
 enum Next {
     Interrupt,
     StartupTimedOut,
+    Failed,
     Line(serde_json::Value),
     Closed,
 }
@@ -371,7 +388,16 @@ async fn wait_exit(process: &mut AgentProcess, lines: &mut LineReceiver) -> Opti
 
 /// `:\n<last stderr lines>`, bounded; empty when stderr was empty.
 fn quoted_stderr(tail: &str) -> String {
-    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    // Long lines (a list of every model droid knows, …) are cut so the lines before
+    // them, which usually say what went wrong, stay in the quote.
+    let lines: Vec<String> = tail
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
+            Some((end, _)) => format!("{}…", &l[..end]),
+            None => l.to_owned(),
+        })
+        .collect();
     let mut quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
     if quoted.len() > STDERR_QUOTE_BYTES {
         let mut start = quoted.len() - STDERR_QUOTE_BYTES;

@@ -131,6 +131,9 @@ pub struct TurnMapper {
     sent: HashSet<String>,
     texts: usize,
     first_error: Option<String>,
+    /// True once droid reported an error of the `exec` command itself (`source: cli`),
+    /// its last word before it exits.
+    failed: bool,
     ended: bool,
 }
 
@@ -147,6 +150,7 @@ impl TurnMapper {
             sent: HashSet::new(),
             texts: 0,
             first_error: None,
+            failed: false,
             ended: false,
         }
     }
@@ -160,6 +164,12 @@ impl TurnMapper {
     /// True once the turn ended; later events produce nothing.
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// True once droid reported that the exec command failed (an `error` with
+    /// `source: cli`): nothing but its slow shutdown follows.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The session id as known now.
@@ -227,6 +237,7 @@ impl TurnMapper {
                 let message = if message.trim().is_empty() { format!("droid reported an error ({source})") } else { message };
                 let message = bounded(&message, MAX_ERROR_BYTES);
                 let code = if source == "agent_loop" { "model_error" } else { "agent_error" };
+                self.failed |= source == "cli";
                 self.first_error.get_or_insert_with(|| message.clone());
                 out.push(Action::Emit(BlockKind::Error(ErrorBlock {
                     message,

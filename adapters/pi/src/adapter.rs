@@ -48,6 +48,8 @@ const NO_SESSION: &str = "No session found";
 /// Most stderr lines and bytes quoted when pi exits.
 const STDERR_QUOTE_LINES: usize = 12;
 const STDERR_QUOTE_BYTES: usize = 2000;
+/// Most characters of one quoted stderr line.
+const STDERR_LINE_CHARS: usize = 240;
 /// Most image attachments in one message.
 const MAX_IMAGES: usize = 16;
 /// Most bytes of one image attachment, base64-encoded.
@@ -142,7 +144,16 @@ impl Cli {
 
 /// The last lines of pi's stderr, bounded.
 fn quote_stderr(tail: &str) -> String {
-    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    // Long lines (a stack trace, …) are cut so the lines before
+    // them, which usually say what went wrong, stay in the quote.
+    let lines: Vec<String> = tail
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
+            Some((end, _)) => format!("{}…", &l[..end]),
+            None => l.to_owned(),
+        })
+        .collect();
     let quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
     if quoted.len() <= STDERR_QUOTE_BYTES {
         return quoted;

@@ -82,6 +82,7 @@ async fn raw_cli(agent: Agent, runs: usize, cli_dir: &std::path::Path) -> Vec<Du
                 "--include-partial-messages",
             ]),
             Agent::Codex => cmd.args(["exec", "--json", "--skip-git-repo-check", "--", PROMPT]),
+            other => panic!("no bare command line for {other:?} in this bench"),
         };
         let started = Instant::now();
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn");

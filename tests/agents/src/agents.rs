@@ -173,6 +173,7 @@ impl Agent {
             }
             Agent::Gemini => {
                 write(".gemini/settings.json", GEMINI_SETTINGS)?;
+                xdg(&mut pairs);
                 pairs.extend([
                     ("GEMINI_API_KEY", "mock-gemini-key".into()),
                     ("GOOGLE_GEMINI_BASE_URL", model_url.to_owned()),
@@ -230,8 +231,11 @@ impl Agent {
     }
 }
 
-/// Gemini CLI settings: API-key auth, no folder trust gate, no updates or telemetry.
-const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},"general":{"disableAutoUpdate":true},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false}}"#;
+/// Gemini CLI settings: API-key auth, no folder trust gate, no updates or telemetry; one
+/// attempt per model call (else a model error is retried for ~4 minutes); a fixed model
+/// (no routing call); and the non-interactive shell, whose output 0.61 reports (the
+/// interactive one finishes with empty content).
+const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},"general":{"disableAutoUpdate":true,"maxAttempts":1},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"model":{"name":"gemini-2.5-flash"},"tools":{"shell":{"enableInteractiveShell":false}}}"#;
 
 /// OpenCode's (and Kilo's) config: one OpenAI-compatible provider at the model server,
 /// only that provider enabled (Kilo's gateway model fetch stalls offline otherwise),
@@ -242,9 +246,11 @@ fn opencode_config(model_url: &str) -> String {
     )
 }
 
-/// Hermes' config: a custom OpenAI-compatible endpoint.
+/// Hermes' config: a custom OpenAI-compatible endpoint, no retries of a failed call.
 fn hermes_config(model_url: &str) -> String {
-    format!("model:\n  default: mock-model\n  provider: custom\n  base_url: {model_url}/v1\n  api_key: sk-mock\n")
+    format!(
+        "model:\n  default: mock-model\n  provider: custom\n  base_url: {model_url}/v1\n  api_key: sk-mock\nagent:\n  api_max_retries: 0\n"
+    )
 }
 
 /// Pi's providers: the model server as an Anthropic Messages and a Chat Completions API.

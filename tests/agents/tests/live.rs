@@ -88,6 +88,16 @@ fn kilo_adapter_passes_adapter_check_with_the_real_cli_live() {
     live_check(Agent::Kilo, "kilo_adapter_passes_adapter_check_with_the_real_cli_live");
 }
 
+#[test]
+fn gemini_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Gemini, "gemini_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
+#[test]
+fn hermes_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Hermes, "hermes_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
@@ -123,4 +133,15 @@ live_tests! {
     kilo_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Kilo, Scenario::Interrupt;
     kilo_long_answer_streams_whole_live: Agent::Kilo, Scenario::Long;
     kilo_model_error_ends_the_turn_in_error_live: Agent::Kilo, Scenario::ModelError;
+    gemini_plain_answer_live: Agent::Gemini, Scenario::Plain;
+    gemini_tool_round_trip_and_resumed_second_turn_live: Agent::Gemini, Scenario::ToolRoundTrip;
+    gemini_write_is_denied_then_allowed_through_permission_requests_live: Agent::Gemini, Scenario::Permission;
+    gemini_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Gemini, Scenario::Interrupt;
+    gemini_long_answer_streams_whole_live: Agent::Gemini, Scenario::Long;
+    hermes_plain_answer_live: Agent::Hermes, Scenario::Plain;
+    hermes_tool_round_trip_and_resumed_second_turn_live: Agent::Hermes, Scenario::ToolRoundTrip;
+    hermes_write_is_denied_then_allowed_through_permission_requests_live: Agent::Hermes, Scenario::Permission;
+    hermes_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Hermes, Scenario::Interrupt;
+    hermes_long_answer_streams_whole_live: Agent::Hermes, Scenario::Long;
+    gemini_model_error_ends_the_turn_in_error_live: Agent::Gemini, Scenario::ModelError;
 }

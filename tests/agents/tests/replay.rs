@@ -55,6 +55,17 @@ replay_tests! {
     kilo_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Kilo, Scenario::Interrupt;
     kilo_long_answer_streams_whole_replayed: Agent::Kilo, Scenario::Long;
     kilo_model_error_ends_the_turn_in_error_replayed: Agent::Kilo, Scenario::ModelError;
+    gemini_plain_answer_replayed: Agent::Gemini, Scenario::Plain;
+    gemini_tool_round_trip_and_resumed_second_turn_replayed: Agent::Gemini, Scenario::ToolRoundTrip;
+    gemini_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::Gemini, Scenario::Permission;
+    gemini_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Gemini, Scenario::Interrupt;
+    gemini_long_answer_streams_whole_replayed: Agent::Gemini, Scenario::Long;
+    hermes_plain_answer_replayed: Agent::Hermes, Scenario::Plain;
+    hermes_tool_round_trip_and_resumed_second_turn_replayed: Agent::Hermes, Scenario::ToolRoundTrip;
+    hermes_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::Hermes, Scenario::Permission;
+    hermes_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Hermes, Scenario::Interrupt;
+    hermes_long_answer_streams_whole_replayed: Agent::Hermes, Scenario::Long;
+    gemini_model_error_ends_the_turn_in_error_replayed: Agent::Gemini, Scenario::ModelError;
 }
 
 #[test]
