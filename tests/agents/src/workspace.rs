@@ -35,7 +35,20 @@ pub fn bin_dir() -> PathBuf {
             if profile == "release" {
                 build.arg("--release");
             }
-            for package in ["terminull-bridge", "terminull-claude-code", "terminull-codex", "terminull-agent-tests"] {
+            for package in [
+                "terminull-bridge",
+                "terminull-agent-tests",
+                "terminull-claude-code",
+                "terminull-codex",
+                "terminull-gemini",
+                "terminull-opencode",
+                "terminull-kilo",
+                "terminull-hermes",
+                "terminull-pi",
+                "terminull-droid",
+                "terminull-cursor",
+                "terminull-acp",
+            ] {
                 build.args(["-p", package]);
             }
             let status = build

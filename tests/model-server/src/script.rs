@@ -180,6 +180,12 @@ pub const TOOL_PREAMBLE: &str = "I'll run the command.";
 
 /// Picks the scenario and builds the outcome.
 pub(crate) fn select(conv: &Conversation, config: &Config) -> (Scenario, Outcome) {
+    // A request that demands JSON (gemini-cli's model router) always gets the JSON it
+    // asked for, whatever keyword the user's prompt holds: the scenario is for the main
+    // call that follows.
+    if conv.json_schema.is_some() && conv.tool_result.is_none() {
+        return (Scenario::Plain, Outcome::Reply(plain(conv)));
+    }
     if let Some(output) = &conv.tool_result {
         let text = format!("Done. The command printed: {} (history={} msgs)", output.trim_end(), conv.history);
         let reply = Reply {

@@ -599,6 +599,16 @@ async fn gemini_plain_router_and_tool_round_trip() {
     let (_, text, _, _) = parse_gemini(&[r]);
     let routed: Value = serde_json::from_str(&text).expect("json answer");
     assert!(routed["complexity_score"].is_number());
+    // …whatever scenario keyword the prompt holds
+    for keyword in ["mock:tool", "mock:error", "mock:slow"] {
+        let mut router = gemini_body(&format!("route this {keyword}"), &[]);
+        router["generationConfig"] = json!({"responseMimeType": "application/json",
+            "responseJsonSchema": {"type": "object", "properties": {"complexity_score": {"type": "integer"}}}});
+        let r = post(addr, "/v1beta/models/gemini-3.5-flash-lite:generateContent", router).await;
+        assert_eq!(r.status, 200, "{keyword}");
+        let (_, text, call, _) = parse_gemini(&[r.json()]);
+        assert!(call.is_none() && serde_json::from_str::<Value>(&text).is_ok(), "{keyword}: {text}");
+    }
 
     let s = post(addr, "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse", gemini_body("hi", &[])).await;
     let (_, text, _, _) = parse_gemini(&s.sse_json());
