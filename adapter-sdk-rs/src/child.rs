@@ -364,6 +364,9 @@ impl AgentProcess {
             return Ok(());
         }
         tracing::debug!(program = %self.program, pid = self.pid, %signal, "signalling process group");
+        if let (Some(tap), None) = (&self.tap, self.status) {
+            tap.signal(signal as i32);
+        }
         signal_group(self.pid, Some(signal)).map(drop)
     }
 

@@ -3,7 +3,8 @@
 //! When the adapter runs with [`TAP_DIR_ENV`] set to a directory, every
 //! [`AgentProcess`](crate::child::AgentProcess) it starts is recorded into
 //! `<dir>/<adapter pid>.jsonl`, one [`TapRecord`] per line: the arguments it was started
-//! with, each raw stdout line, each line written to its stdin, and how it exited, each
+//! with, each raw stdout line, each line written to its stdin, the signals the adapter
+//! sent it, and how it exited, each
 //! with the milliseconds since that process started. The live agent tests save these
 //! files as fixtures (`tests/fixtures/agents/<agent>/`), and the fake CLI of
 //! `tests/agents` plays them back to the adapter in their place. Without the variable
@@ -62,6 +63,11 @@ pub enum TapEvent {
         #[serde(rename = "in")]
         input: String,
     },
+    /// The adapter signalled the process's group (to interrupt or end it).
+    SentSignal {
+        /// The signal number.
+        sent_signal: i32,
+    },
     /// The process exited: its code, or the signal that ended it.
     Exit {
         /// The exit code; `null` when a signal ended it.
@@ -107,6 +113,11 @@ impl Tap {
         for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
             self.record(TapEvent::In { input: line.to_owned() });
         }
+    }
+
+    /// Records a signal sent to the process group.
+    pub(crate) fn signal(&self, signal: i32) {
+        self.record(TapEvent::SentSignal { sent_signal: signal });
     }
 
     /// Records the exit.
@@ -277,6 +288,7 @@ mod tests {
             (json!({"proc":1,"ms":5,"out":"{\"type\":\"x\"}"}), TapEvent::Out { out: "{\"type\":\"x\"}".into() }),
             (json!({"proc":1,"ms":6,"in":"hello"}), TapEvent::In { input: "hello".into() }),
             (json!({"proc":1,"ms":7,"exit":0}), TapEvent::Exit { exit: Some(0), signal: None }),
+            (json!({"proc":1,"ms":7,"sent_signal":2}), TapEvent::SentSignal { sent_signal: 2 }),
             (json!({"proc":2,"ms":8,"exit":null,"signal":9}), TapEvent::Exit { exit: None, signal: Some(9) }),
         ];
         for (wire, event) in cases {

@@ -206,7 +206,12 @@ impl Droid {
         }
     }
 
-    async fn run_or_fail(&mut self, how: Continue<'_>, prompt: &str, turn: &mut Turn) -> Result<EndReason, AdapterError> {
+    async fn run_or_fail(
+        &mut self,
+        how: Continue<'_>,
+        prompt: &str,
+        turn: &mut Turn,
+    ) -> Result<EndReason, AdapterError> {
         match self.run(how, prompt, turn).await? {
             Run::Ended(reason) => Ok(reason),
             Run::NoOutput { detail, .. } => self.fail(detail, turn).await,
@@ -458,7 +463,9 @@ mod tests {
         assert!(exit_detail(Some(killed), "").starts_with("droid exited on signal 9"));
         let long: String = (0..100).map(|i| format!("line {i}\n")).collect();
         let detail = exit_detail(None, &long);
-        assert!(detail.contains("(exit status unknown)") && detail.contains("line 88\n") && detail.ends_with("line 99"));
+        assert!(
+            detail.contains("(exit status unknown)") && detail.contains("line 88\n") && detail.ends_with("line 99")
+        );
         assert!(exit_detail(None, &"é".repeat(5000)).len() < STDERR_QUOTE_BYTES + 200);
     }
 }

@@ -278,7 +278,9 @@ mod tests {
 
     #[test]
     fn bad_lines_are_errors() {
-        for line in [json!("text"), json!({"no_type": 1}), json!({"type": 5}), json!({"type":"tool_call","isError":"no"})] {
+        for line in
+            [json!("text"), json!({"no_type": 1}), json!({"type": 5}), json!({"type":"tool_call","isError":"no"})]
+        {
             assert!(parse_event(line.clone()).is_err(), "{line}");
         }
     }

@@ -234,7 +234,8 @@ impl TurnMapper {
                 self.end(EndReason::Completed, usage.as_ref().map(usage_of), None, &mut out);
             }
             Event::Error { source, message } => {
-                let message = if message.trim().is_empty() { format!("droid reported an error ({source})") } else { message };
+                let message =
+                    if message.trim().is_empty() { format!("droid reported an error ({source})") } else { message };
                 let message = bounded(&message, MAX_ERROR_BYTES);
                 let code = if source == "agent_loop" { "model_error" } else { "agent_error" };
                 self.failed |= source == "cli";
@@ -314,5 +315,261 @@ impl TurnMapper {
     fn end(&mut self, reason: EndReason, usage: Option<Usage>, message: Option<String>, out: &mut Vec<Action>) {
         self.ended = true;
         out.push(Action::End(SessionEnd { reason, usage, message }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::parse_event;
+    use terminull_protocol::turn::TurnTracker;
+
+    const TOOL: &str = include_str!("../tests/fixtures/tool.jsonl");
+    const RESUME_OFFLINE: &str = include_str!("../tests/fixtures/resume-offline.jsonl");
+    const FORK: &str = include_str!("../tests/fixtures/fork.jsonl");
+    const SLOW_INTERRUPTED: &str = include_str!("../tests/fixtures/slow-interrupted.jsonl");
+    const WRITE_READ_ONLY: &str = include_str!("../tests/fixtures/write-read-only.jsonl");
+    const NO_LOGIN: &str = include_str!("../tests/fixtures/no-login.jsonl");
+    const BAD_MODEL: &str = include_str!("../tests/fixtures/bad-model.jsonl");
+    const MODEL_ERROR: &str = include_str!("../tests/fixtures/model-error.jsonl");
+
+    /// How the recorded run ended, for the adapter.
+    enum Ending {
+        /// With `completion` (the mapper ends the turn itself).
+        None,
+        /// droid's output ended: `on_exit` with this detail.
+        Exit(&'static str),
+        /// The user interrupted it.
+        Interrupt,
+    }
+
+    /// Replays the `out` lines of one recorded `droid exec` process.
+    fn run(recording: &str, known: Option<&str>, ending: Ending) -> (Vec<Action>, TurnMapper) {
+        let mut mapper = TurnMapper::new("p", known.map(str::to_owned));
+        let mut actions = Vec::new();
+        for record in recording.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()) {
+            if let Some(line) = record.get("out").and_then(Value::as_str) {
+                let event = parse_event(serde_json::from_str(line).unwrap()).unwrap();
+                actions.extend(mapper.on_event(event));
+            }
+        }
+        match ending {
+            Ending::None => {}
+            Ending::Exit(detail) => actions.extend(mapper.on_exit(detail)),
+            Ending::Interrupt => actions.extend(mapper.on_interrupted()),
+        }
+        (actions, mapper)
+    }
+
+    fn describe(action: &Action) -> String {
+        match action {
+            Action::SessionId(id) => format!("session_id {id}"),
+            Action::End(end) => {
+                let usage = end.usage.as_ref().map(|u| format!(" in={:?} out={:?}", u.input_tokens, u.output_tokens));
+                format!(
+                    "session_end {:?}{}{}",
+                    end.reason,
+                    usage.unwrap_or_default(),
+                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
+                )
+            }
+            Action::Emit(kind) => match kind {
+                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
+                BlockKind::ToolCall(c) => format!(
+                    "tool_call {} {} {:?} {} title={:?}",
+                    c.id,
+                    c.name,
+                    c.status,
+                    c.input,
+                    c.title.as_deref().unwrap_or("")
+                ),
+                BlockKind::ToolResult(r) => {
+                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
+                }
+                BlockKind::Error(e) => format!("error {} {:?}", e.code.as_deref().unwrap_or("-"), e.message),
+                other => format!("{other:?}"),
+            },
+        }
+    }
+
+    /// (name, recording, session known before, how it ended, expected actions)
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<String>);
+
+    const OVERLOADED: &str = r#""529 {\"error\":{\"message\":\"Overloaded (scripted mock:error)\",\"type\":\"overloaded_error\"},\"type\":\"error\"}""#;
+    const EXECUTE_ECHO: &str = r#"{"command":"echo hello","riskLevel":"low","riskLevelReason":"mock value","summary":"Run the requested command"}"#;
+    const EXECUTE_TOUCH: &str = r#"{"command":"touch /tmp/lab/pd/ws/made.txt && echo created","riskLevel":"low","riskLevelReason":"mock value","summary":"Run the requested command"}"#;
+    const AUTH: &str = r#""Error: Authentication failed. Please log in using /login or set a valid FACTORY_API_KEY environment variable.""#;
+
+    #[test]
+    fn recorded_runs() {
+        #[rustfmt::skip]
+        let cases: Vec<Case<'_>> = vec![
+            ("tool round trip, new session", TOOL, None, Ending::None, vec![
+                "session_id 60c1888a-642d-441a-89a7-4d547cd03416".into(),
+                "thinking p-thinking-285e321e-663e-48cd-a9b4-6e5c5fa1b92f done=true \"The user wants me to run a command; I will use the shell tool.\"".into(),
+                "text p-text-285e321e-663e-48cd-a9b4-6e5c5fa1b92f done=true \"I'll run the command.\"".into(),
+                format!("tool_call p-toolu_mock_000001 Execute Running {EXECUTE_ECHO} title=\"Run the requested command\""),
+                format!("tool_call p-toolu_mock_000001 Execute Done {EXECUTE_ECHO} title=\"Run the requested command\""),
+                "tool_result p-toolu_mock_000001 error=false \"hello\\n\\n\\n[Process exited with code 0]\"".into(),
+                "thinking p-thinking-4b171350-52ac-426e-adfd-fbdaf341dd1c done=true \"The tool ran; summarise its output.\"".into(),
+                "text p-text-4b171350-52ac-426e-adfd-fbdaf341dd1c done=true \"Done. The command printed: hello\\n\\n\\n[Process exited with code 0] (history=4 msgs)\"".into(),
+                "session_end Completed in=Some(20732) out=Some(78)".into(),
+            ]),
+            ("-s offline: no output at all (the adapter then forks)", RESUME_OFFLINE, Some("60c1888a-642d-441a-89a7-4d547cd03416"), Ending::Exit("droid exited with status 1"), vec![
+                "error agent_exited \"droid exited with status 1\"".into(),
+                "session_end Error \"droid exited with status 1\"".into(),
+            ]),
+            ("--fork: the new session is reported", FORK, Some("60c1888a-642d-441a-89a7-4d547cd03416"), Ending::None, vec![
+                "session_id 7721e3e5-3b2a-49a0-bdcb-043a8310b9e1".into(),
+                "text p-text-842657b0-405f-4d65-beb2-b0d82e720c51 done=true \"Hello from the terminull model server. This is a short scripted answer.\"".into(),
+                "session_end Completed in=Some(10523) out=Some(18)".into(),
+            ]),
+            ("interrupted (mock:slow): nothing streamed before the kill", SLOW_INTERRUPTED, Some("7721e3e5-3b2a-49a0-bdcb-043a8310b9e1"), Ending::Interrupt, vec![
+                "session_id d0fd1a32-5575-49c0-ba1f-a916478226af".into(),
+                "session_end Interrupted".into(),
+            ]),
+            ("mock:write in read-only mode: droid runs `touch` (the model said riskLevel low)", WRITE_READ_ONLY, Some("d0fd1a32-5575-49c0-ba1f-a916478226af"), Ending::None, vec![
+                "session_id a4e06038-096a-4aa2-9c18-9e89b588a41e".into(),
+                "thinking p-thinking-21eef612-ccbb-48a2-8ff0-03765f4d2296 done=true \"The user wants me to run a command; I will use the shell tool.\"".into(),
+                "text p-text-21eef612-ccbb-48a2-8ff0-03765f4d2296 done=true \"I'll run the command.\"".into(),
+                format!("tool_call p-toolu_mock_000005 Execute Running {EXECUTE_TOUCH} title=\"Run the requested command\""),
+                format!("tool_call p-toolu_mock_000005 Execute Done {EXECUTE_TOUCH} title=\"Run the requested command\""),
+                "tool_result p-toolu_mock_000005 error=false \"created\\n\\n\\n[Process exited with code 0]\"".into(),
+                "thinking p-thinking-aa2d27b6-1163-47b3-827b-d14e76680d9a done=true \"The tool ran; summarise its output.\"".into(),
+                "text p-text-aa2d27b6-1163-47b3-827b-d14e76680d9a done=true \"Done. The command printed: created\\n\\n\\n[Process exited with code 0] (history=12 msgs)\"".into(),
+                "session_end Completed in=Some(21319) out=Some(88)".into(),
+            ]),
+            ("no model and no login: droid's own error ends the turn", NO_LOGIN, None, Ending::Exit("droid failed"), vec![
+                "session_id 15bb28d1-4e68-4e12-bd72-12d1c7ba461c".into(),
+                format!("error agent_error {AUTH}"),
+                format!("session_end Error {AUTH}"),
+            ]),
+            ("an unknown model: only stderr says why", BAD_MODEL, None, Ending::Exit("droid exited with status 1 without finishing the turn:\nInvalid model: custom:nope"), vec![
+                "error agent_exited \"droid exited with status 1 without finishing the turn:\\nInvalid model: custom:nope\"".into(),
+                "session_end Error \"droid exited with status 1 without finishing the turn:\\nInvalid model: custom:nope\"".into(),
+            ]),
+            ("model error after droid's retries (about 4 minutes)", MODEL_ERROR, None, Ending::Exit("droid exited with status 1"), vec![
+                "session_id 5badb709-1e17-4a89-bab2-fa7465c412d4".into(),
+                format!("error model_error {OVERLOADED}"),
+                "error agent_error \"Exec failed\"".into(),
+                format!("session_end Error {OVERLOADED}"),
+            ]),
+        ];
+        for (name, recording, known, ending, want) in cases {
+            let (actions, mapper) = run(recording, known, ending);
+            let got: Vec<String> = actions.iter().map(describe).collect();
+            assert_eq!(got, want, "{name}");
+            assert!(mapper.ended(), "{name}");
+            let mut tracker = TurnTracker::new();
+            for action in &actions {
+                let block = match action {
+                    Action::Emit(kind) => kind.clone(),
+                    Action::End(end) => BlockKind::SessionEnd(end.clone()),
+                    Action::SessionId(_) => continue,
+                };
+                assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
+            }
+            assert!(tracker.ended() && tracker.open_violations().is_empty(), "{name}");
+        }
+        let (_, mapper) = run(RESUME_OFFLINE, None, Ending::Exit("x"));
+        assert!(!mapper.started(), "a run that printed nothing never started");
+        let (_, mapper) = run(NO_LOGIN, None, Ending::Exit("x"));
+        assert!(mapper.started() && mapper.failed());
+    }
+
+    fn event(value: Value) -> Event {
+        parse_event(value).unwrap()
+    }
+
+    #[test]
+    fn synthetic_runs() {
+        let mut mapper = TurnMapper::new("p", Some("s-1".into()));
+        let mut actions = Vec::new();
+        for line in [
+            json!({"type":"system","subtype":"init","session_id":"s-1"}),
+            json!({"type":"tool_call","id":"c1","toolName":"Read","parameters":{"file_path":"/w/a.rs"}}),
+            json!({"type":"tool_call","id":"c1","toolName":"Read","parameters":{"file_path":"/w/a.rs"}}),
+            json!({"type":"tool_result","id":"c9","toolId":"LS","isError":true,"value":"denied"}),
+            json!({"type":"tool_call","id":"c2","toolName":"Execute","parameters":{"command":"sleep 9"}}),
+            json!({"type":"message","role":"assistant","id":"m1","text":""}),
+            json!({"type":"reasoning","id":"m1","text":"x"}),
+            json!({"type":"reasoning","id":"m1","text":"x again"}),
+            json!({"type":"completion","finalText":"All done.","session_id":"s-2"}),
+            json!({"type":"message","role":"assistant","id":"late","text":"late"}),
+        ] {
+            actions.extend(mapper.on_event(event(line)));
+        }
+        let got: Vec<String> = actions.iter().map(describe).collect();
+        assert_eq!(
+            got,
+            [
+                "tool_call p-c1 Read Running {\"file_path\":\"/w/a.rs\"} title=\"/w/a.rs\"",
+                "tool_call p-c9 LS Running null title=\"\"",
+                "tool_call p-c9 LS Error null title=\"\"",
+                "tool_result p-c9 error=true \"denied\"",
+                "tool_call p-c2 Execute Running {\"command\":\"sleep 9\"} title=\"sleep 9\"",
+                "thinking p-thinking-m1 done=true \"x\"",
+                "session_id s-2",
+                "text p-text-final done=true \"All done.\"",
+                "tool_call p-c2 Execute Error {\"command\":\"sleep 9\"} title=\"sleep 9\"",
+                "tool_result p-c2 error=true \"the turn ended before the tool call finished\"",
+                "tool_call p-c1 Read Error {\"file_path\":\"/w/a.rs\"} title=\"/w/a.rs\"",
+                "tool_result p-c1 error=true \"the turn ended before the tool call finished\"",
+                "session_end Completed",
+            ],
+            "repeats, a result without a call, empty text, finalText without a message, late lines"
+        );
+        assert_eq!(mapper.session_id(), Some("s-2"));
+        assert!(mapper.on_exit("late").is_empty() && mapper.on_interrupted().is_empty());
+
+        // An error with an empty message still says something.
+        let mut mapper = TurnMapper::new("p", None);
+        let got: Vec<String> =
+            mapper.on_event(event(json!({"type":"error","source":"cli"}))).iter().map(describe).collect();
+        assert_eq!(got, ["error agent_error \"droid reported an error (cli)\""]);
+    }
+
+    #[test]
+    fn everything_is_bounded() {
+        let mut mapper = TurnMapper::new("p", None);
+        let huge = "x".repeat(MAX_TEXT_BYTES + 10);
+        let actions = mapper.on_event(event(json!({"type":"message","role":"assistant","id":"m","text":huge})));
+        let [Action::Emit(BlockKind::Text(t))] = &actions[..] else { panic!("{actions:?}") };
+        assert!(t.text.len() < MAX_TEXT_BYTES + 100 && t.text.ends_with("bytes in all]"));
+        let out = "é".repeat(MAX_TOOL_OUTPUT_BYTES);
+        let actions = mapper.on_event(event(json!({"type":"tool_call","id":"c","toolName":"Execute",
+            "parameters":{"command":"y".repeat(MAX_INPUT_BYTES * 2),"summary":"s".repeat(500)}})));
+        let [Action::Emit(BlockKind::ToolCall(call))] = &actions[..] else { panic!("{actions:?}") };
+        assert!(call.input.to_string().len() < MAX_INPUT_BYTES + 200);
+        assert_eq!(call.title.as_ref().unwrap().chars().count(), MAX_TITLE_CHARS + 1);
+        let actions = mapper.on_event(event(json!({"type":"tool_result","id":"c","value":out})));
+        let Action::Emit(BlockKind::ToolResult(result)) = &actions[1] else { panic!("{actions:?}") };
+        assert!(result.output.len() < MAX_TOOL_OUTPUT_BYTES + 100);
+        assert_eq!(bounded("héllo", 2), "h\n… [truncated: 6 bytes in all]");
+    }
+
+    #[test]
+    fn usage_is_converted_and_summed() {
+        let u = usage_of(&DroidUsage {
+            input_tokens: Some(10),
+            output_tokens: Some(2),
+            cache_read_input_tokens: Some(3),
+            cache_creation_input_tokens: None,
+        });
+        assert_eq!(
+            u,
+            Usage {
+                input_tokens: Some(10),
+                output_tokens: Some(2),
+                cache_read_tokens: Some(3),
+                cache_write_tokens: None,
+                cost_usd: None
+            }
+        );
+        let mut total = Usage::default();
+        add_usage(&mut total, &u);
+        add_usage(&mut total, &u);
+        assert_eq!((total.input_tokens, total.cache_read_tokens, total.cost_usd), (Some(20), Some(6), None));
     }
 }

@@ -244,7 +244,11 @@ fn slash_commands(data: Option<&Value>) -> Vec<SlashCommand> {
                 Some((end, _)) => format!("{}…", &description[..end]),
                 None => description.to_owned(),
             };
-            (!name.is_empty()).then(|| SlashCommand { name: name.to_owned(), description, source: CommandSource::Agent })
+            (!name.is_empty()).then(|| SlashCommand {
+                name: name.to_owned(),
+                description,
+                source: CommandSource::Agent,
+            })
         })
         .take(200)
         .collect()
@@ -365,15 +369,8 @@ impl Adapter for Pi {
         }
         let shown_model = handshake.state.model_name().or(model);
         tracing::info!(?session_id, model = ?shown_model, "pi session ready");
-        let adapter = Pi {
-            binary,
-            settings,
-            cli: Some(cli),
-            session_id,
-            session_saved: saved,
-            notice,
-            totals: Usage::default(),
-        };
+        let adapter =
+            Pi { binary, settings, cli: Some(cli), session_id, session_saved: saved, notice, totals: Usage::default() };
         let info = StartInfo { version: detected.version, model: shown_model, slash_commands: handshake.commands };
         Ok((adapter, info))
     }
@@ -609,8 +606,8 @@ mod tests {
 
     #[test]
     fn images_become_prompt_images() {
-        let images = prompt_images(&[attachment("a.png", "image/png", "iVBO"), attachment("b", "IMAGE/JPEG", "x")])
-            .unwrap();
+        let images =
+            prompt_images(&[attachment("a.png", "image/png", "iVBO"), attachment("b", "IMAGE/JPEG", "x")]).unwrap();
         assert_eq!(
             images,
             vec![
@@ -638,6 +635,29 @@ mod tests {
         assert_eq!(got, [("fix-tests", "Fix failing tests"), ("skill:search", "")]);
         assert!(commands.iter().all(|c| c.source == CommandSource::Agent));
         assert!(slash_commands(None).is_empty());
+    }
+
+    #[test]
+    fn the_recorded_start_up() {
+        let records: Vec<Value> =
+            include_str!("../tests/fixtures/startup.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let written: Vec<Value> =
+            records.iter().filter_map(|r| r["in"].as_str()).map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(written, [command::get_state("state-1"), command::get_commands("commands-1")]);
+        let responses: Vec<_> = records
+            .iter()
+            .filter_map(|r| r["out"].as_str())
+            .map(|l| match parse_line(l) {
+                Ok(Event::Response(r)) => r,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let state = State::from_data(responses[0].data.as_ref());
+        assert_eq!(responses[0].id.as_deref(), Some("state-1"));
+        assert_eq!(state.model_name().as_deref(), Some("mock/mock-claude"));
+        assert!(state.session_id.is_some() && !state.is_streaming);
+        assert_eq!(responses[1].id.as_deref(), Some("commands-1"));
+        assert!(slash_commands(responses[1].data.as_ref()).is_empty());
     }
 
     #[test]

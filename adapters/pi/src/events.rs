@@ -304,9 +304,10 @@ impl State {
 
     /// `provider/id`, as `--model` takes it.
     pub fn model_name(&self) -> Option<String> {
-        self.model.as_ref().filter(|m| !m.id.is_empty()).map(|m| {
-            if m.provider.is_empty() { m.id.clone() } else { format!("{}/{}", m.provider, m.id) }
-        })
+        self.model
+            .as_ref()
+            .filter(|m| !m.id.is_empty())
+            .map(|m| if m.provider.is_empty() { m.id.clone() } else { format!("{}/{}", m.provider, m.id) })
     }
 }
 
@@ -609,7 +610,10 @@ mod tests {
                 r#"{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"529 overloaded"}"#,
                 Event::RetryEnd { success: false, attempt: 3, final_error: Some("529 overloaded".into()) },
             ),
-            (r#"{"type":"compaction_start","reason":"threshold"}"#, Event::CompactionStart { reason: "threshold".into() }),
+            (
+                r#"{"type":"compaction_start","reason":"threshold"}"#,
+                Event::CompactionStart { reason: "threshold".into() },
+            ),
             (
                 r#"{"type":"compaction_end","reason":"overflow","result":null,"aborted":false,"willRetry":true}"#,
                 Event::CompactionEnd { aborted: false, will_retry: true, error_message: None },
@@ -670,7 +674,9 @@ mod tests {
 
     #[test]
     fn bad_lines_are_errors() {
-        for line in ["", "not json", "[1,2]", r#"{"no_type":1}"#, r#"{"type":7}"#, r#"{"type":"agent_start","success":"yes"}"#] {
+        for line in
+            ["", "not json", "[1,2]", r#"{"no_type":1}"#, r#"{"type":7}"#, r#"{"type":"agent_start","success":"yes"}"#]
+        {
             assert!(parse_line(line).is_err(), "{line}");
         }
     }

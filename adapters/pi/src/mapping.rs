@@ -693,9 +693,10 @@ mod tests {
             Action::SessionId(id) => format!("session_id {id}"),
             Action::Write(command) => format!("write {command}"),
             Action::End(end) => {
-                let usage = end.usage.as_ref().map(|u| {
-                    format!(" in={:?} out={:?} cost={:?}", u.input_tokens, u.output_tokens, u.cost_usd)
-                });
+                let usage = end
+                    .usage
+                    .as_ref()
+                    .map(|u| format!(" in={:?} out={:?} cost={:?}", u.input_tokens, u.output_tokens, u.cost_usd));
                 format!(
                     "session_end {:?}{}{}",
                     end.reason,
@@ -714,7 +715,9 @@ mod tests {
                     c.input,
                     c.title.as_deref().unwrap_or("")
                 ),
-                BlockKind::ToolResult(r) => format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output),
+                BlockKind::ToolResult(r) => {
+                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
+                }
                 BlockKind::Error(e) => format!("error {} {:?}", e.code.as_deref().unwrap_or("-"), e.message),
                 BlockKind::Progress(p) => format!("progress {} done={} {:?}", p.id, p.done, p.message),
                 other => format!("{other:?}"),
@@ -789,8 +792,7 @@ mod tests {
     const ERROR_RETRIES: &str = include_str!("../tests/fixtures/error-retries.jsonl");
     const TOOL_INTERRUPT: &str = include_str!("../tests/fixtures/tool-interrupt.jsonl");
 
-    const OVERLOADED: &str =
-        r#""529 {\"error\":{\"message\":\"Overloaded (scripted mock:error)\",\"type\":\"overloaded_error\"},\"type\":\"error\"}""#;
+    const OVERLOADED: &str = r#""529 {\"error\":{\"message\":\"Overloaded (scripted mock:error)\",\"type\":\"overloaded_error\"},\"type\":\"error\"}""#;
 
     #[test]
     fn recorded_turns() {
@@ -905,7 +907,9 @@ mod tests {
         let prompt_ok = line(json!({"id": "t1-prompt", "type": "response", "command": "prompt", "success": true}));
         let start = line(json!({"type": "message_start", "message": {"role": "assistant", "content": []}}));
         let text_delta = |i: usize, d: &str| {
-            line(json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": i, "delta": d}}))
+            line(
+                json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": i, "delta": d}}),
+            )
         };
         #[rustfmt::skip]
         let cases: Vec<(&str, Vec<Event>, Vec<&str>)> = vec![
@@ -1007,8 +1011,9 @@ mod tests {
 
     #[test]
     fn exit_and_interrupt_close_what_is_open() {
-        let start_tool =
-            line(json!({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "bash", "args": {"command": "sleep 9"}}));
+        let start_tool = line(
+            json!({"type": "tool_execution_start", "toolCallId": "c1", "toolName": "bash", "args": {"command": "sleep 9"}}),
+        );
         let delta = line(
             json!({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 0, "delta": "hm"}}),
         );

@@ -41,9 +41,13 @@ pub enum Lease {
         /// The argument that names the conversation to continue (`resume`, `--session`).
         resume_flag: &'static str,
     },
-    /// A process per turn, and resuming needs the vendor's cloud: offline, each turn
-    /// starts a new conversation (droid).
-    PerTurnNoOfflineResume,
+    /// A process per turn whose resume needs the vendor's cloud: offline, the second
+    /// turn's resume fails and the adapter forks the conversation instead (droid), so
+    /// that turn takes two processes, the second with this flag.
+    PerTurnForkedOffline {
+        /// The argument that forks the conversation (`--fork`).
+        fork_flag: &'static str,
+    },
 }
 
 /// Where an agent's CLI pin is written.
@@ -114,8 +118,7 @@ impl Agent {
     pub fn lease(self) -> Lease {
         match self {
             Agent::Codex => Lease::PerTurn { resume_flag: "resume" },
-            Agent::Pi => Lease::PerTurn { resume_flag: "--session" },
-            Agent::Droid => Lease::PerTurnNoOfflineResume,
+            Agent::Droid => Lease::PerTurnForkedOffline { fork_flag: "--fork" },
             _ => Lease::Persistent,
         }
     }
@@ -220,6 +223,8 @@ impl Agent {
             }
             Agent::Pi => {
                 write(".pi/agent/models.json", &pi_models(model_url))?;
+                // No retries of a failed model call (else ~15 s of back-off).
+                write(".pi/agent/settings.json", r#"{"retry":{"enabled":false,"provider":{"maxRetries":0}}}"#)?;
                 pairs.extend([("PI_OFFLINE", "1".into()), ("PI_TELEMETRY", "0".into())]);
             }
             Agent::Droid => {
@@ -260,10 +265,11 @@ fn pi_models(model_url: &str) -> String {
     )
 }
 
-/// Droid's custom models at the model server (no login needed for them).
+/// Droid's custom models at the model server (no login needed for them), one of them
+/// the default (a session without a model otherwise fails "Authentication failed").
 fn droid_settings(model_url: &str) -> String {
     format!(
-        r#"{{"customModels":[{{"model":"mock-claude","displayName":"Mock Claude","baseUrl":"{model_url}","apiKey":"sk-ant-mock","provider":"anthropic","maxOutputTokens":8192}}]}}"#
+        r#"{{"customModels":[{{"model":"mock-claude","displayName":"Mock Claude","baseUrl":"{model_url}","apiKey":"sk-ant-mock","provider":"anthropic","maxOutputTokens":8192}}],"sessionDefaultSettings":{{"model":"custom:mock-claude"}}}}"#
     )
 }
 

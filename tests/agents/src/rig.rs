@@ -49,8 +49,9 @@ pub enum Mode {
 pub enum InterruptAt {
     /// Once the first streamed `text` block arrives.
     FirstText,
-    /// Once the model server has received the turn's `mock:slow` request (live), or at
-    /// once (replay): for an agent that shows nothing until its answer is complete.
+    /// Once the model server has received the turn's `mock:slow` request (live), or once
+    /// the fake CLI of the turn has played all the live run saw before its interrupt
+    /// (replay): for an agent that shows nothing until its answer is complete.
     ModelStreaming,
 }
 
@@ -192,6 +193,7 @@ impl Rig {
     pub async fn turn(&mut self, text: &str, plan: TurnPlan) -> anyhow::Result<Vec<Block>> {
         let session_id = self.session.clone().context("no session is open")?;
         let message = UserMessage { session_id: session_id.clone(), text: text.into(), attachments: vec![] };
+        let fakes_before = self.fake_starts();
         let sent_at = std::time::Instant::now();
         let sent = self.client.send(ControlMessage::UserMessage(message)).await?;
         self.last_first_block = None;
@@ -203,7 +205,7 @@ impl Rig {
                     InterruptAt::FirstText => blocks.iter().any(|b: &Block| matches!(b.kind, BlockKind::Text(_))),
                     InterruptAt::ModelStreaming => match self.model {
                         Some(addr) => model_saw(addr, "slow").await?,
-                        None => true,
+                        None => self.fake_waiting() > fakes_before,
                     },
                 };
                 if due {
@@ -251,6 +253,19 @@ impl Rig {
                 _ => {}
             }
         }
+    }
+
+    /// How many times the fake CLI has started (replay; 0 live).
+    fn fake_starts(&self) -> u64 {
+        let state = self.root.path().join("fake-state");
+        std::fs::read_to_string(state).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// The start number of the fake CLI that has played its recording and waits to be
+    /// killed (replay; 0 when none).
+    fn fake_waiting(&self) -> u64 {
+        let marker = self.root.path().join("fake-state.waiting");
+        std::fs::read_to_string(marker).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
     }
 
     async fn next_block(&mut self) -> anyhow::Result<Option<BridgeMessage>> {

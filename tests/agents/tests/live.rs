@@ -54,7 +54,7 @@ fn live(agent: Agent, scenario: Scenario, test_name: &str) {
         agents::pinned_version(agent),
         outcome.transcript
     );
-    if agents::update_fixtures() {
+    if agents::update_fixtures() && scenarios::is_replayed(agent, scenario) {
         let path = scenarios::save_fixture(agent, scenario, &outcome.recording).expect("saving the fixture");
         println!("recorded {}", path.display());
     }
@@ -96,6 +96,16 @@ fn gemini_adapter_passes_adapter_check_with_the_real_cli_live() {
 #[test]
 fn hermes_adapter_passes_adapter_check_with_the_real_cli_live() {
     live_check(Agent::Hermes, "hermes_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
+#[test]
+fn pi_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Pi, "pi_adapter_passes_adapter_check_with_the_real_cli_live");
+}
+
+#[test]
+fn droid_adapter_passes_adapter_check_with_the_real_cli_live() {
+    live_check(Agent::Droid, "droid_adapter_passes_adapter_check_with_the_real_cli_live");
 }
 
 macro_rules! live_tests {
@@ -144,4 +154,13 @@ live_tests! {
     hermes_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Hermes, Scenario::Interrupt;
     hermes_long_answer_streams_whole_live: Agent::Hermes, Scenario::Long;
     gemini_model_error_ends_the_turn_in_error_live: Agent::Gemini, Scenario::ModelError;
+    pi_plain_answer_live: Agent::Pi, Scenario::Plain;
+    pi_tool_round_trip_and_resumed_second_turn_live: Agent::Pi, Scenario::ToolRoundTrip;
+    pi_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Pi, Scenario::Interrupt;
+    pi_long_answer_arrives_whole_live: Agent::Pi, Scenario::Long;
+    droid_plain_answer_live: Agent::Droid, Scenario::Plain;
+    droid_tool_round_trip_and_resumed_second_turn_live: Agent::Droid, Scenario::ToolRoundTrip;
+    droid_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Droid, Scenario::Interrupt;
+    droid_long_answer_arrives_whole_live: Agent::Droid, Scenario::Long;
+    pi_model_error_ends_the_turn_in_error_live: Agent::Pi, Scenario::ModelError;
 }

@@ -72,7 +72,7 @@ fn run() -> anyhow::Result<ExitCode> {
         bail!("{script} records {} processes; this is start number {start_no} of the fake", procs.len());
     };
     let records: Vec<TapRecord> = all.into_iter().filter(|r| r.proc == proc).collect();
-    play(&records, &args)
+    play(&records, &args, &format!("{state}.waiting"), start_no)
 }
 
 /// Counts this start in the state file and returns its number, from 1.
@@ -82,7 +82,10 @@ fn next_process(state: &str) -> anyhow::Result<u64> {
     Ok(previous + 1)
 }
 
-fn play(records: &[TapRecord], args: &[String]) -> anyhow::Result<ExitCode> {
+/// Plays one recorded process. When the recording ends with the process killed, the
+/// fake writes its start number to `waiting` (the rig interrupts a turn then, as the
+/// live run did once it had seen all this) and waits to be killed.
+fn play(records: &[TapRecord], args: &[String], waiting: &str, start_no: u64) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut stdout = std::io::stdout().lock();
@@ -124,12 +127,14 @@ fn play(records: &[TapRecord], args: &[String]) -> anyhow::Result<ExitCode> {
                 drain(&mut input)?;
                 return Ok(ExitCode::from(u8::try_from(*code).unwrap_or(1)));
             }
-            // Killed by a signal: the adapter ended it, so wait for the adapter to.
-            TapEvent::Exit { exit: None, .. } => break,
+            // Killed by a signal, or signalled by the adapter (which the CLI then obeyed):
+            // the adapter ended it, so wait for the adapter to.
+            TapEvent::Exit { exit: None, .. } | TapEvent::SentSignal { .. } => break,
         }
     }
     // The recorded process never exited on its own: it was killed. Wait for that,
     // reading stdin so the adapter's writes do not block.
+    std::fs::write(waiting, start_no.to_string()).with_context(|| format!("writing {waiting}"))?;
     drain(&mut input)?;
     loop {
         std::thread::sleep(Duration::from_secs(3600));
