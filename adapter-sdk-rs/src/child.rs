@@ -614,6 +614,60 @@ impl StderrTail {
 }
 
 /// A capped line as lossily decoded text (the protocol's shared [`LineCodec`] splits).
+/// Most stderr lines [`quote_stderr`] keeps.
+pub const STDERR_QUOTE_LINES: usize = 12;
+/// Most bytes [`quote_stderr`] keeps.
+pub const STDERR_QUOTE_BYTES: usize = 2000;
+/// Longest stderr line, in characters, [`quote_stderr`] keeps whole.
+pub const STDERR_LINE_CHARS: usize = 240;
+
+/// How a child ended, to finish a sentence: `with status 1`, `on signal 9`, or
+/// `(exit status unknown)`.
+pub fn describe_exit(status: Option<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("with status {code}"),
+            (None, Some(signal)) => format!("on signal {signal}"),
+            (None, None) => "(exit status unknown)".to_owned(),
+        },
+        None => "(exit status unknown)".to_owned(),
+    }
+}
+
+/// The part of a stderr tail worth quoting to a user when a CLI failed: its last
+/// [`STDERR_QUOTE_LINES`] lines that are neither blank nor Rust backtrace frames
+/// (`Stack backtrace:`, `  3: <unknown>`, `at src/x.rs:1` say nothing to a user; the
+/// error line above them does), each cut to [`STDERR_LINE_CHARS`] characters (so a
+/// huge line does not push out the ones that say what went wrong), the whole at most
+/// [`STDERR_QUOTE_BYTES`] bytes (its start cut, marked `…`). Empty when nothing is left.
+pub fn quote_stderr(tail: &str) -> String {
+    let frame = |l: &str| {
+        let t = l.trim();
+        t.is_empty()
+            || t == "Stack backtrace:"
+            || t.starts_with("at ")
+            || t.split_once(": ").or(t.split_once(':')).is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let lines: Vec<String> = tail
+        .lines()
+        .filter(|l| !frame(l))
+        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
+            Some((end, _)) => format!("{}…", &l[..end]),
+            None => l.to_owned(),
+        })
+        .collect();
+    let quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
+    if quoted.len() <= STDERR_QUOTE_BYTES {
+        return quoted;
+    }
+    let mut start = quoted.len() - STDERR_QUOTE_BYTES;
+    while !quoted.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &quoted[start..])
+}
+
 fn text_line(item: Result<NumberedLine, LineError>) -> Result<String, LineError> {
     item.map(|(_, line)| String::from_utf8_lossy(&line).into_owned())
 }
@@ -622,6 +676,24 @@ fn text_line(item: Result<NumberedLine, LineError>) -> Result<String, LineError>
 mod tests {
     use super::*;
     use bytes::BytesMut;
+
+    #[test]
+    fn stderr_quotes_keep_the_last_meaningful_lines_within_bounds() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(describe_exit(Some(ExitStatus::from_raw(1 << 8))), "with status 1");
+        assert_eq!(describe_exit(Some(ExitStatus::from_raw(9))), "on signal 9");
+        assert_eq!(describe_exit(None), "(exit status unknown)");
+        assert_eq!(quote_stderr("a\n\nb\n"), "a\nb");
+        let backtrace =
+            "Error: no rollout found\n\nStack backtrace:\n   0: <unknown>\n  12: main\n      at src/main.rs:3\n";
+        assert_eq!(quote_stderr(backtrace), "Error: no rollout found");
+        let many: String = (0..40).map(|i| format!("line {i}\n")).collect();
+        assert!(quote_stderr(&many).starts_with("line 28\n") && quote_stderr(&many).ends_with("line 39"));
+        let wide = "é".repeat(5000);
+        assert_eq!(quote_stderr(&wide).chars().count(), STDERR_LINE_CHARS + 1);
+        let tall: String = (0..12).map(|_| format!("{}\n", "x".repeat(239))).collect();
+        assert!(quote_stderr(&tall).len() <= STDERR_QUOTE_BYTES + "…".len());
+    }
     use serde_json::json;
     use tokio_util::codec::Decoder;
 

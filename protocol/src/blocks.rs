@@ -486,6 +486,26 @@ pub struct Usage {
     pub cost_usd: Option<f64>,
 }
 
+impl Usage {
+    /// Adds `more` to these totals (a session's, from its turns). A count stays absent
+    /// until some addend reports it; costs add up, rounded to a billionth of a dollar so
+    /// float noise does not pile up over a long session.
+    pub fn add(&mut self, more: &Usage) {
+        fn add(total: &mut Option<u64>, n: Option<u64>) {
+            if let Some(n) = n {
+                *total = Some(total.unwrap_or(0).saturating_add(n));
+            }
+        }
+        add(&mut self.input_tokens, more.input_tokens);
+        add(&mut self.output_tokens, more.output_tokens);
+        add(&mut self.cache_read_tokens, more.cache_read_tokens);
+        add(&mut self.cache_write_tokens, more.cache_write_tokens);
+        if let Some(cost) = more.cost_usd {
+            self.cost_usd = Some(((self.cost_usd.unwrap_or(0.0) + cost) * 1e9).round() / 1e9);
+        }
+    }
+}
+
 /// Why a block from an adapter was refused. Each variant names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -622,6 +642,24 @@ pub(crate) fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_owned(),
         None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::Usage;
+
+    #[test]
+    fn usage_adds_up_counts_that_were_reported_and_costs_without_float_noise() {
+        let mut total = Usage::default();
+        total.add(&Usage { input_tokens: Some(10), cost_usd: Some(0.1), ..Usage::default() });
+        total.add(&Usage { input_tokens: Some(5), output_tokens: Some(2), cost_usd: Some(0.2), ..Usage::default() });
+        assert_eq!(total.input_tokens, Some(15));
+        assert_eq!(total.output_tokens, Some(2));
+        assert_eq!(total.cache_read_tokens, None, "never reported, still absent");
+        assert_eq!(total.cost_usd, Some(0.3));
+        total.add(&Usage { input_tokens: Some(u64::MAX), ..Usage::default() });
+        assert_eq!(total.input_tokens, Some(u64::MAX), "saturates");
     }
 }
 

@@ -352,7 +352,7 @@ impl Mapper {
             PromptEnd::Answered(result) => {
                 let usage = prompt_usage(&result);
                 if let Some(u) = &usage {
-                    add_usage(&mut self.session_usage, u);
+                    self.session_usage.add(u);
                 }
                 let (reason, error) = stop_reason(&result.stop_reason);
                 (reason, usage, error)
@@ -765,18 +765,6 @@ pub fn prompt_usage(result: &PromptResult) -> Option<Usage> {
     let usage =
         Usage { input_tokens: field("input_tokens"), output_tokens: field("output_tokens"), ..Usage::default() };
     (usage.input_tokens.is_some() || usage.output_tokens.is_some()).then_some(usage)
-}
-
-fn add_usage(total: &mut Usage, turn: &Usage) {
-    let add = |a: &mut Option<u64>, b: Option<u64>| {
-        if let Some(b) = b {
-            *a = Some(a.unwrap_or(0).saturating_add(b));
-        }
-    };
-    add(&mut total.input_tokens, turn.input_tokens);
-    add(&mut total.output_tokens, turn.output_tokens);
-    add(&mut total.cache_read_tokens, turn.cache_read_tokens);
-    add(&mut total.cache_write_tokens, turn.cache_write_tokens);
 }
 
 fn bounded_input(value: Value) -> Value {

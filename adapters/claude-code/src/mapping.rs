@@ -736,7 +736,7 @@ impl Mapper {
         let failed = r.is_error && !interrupted;
         let mut out = self.close_all(why, if failed { "gave up" } else { "recovered" });
         let usage = self.turn_usage(&r);
-        add_usage(&mut self.totals, &usage);
+        self.totals.add(&usage);
         let reason = if interrupted {
             EndReason::Interrupted
         } else if r.is_error {
@@ -794,21 +794,6 @@ impl Mapper {
             cache_write_tokens: tokens.cache_creation_input_tokens,
             cost_usd,
         }
-    }
-}
-
-fn add_usage(totals: &mut Usage, turn: &Usage) {
-    fn add(total: &mut Option<u64>, n: Option<u64>) {
-        if let Some(n) = n {
-            *total = Some(total.unwrap_or(0).saturating_add(n));
-        }
-    }
-    add(&mut totals.input_tokens, turn.input_tokens);
-    add(&mut totals.output_tokens, turn.output_tokens);
-    add(&mut totals.cache_read_tokens, turn.cache_read_tokens);
-    add(&mut totals.cache_write_tokens, turn.cache_write_tokens);
-    if let Some(cost) = turn.cost_usd {
-        totals.cost_usd = Some(((totals.cost_usd.unwrap_or(0.0) + cost) * 1e9).round() / 1e9);
     }
 }
 

@@ -14,13 +14,12 @@
 //! ladder (SIGTERM, SIGKILL). The conversation stays resumable: the next turn resumes
 //! the same thread.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use base64::Engine;
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions};
+use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
 use terminull_protocol::blocks::{Attachment, SessionEnd};
@@ -30,9 +29,7 @@ use tokio::process::Command;
 
 use crate::command::{PermissionMode, Settings, check_effort, turn_args};
 use crate::events::parse_event;
-use crate::mapping::{
-    Action, DiffRequest, FileContent, MAX_DIFF_FILE_BYTES, TurnMapper, add_usage, content_note, diff_block,
-};
+use crate::mapping::{Action, DiffRequest, FileContent, MAX_DIFF_FILE_BYTES, TurnMapper, content_note, diff_block};
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
@@ -49,9 +46,6 @@ const NO_ROLLOUT: &str = "no rollout found for thread id";
 const MAX_IMAGES: usize = 16;
 /// Most bytes of one decoded image attachment.
 const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
-/// Most stderr lines and bytes quoted when codex exits without ending the turn.
-const STDERR_QUOTE_LINES: usize = 12;
-const STDERR_QUOTE_BYTES: usize = 2000;
 
 /// One Codex session: the settings every turn's command line is built from, the thread
 /// to resume, and the usage totals for `get_usage`.
@@ -223,7 +217,7 @@ impl Codex {
     /// session's totals) as the last thing the turn does.
     async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         if let Some(usage) = &end.usage {
-            add_usage(&mut self.totals, usage);
+            self.totals.add(usage);
         }
         let reason = end.reason;
         emit(turn, BlockKind::SessionEnd(end)).await?;
@@ -269,6 +263,16 @@ impl Codex {
     }
 }
 
+/// What to tell the user when codex stopped without finishing the turn.
+fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
+    let (how, quoted) = (describe_exit(status), quote_stderr(stderr_tail));
+    if quoted.is_empty() {
+        format!("codex exited {how} before finishing the turn")
+    } else {
+        format!("codex exited {how} before finishing the turn:\n{quoted}")
+    }
+}
+
 /// Streams one block. A block the SDK refuses as a contract breach is logged and
 /// dropped (the mapper should never produce one); a closed bridge ends the turn.
 async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
@@ -307,38 +311,6 @@ async fn wind_down(process: &mut AgentProcess, lines: &mut LineReceiver) -> Opti
             tracing::warn!("codex did not exit within {EXIT_WAIT:?} after its output ended; ending it");
             process.shutdown(SHUTDOWN_GRACE).await.status
         }
-    }
-}
-
-/// What to tell the user when codex stopped without ending the turn.
-fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
-    let how = match status {
-        Some(s) if s.code().is_some() => format!("with status {}", s.code().unwrap_or_default()),
-        Some(s) => format!("on signal {}", s.signal().unwrap_or_default()),
-        None => "(exit status unknown)".to_owned(),
-    };
-    // Rust backtrace frames (`Stack backtrace:`, `   3: <unknown>`, `at src/x.rs:1`) say
-    // nothing to a user; the error line above them does.
-    let frame = |l: &str| {
-        let t = l.trim();
-        t.is_empty()
-            || t == "Stack backtrace:"
-            || t.starts_with("at ")
-            || t.split_once(": ").or(t.split_once(':')).is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
-    };
-    let lines: Vec<&str> = stderr_tail.lines().filter(|l| !frame(l)).collect();
-    let mut quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
-    if quoted.len() > STDERR_QUOTE_BYTES {
-        let mut cut = quoted.len() - STDERR_QUOTE_BYTES;
-        while !quoted.is_char_boundary(cut) {
-            cut += 1;
-        }
-        quoted = format!("…{}", &quoted[cut..]);
-    }
-    if quoted.is_empty() {
-        format!("codex exited {how} before finishing the turn")
-    } else {
-        format!("codex exited {how} before finishing the turn:\n{quoted}")
     }
 }
 
@@ -436,6 +408,8 @@ fn image_extension(mime_type: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
 
     #[test]
     fn image_extensions() {

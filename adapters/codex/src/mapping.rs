@@ -158,23 +158,6 @@ pub fn usage_of(t: &TokenUsage) -> Usage {
     }
 }
 
-/// Adds one turn's usage to the session's totals (a field stays absent until some turn
-/// reports it).
-pub fn add_usage(total: &mut Usage, turn: &Usage) {
-    let add = |a: &mut Option<u64>, b: Option<u64>| {
-        if let Some(b) = b {
-            *a = Some(a.unwrap_or(0).saturating_add(b));
-        }
-    };
-    add(&mut total.input_tokens, turn.input_tokens);
-    add(&mut total.output_tokens, turn.output_tokens);
-    add(&mut total.cache_read_tokens, turn.cache_read_tokens);
-    add(&mut total.cache_write_tokens, turn.cache_write_tokens);
-    if let Some(cost) = turn.cost_usd {
-        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
-    }
-}
-
 /// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
 pub fn bounded(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -924,8 +907,8 @@ mod tests {
             }
         );
         let mut total = Usage::default();
-        add_usage(&mut total, &turn);
-        add_usage(&mut total, &Usage { input_tokens: Some(1), cache_write_tokens: Some(2), ..Usage::default() });
+        total.add(&turn);
+        total.add(&Usage { input_tokens: Some(1), cache_write_tokens: Some(2), ..Usage::default() });
         assert_eq!(
             total,
             Usage {

@@ -13,12 +13,11 @@
 //! it runs), up to [`INTERRUPT_GRACE`] to exit, then the SDK's shutdown ladder (SIGTERM,
 //! SIGKILL). The chat stays resumable: the next turn resumes it.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions};
+use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
 use terminull_protocol::blocks::SessionEnd;
@@ -26,7 +25,7 @@ use tokio::process::Command;
 
 use crate::command::{PermissionMode, Settings, turn_args};
 use crate::events::parse_event;
-use crate::mapping::{Action, TurnMapper, add_usage};
+use crate::mapping::{Action, TurnMapper};
 
 /// The executable's name on `PATH` (newer installs also name it `agent`; pass that as
 /// the `binary` init param).
@@ -39,9 +38,6 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 const EXIT_WAIT: Duration = Duration::from_secs(3);
 /// Each step of the SDK's shutdown ladder (close stdin, SIGTERM, SIGKILL).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-/// Most stderr lines and bytes quoted when the CLI exits without ending the turn.
-const STDERR_QUOTE_LINES: usize = 12;
-const STDERR_QUOTE_BYTES: usize = 2000;
 
 /// One Cursor session: the settings every turn's command line is built from, the chat to
 /// resume, and the usage totals for `get_usage`.
@@ -205,7 +201,7 @@ impl Cursor {
     /// session's totals) as the last thing the turn does.
     async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         if let Some(usage) = &end.usage {
-            add_usage(&mut self.totals, usage);
+            self.totals.add(usage);
         }
         let reason = end.reason;
         emit(turn, BlockKind::SessionEnd(end)).await?;
@@ -280,20 +276,7 @@ fn exit_code(stderr_tail: &str) -> &'static str {
 /// What to tell the user when the CLI stopped without ending the turn: how it exited and
 /// the end of its stderr.
 fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
-    let how = match status {
-        Some(s) if s.code().is_some() => format!("with status {}", s.code().unwrap_or_default()),
-        Some(s) => format!("on signal {}", s.signal().unwrap_or_default()),
-        None => "(exit status unknown)".to_owned(),
-    };
-    let lines: Vec<&str> = stderr_tail.lines().filter(|l| !l.trim().is_empty()).collect();
-    let mut quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
-    if quoted.len() > STDERR_QUOTE_BYTES {
-        let mut cut = quoted.len() - STDERR_QUOTE_BYTES;
-        while !quoted.is_char_boundary(cut) {
-            cut += 1;
-        }
-        quoted = format!("…{}", &quoted[cut..]);
-    }
+    let (how, quoted) = (describe_exit(status), quote_stderr(stderr_tail));
     if quoted.is_empty() {
         format!("cursor-agent exited {how} before finishing the turn")
     } else {
@@ -304,6 +287,8 @@ fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
 
     #[test]
     fn exit_details() {

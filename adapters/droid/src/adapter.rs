@@ -24,12 +24,11 @@
 //! `interrupted` and the next one continues the session (the message and what was
 //! written of the answer are in it).
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions};
+use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
 use terminull_protocol::blocks::{ErrorBlock, SessionEnd};
@@ -38,7 +37,7 @@ use tokio::time::{Instant, sleep_until};
 
 use crate::command::{Continue, PermissionMode, Settings, check_effort, check_value, turn_args};
 use crate::events::parse_event;
-use crate::mapping::{Action, TurnMapper, add_usage, bounded};
+use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
@@ -49,11 +48,6 @@ const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// After droid reported that the exec command failed (`error` from `cli`), how long it
 /// may go on printing before the turn ends without waiting for its slow exit.
 const FAILED_GRACE: Duration = Duration::from_secs(1);
-/// Most stderr lines and bytes quoted when droid fails.
-const STDERR_QUOTE_LINES: usize = 12;
-const STDERR_QUOTE_BYTES: usize = 2000;
-/// Most characters of one quoted stderr line.
-const STDERR_LINE_CHARS: usize = 240;
 
 /// One droid session.
 #[derive(Debug)]
@@ -273,7 +267,10 @@ impl Droid {
                     let detail = format!(
                         "droid printed nothing within {} s{}",
                         STARTUP_TIMEOUT.as_secs(),
-                        quoted_stderr(&process.stderr_tail())
+                        match quote_stderr(&process.stderr_tail()) {
+                            quoted if quoted.is_empty() => quoted,
+                            quoted => format!(":\n{quoted}"),
+                        }
                     );
                     return Ok(Run::NoOutput { detail, silent: true });
                 }
@@ -336,7 +333,7 @@ impl Droid {
 
     async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         if let Some(usage) = &end.usage {
-            add_usage(&mut self.totals, usage);
+            self.totals.add(usage);
         }
         let reason = end.reason;
         emit(turn, BlockKind::SessionEnd(end)).await?;
@@ -391,41 +388,13 @@ async fn wait_exit(process: &mut AgentProcess, lines: &mut LineReceiver) -> Opti
     }
 }
 
-/// `:\n<last stderr lines>`, bounded; empty when stderr was empty.
-fn quoted_stderr(tail: &str) -> String {
-    // Long lines (a list of every model droid knows, …) are cut so the lines before
-    // them, which usually say what went wrong, stay in the quote.
-    let lines: Vec<String> = tail
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
-            Some((end, _)) => format!("{}…", &l[..end]),
-            None => l.to_owned(),
-        })
-        .collect();
-    let mut quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
-    if quoted.len() > STDERR_QUOTE_BYTES {
-        let mut start = quoted.len() - STDERR_QUOTE_BYTES;
-        while !quoted.is_char_boundary(start) {
-            start += 1;
-        }
-        quoted = format!("…{}", &quoted[start..]);
-    }
-    if quoted.is_empty() { String::new() } else { format!(":\n{quoted}") }
-}
-
 /// What to tell the user when droid stopped without finishing the turn.
 fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
-    let how = match status {
-        Some(s) if s.code().is_some() => format!("with status {}", s.code().unwrap_or_default()),
-        Some(s) => format!("on signal {}", s.signal().unwrap_or_default()),
-        None => "(exit status unknown)".to_owned(),
-    };
-    let quoted = quoted_stderr(stderr_tail);
+    let (how, quoted) = (describe_exit(status), quote_stderr(stderr_tail));
     let detail = if quoted.is_empty() {
         format!("droid exited {how} without finishing the turn (it printed nothing on stderr)")
     } else {
-        format!("droid exited {how} without finishing the turn{quoted}")
+        format!("droid exited {how} without finishing the turn:\n{quoted}")
     };
     bounded(&detail, 4096)
 }
@@ -446,6 +415,8 @@ async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
 
     #[test]
     fn exit_details() {

@@ -104,22 +104,6 @@ pub fn usage_of(u: &DroidUsage) -> Usage {
     }
 }
 
-/// Adds `more` to `total` (a field stays absent until something reports it).
-pub fn add_usage(total: &mut Usage, more: &Usage) {
-    let add = |a: &mut Option<u64>, b: Option<u64>| {
-        if let Some(b) = b {
-            *a = Some(a.unwrap_or(0).saturating_add(b));
-        }
-    };
-    add(&mut total.input_tokens, more.input_tokens);
-    add(&mut total.output_tokens, more.output_tokens);
-    add(&mut total.cache_read_tokens, more.cache_read_tokens);
-    add(&mut total.cache_write_tokens, more.cache_write_tokens);
-    if let Some(cost) = more.cost_usd {
-        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
-    }
-}
-
 /// The state of one turn (one `droid exec` process). Create one per process.
 #[derive(Debug)]
 pub struct TurnMapper {
@@ -568,8 +552,8 @@ mod tests {
             }
         );
         let mut total = Usage::default();
-        add_usage(&mut total, &u);
-        add_usage(&mut total, &u);
+        total.add(&u);
+        total.add(&u);
         assert_eq!((total.input_tokens, total.cache_read_tokens, total.cost_usd), (Some(20), Some(6), None));
     }
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, Lines, SpawnOptions};
+use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, Lines, SpawnOptions, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
 use terminull_protocol::blocks::{Attachment, CommandSource, ErrorBlock, SessionEnd, SlashCommand};
@@ -30,7 +30,7 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::command::{self, PermissionMode, Settings, check_effort, check_value, launch_args};
 use crate::events::{Event, State, parse_line};
-use crate::mapping::{Action, TurnMapper, add_usage, bounded};
+use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long pi has to answer `get_state` after it was started (it loads its extensions,
 /// skills and models first: 1–4 s here).
@@ -45,11 +45,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// What pi 0.73 prints on stderr when `--session` names a session it has no file for.
 const NO_SESSION: &str = "No session found";
-/// Most stderr lines and bytes quoted when pi exits.
-const STDERR_QUOTE_LINES: usize = 12;
-const STDERR_QUOTE_BYTES: usize = 2000;
-/// Most characters of one quoted stderr line.
-const STDERR_LINE_CHARS: usize = 240;
 /// Most image attachments in one message.
 const MAX_IMAGES: usize = 16;
 /// Most bytes of one image attachment, base64-encoded.
@@ -140,29 +135,6 @@ impl Cli {
         let tail = quote_stderr(&self.process.stderr_tail());
         if tail.is_empty() { format!("pi exited {status}") } else { format!("pi exited {status}:\n{tail}") }
     }
-}
-
-/// The last lines of pi's stderr, bounded.
-fn quote_stderr(tail: &str) -> String {
-    // Long lines (a stack trace, …) are cut so the lines before
-    // them, which usually say what went wrong, stay in the quote.
-    let lines: Vec<String> = tail
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| match l.char_indices().nth(STDERR_LINE_CHARS) {
-            Some((end, _)) => format!("{}…", &l[..end]),
-            None => l.to_owned(),
-        })
-        .collect();
-    let quoted = lines[lines.len().saturating_sub(STDERR_QUOTE_LINES)..].join("\n");
-    if quoted.len() <= STDERR_QUOTE_BYTES {
-        return quoted;
-    }
-    let mut start = quoted.len() - STDERR_QUOTE_BYTES;
-    while !quoted.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &quoted[start..])
 }
 
 /// Starts `pi --mode rpc` (continuing `session` when given) and asks it `get_state` and
@@ -542,7 +514,7 @@ impl Pi {
 
     async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         if let Some(usage) = &end.usage {
-            add_usage(&mut self.totals, usage);
+            self.totals.add(usage);
         }
         let reason = end.reason;
         emit(turn, BlockKind::SessionEnd(end)).await?;
@@ -599,6 +571,7 @@ fn not_installed(binary: &str, detected: &terminull_protocol::adapter::DetectRes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
 
     fn attachment(name: &str, mime: &str, data: &str) -> Attachment {
         Attachment { name: name.into(), mime_type: mime.into(), data: data.into() }

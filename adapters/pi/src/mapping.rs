@@ -134,22 +134,6 @@ pub fn usage_of(u: &PiUsage) -> Usage {
     }
 }
 
-/// Adds `more` to `total` (a field stays absent until something reports it).
-pub fn add_usage(total: &mut Usage, more: &Usage) {
-    let add = |a: &mut Option<u64>, b: Option<u64>| {
-        if let Some(b) = b {
-            *a = Some(a.unwrap_or(0).saturating_add(b));
-        }
-    };
-    add(&mut total.input_tokens, more.input_tokens);
-    add(&mut total.output_tokens, more.output_tokens);
-    add(&mut total.cache_read_tokens, more.cache_read_tokens);
-    add(&mut total.cache_write_tokens, more.cache_write_tokens);
-    if let Some(cost) = more.cost_usd {
-        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
-    }
-}
-
 /// One streamed text or thinking block: its text so far (bounded), how much was sent.
 #[derive(Debug)]
 struct Stream {
@@ -520,7 +504,7 @@ impl TurnMapper {
         }
         self.finish_streams(out);
         if let Some(u) = &m.usage {
-            add_usage(self.usage.get_or_insert_with(Usage::default), &usage_of(u));
+            self.usage.get_or_insert_with(Usage::default).add(&usage_of(u));
         }
         self.last_stop = m.stop_reason;
         self.last_error = m.error_message;
@@ -1104,8 +1088,8 @@ mod tests {
             }
         );
         let mut total = Usage::default();
-        add_usage(&mut total, &u);
-        add_usage(&mut total, &u);
+        total.add(&u);
+        total.add(&u);
         assert_eq!((total.input_tokens, total.cost_usd), (Some(20), Some(0.5)));
     }
 }
