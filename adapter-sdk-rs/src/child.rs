@@ -370,6 +370,28 @@ impl AgentProcess {
         signal_group(self.pid, Some(signal)).map(drop)
     }
 
+    /// Interrupts a child mid-work the way a terminal's Ctrl-C would: SIGINT to its
+    /// group, then reads and drops its stdout (so it never blocks on a full pipe) for up
+    /// to `grace` while it exits, then the [`shutdown`](Self::shutdown) ladder with
+    /// `shutdown_grace` for whatever is left.
+    pub async fn interrupt_and_end(
+        &mut self,
+        lines: &mut LineReceiver,
+        grace: Duration,
+        shutdown_grace: Duration,
+    ) -> ShutdownOutcome {
+        if let Err(error) = self.interrupt_group() {
+            tracing::warn!(program = %self.program, pid = self.pid, %error, "could not send SIGINT");
+        }
+        let exited = tokio::time::timeout(grace, async {
+            while lines.recv().await.is_some() {}
+            self.wait().await
+        })
+        .await;
+        tracing::debug!(program = %self.program, pid = self.pid, ?exited, "interrupted");
+        self.shutdown(shutdown_grace).await
+    }
+
     /// Ends the child and everything in its process group, politely first:
     ///
     /// 1. close stdin and wait up to `grace` for the child to exit;

@@ -182,17 +182,8 @@ impl Cursor {
         turn: &mut Turn,
     ) -> Result<EndReason, AdapterError> {
         tracing::info!(pid = process.pid(), "interrupting cursor-agent");
-        if let Err(e) = process.interrupt_group() {
-            tracing::warn!("could not send SIGINT to cursor-agent: {e}");
-        }
-        // Keep reading (and dropping) its output so it never blocks on a full pipe.
-        let exited = tokio::time::timeout(INTERRUPT_GRACE, async {
-            while lines.recv().await.is_some() {}
-            process.wait().await
-        })
-        .await;
-        let outcome = process.shutdown(SHUTDOWN_GRACE).await;
-        tracing::debug!(?exited, ?outcome, "cursor-agent interrupted");
+        let outcome = process.interrupt_and_end(&mut lines, INTERRUPT_GRACE, SHUTDOWN_GRACE).await;
+        tracing::debug!(?outcome, "cursor-agent interrupted");
         self.apply(mapper.on_interrupt(), turn).await?;
         Ok(EndReason::Interrupted)
     }
