@@ -86,3 +86,18 @@ fn every_scenario_of_every_agent_has_a_replay_test() {
         }
     }
 }
+
+#[test]
+fn recordings_stay_small_enough_to_keep_in_git() {
+    // A CLI that repeats its whole message in every event (pi) records quadratically;
+    // such a scenario is kept live-only (see `scenarios::is_replayed`).
+    const MAX_BYTES: u64 = 1024 * 1024;
+    for agent in Agent::ALL {
+        let Ok(entries) = std::fs::read_dir(workspace::fixtures(agent.id())) else { continue };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let size = std::fs::metadata(&path).unwrap().len();
+            assert!(size <= MAX_BYTES, "{} is {size} bytes (over {MAX_BYTES})", path.display());
+        }
+    }
+}
