@@ -5,6 +5,7 @@
 //!   an adapter streams.
 //! - [`control`]: control messages (app → bridge).
 //! - [`relay`]: frames on the relay WebSocket.
+//! - [`crypto`]: identities, pairing, per-direction keys and envelope sealing.
 //! - [`adapter`]: the adapter JSON-RPC protocol (bridge ↔ adapter executable), its
 //!   declaration and [`adapter::check_declaration`].
 //! - [`jsonrpc`]: JSON-RPC 2.0 envelopes.
@@ -20,6 +21,7 @@ pub mod blocks;
 pub mod capabilities;
 pub mod commands;
 pub mod control;
+pub mod crypto;
 pub mod ids;
 pub mod jsonrpc;
 pub mod ndjson;

@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::crypto::keys::PublicKeys;
+use crate::crypto::pairing::{PairRequest, PairResponse};
 use crate::ids::{AgentId, BridgeId, DeviceId, SessionId};
 
 /// Every frame of the relay protocol.
@@ -25,16 +27,40 @@ use crate::ids::{AgentId, BridgeId, DeviceId, SessionId};
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RelayFrame {
-    /// bridge → relay: announce the bridge and the sessions it can resume.
+    /// relay → bridge or device, first frame of every connection: sign this.
+    Challenge(Challenge),
+    /// bridge → relay: prove the key, announce the sessions it can resume and its devices.
     Register(Register),
+    /// relay → bridge: the registration was accepted.
+    Registered(Registered),
+    /// bridge → relay: the device registry changed (paired or revoked).
+    Devices(Devices),
+    /// device → relay: prove the device key.
+    Auth(Auth),
     /// relay → app: is the bridge there, what it runs, and the app's resume tokens.
     RelayStatus(RelayStatus),
+    /// device → relay → bridge: open an encrypted link.
+    LinkHello(LinkHello),
+    /// bridge → relay → device: the link is open.
+    LinkAccept(LinkAccept),
     /// bridge → relay → app: one sealed block.
     Block(BlockEnvelope),
     /// bridge → relay → app: the live part of a resume is complete; history follows.
     ReplayDone(ReplayDone),
-    /// app → relay → bridge: one signed control message.
+    /// app → relay → bridge: one signed, sealed control message.
     Control(ControlEnvelope),
+    /// bridge → relay → app: the sealed answer to a control message.
+    Reply(ReplyEnvelope),
+    /// relay → bridge: a device asks to pair (from the HTTP pairing broker).
+    PairRequest(PairRequestFrame),
+    /// bridge → relay: the answer to a pairing request.
+    PairResponse(PairResponseFrame),
+    /// bridge → relay (→ device): a notification sealed for one device.
+    Push(Push),
+    /// bridge → relay: close a device connection (revoked, refused).
+    CloseConn(CloseConn),
+    /// relay → bridge: a device connection ended.
+    ConnClosed(ConnClosed),
     /// relay → either side: a frame was refused.
     Error(RelayError),
 }
@@ -43,20 +69,239 @@ pub enum RelayFrame {
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Every frame `type` of the relay protocol.
-pub const FRAME_TYPES: [&str; 6] = ["register", "relay_status", "block", "replay_done", "control", "error"];
+pub const FRAME_TYPES: [&str; 18] = [
+    "challenge",
+    "register",
+    "registered",
+    "devices",
+    "auth",
+    "relay_status",
+    "link_hello",
+    "link_accept",
+    "block",
+    "replay_done",
+    "control",
+    "reply",
+    "pair_request",
+    "pair_response",
+    "push",
+    "close_conn",
+    "conn_closed",
+    "error",
+];
 
 impl RelayFrame {
     /// The wire value of `type`.
     pub fn frame_type(&self) -> &'static str {
+        let i = match self {
+            RelayFrame::Challenge(_) => 0,
+            RelayFrame::Register(_) => 1,
+            RelayFrame::Registered(_) => 2,
+            RelayFrame::Devices(_) => 3,
+            RelayFrame::Auth(_) => 4,
+            RelayFrame::RelayStatus(_) => 5,
+            RelayFrame::LinkHello(_) => 6,
+            RelayFrame::LinkAccept(_) => 7,
+            RelayFrame::Block(_) => 8,
+            RelayFrame::ReplayDone(_) => 9,
+            RelayFrame::Control(_) => 10,
+            RelayFrame::Reply(_) => 11,
+            RelayFrame::PairRequest(_) => 12,
+            RelayFrame::PairResponse(_) => 13,
+            RelayFrame::Push(_) => 14,
+            RelayFrame::CloseConn(_) => 15,
+            RelayFrame::ConnClosed(_) => 16,
+            RelayFrame::Error(_) => 17,
+        };
+        FRAME_TYPES[i]
+    }
+
+    /// The relay-assigned connection a bridge-side frame concerns, when it has one.
+    pub fn conn(&self) -> Option<u64> {
         match self {
-            RelayFrame::Register(_) => FRAME_TYPES[0],
-            RelayFrame::RelayStatus(_) => FRAME_TYPES[1],
-            RelayFrame::Block(_) => FRAME_TYPES[2],
-            RelayFrame::ReplayDone(_) => FRAME_TYPES[3],
-            RelayFrame::Control(_) => FRAME_TYPES[4],
-            RelayFrame::Error(_) => FRAME_TYPES[5],
+            RelayFrame::LinkHello(f) => f.conn,
+            RelayFrame::LinkAccept(f) => f.conn,
+            RelayFrame::Block(f) => f.conn,
+            RelayFrame::ReplayDone(f) => f.conn,
+            RelayFrame::Control(f) => f.conn,
+            RelayFrame::Reply(f) => f.conn,
+            RelayFrame::CloseConn(f) => Some(f.conn),
+            RelayFrame::ConnClosed(f) => Some(f.conn),
+            _ => None,
         }
     }
+}
+
+/// Body of `challenge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Challenge {
+    /// 32 random bytes, base64url; the peer signs them (docs/encryption.md §Relay authentication).
+    pub nonce: String,
+}
+
+/// Body of `registered`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Registered {
+    /// The bridge, as the relay now knows it.
+    pub bridge_id: BridgeId,
+}
+
+/// A paired device as the bridge publishes it to the relay: public keys only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct DeviceRecord {
+    /// The device.
+    pub device_id: DeviceId,
+    /// Its public keys.
+    pub keys: PublicKeys,
+    /// Its name.
+    pub name: String,
+    /// True once revoked: the relay refuses its connections and its frames.
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// Body of `devices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Devices {
+    /// Every device the bridge has paired, revoked ones included.
+    pub devices: Vec<DeviceRecord>,
+}
+
+/// Body of `auth`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Auth {
+    /// The bridge the device wants.
+    pub bridge_id: BridgeId,
+    /// The device.
+    pub device_id: DeviceId,
+    /// The device's Ed25519 signature over the challenge (docs/encryption.md), base64.
+    pub sig: String,
+}
+
+/// Body of `link_hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct LinkHello {
+    /// The device.
+    pub device_id: DeviceId,
+    /// 16 fresh random bytes, base64url.
+    pub client_nonce: String,
+    /// The device's signature over the link-hello bytes, base64.
+    pub sig: String,
+    /// The relay's connection number (relay ↔ bridge only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
+}
+
+/// Body of `link_accept`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct LinkAccept {
+    /// The device.
+    pub device_id: DeviceId,
+    /// 16 fresh random bytes, base64url.
+    pub bridge_nonce: String,
+    /// The bridge's signature over the link-accept bytes, base64.
+    pub sig: String,
+    /// The relay's connection number (relay ↔ bridge only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
+}
+
+/// Body of `reply`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct ReplyEnvelope {
+    /// The device it answers.
+    pub device_id: DeviceId,
+    /// base64(nonce12 ‖ AES-256-GCM ciphertext ‖ tag16) of the reply's JSON, under the link.
+    pub body: String,
+    /// The relay's connection number (relay ↔ bridge only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
+}
+
+/// Body of `pair_request`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct PairRequestFrame {
+    /// Chosen by the relay; the answer carries it.
+    pub request_id: u64,
+    /// The device's request, as posted to the HTTP broker.
+    pub request: PairRequest,
+}
+
+/// Body of `pair_response`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct PairResponseFrame {
+    /// The request answered.
+    pub request_id: u64,
+    /// The bridge's answer, when it accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<PairResponse>,
+    /// Why it refused, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a notification is about (plaintext: the relay sets urgency from it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum PushKind {
+    /// A turn finished.
+    TurnFinished,
+    /// The agent waits for a permission answer.
+    PermissionNeeded,
+    /// A turn failed.
+    Error,
+}
+
+impl PushKind {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushKind::TurnFinished => "turn_finished",
+            PushKind::PermissionNeeded => "permission_needed",
+            PushKind::Error => "error",
+        }
+    }
+}
+
+/// Body of `push`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Push {
+    /// The device to notify.
+    pub device_id: DeviceId,
+    /// What it is about.
+    pub kind: PushKind,
+    /// base64(nonce12 ‖ ciphertext ‖ tag16) under the device's push key.
+    pub payload: String,
+}
+
+/// Body of `close_conn`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct CloseConn {
+    /// The connection.
+    pub conn: u64,
+    /// Why, for the device's user.
+    pub reason: String,
+}
+
+/// Body of `conn_closed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct ConnClosed {
+    /// The connection.
+    pub conn: u64,
 }
 
 /// Body of `register`.
@@ -71,6 +316,12 @@ pub struct Register {
     pub resumable_session_ids: Vec<SessionId>,
     /// The agents installed on the bridge's machine.
     pub agents: Vec<AgentSummary>,
+    /// The bridge's public keys; `bridge_id` must be derived from them.
+    pub keys: PublicKeys,
+    /// Every device the bridge has paired (public keys only).
+    pub devices: Vec<DeviceRecord>,
+    /// The bridge's Ed25519 signature over the relay-auth bytes of the challenge, base64.
+    pub sig: String,
 }
 
 /// An agent as listed to apps.
@@ -120,6 +371,9 @@ pub struct BlockEnvelope {
     /// The block's original `ts` on replay, the send time on live blocks.
     #[cfg_attr(test, proptest(strategy = "crate::arb::timestamp()"))]
     pub server_ts: f64,
+    /// The relay's connection number (relay ↔ bridge only; stripped toward the app).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
 }
 
 /// Body of `replay_done`.
@@ -131,6 +385,9 @@ pub struct ReplayDone {
     /// The highest `seq` sent before this frame, when any block was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<u64>,
+    /// The relay's connection number (relay ↔ bridge only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
 }
 
 /// Body of `control`: a control message, signed by a paired device.
@@ -151,6 +408,9 @@ pub struct ControlEnvelope {
     /// The device's Ed25519 signature over the envelope (docs/encryption.md); the
     /// bridge verifies it against its own list of paired devices.
     pub sig: String,
+    /// The relay's connection number (relay ↔ bridge only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn: Option<u64>,
 }
 
 /// Body of `error`.
@@ -185,4 +445,10 @@ pub enum RelayErrorCode {
     TooLarge,
     /// Too many frames; slow down.
     RateLimited,
+    /// The device is not paired with this bridge, or was revoked.
+    UnknownDevice,
+    /// The client read too slowly; its queue overflowed. Reconnect and resume.
+    SlowConsumer,
+    /// Too many connections for this key.
+    TooManyConnections,
 }
