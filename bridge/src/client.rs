@@ -107,6 +107,12 @@ impl Client {
         Ok(Client { tx, rx, next_id: 0, in_process: None })
     }
 
+    /// A client of a bridge reached through a relay: the device-side link of
+    /// [`terminull_client::connection`], which seals what is sent and opens what arrives.
+    pub fn remote(connection: terminull_client::connection::Connection) -> Self {
+        Client { tx: connection.tx, rx: connection.rx, next_id: 0, in_process: None }
+    }
+
     /// True when the bridge runs inside this process (no daemon was found).
     pub fn is_in_process(&self) -> bool {
         self.in_process.is_some()

@@ -589,16 +589,6 @@ fn parse_line(line: &[u8]) -> std::result::Result<Block, String> {
 }
 
 /// The id under which later blocks replace earlier ones during compaction.
-fn replace_key(kind: &BlockKind) -> Option<(&'static str, &str)> {
-    match kind {
-        BlockKind::Text(t) => Some(("text", t.id.as_str())),
-        BlockKind::Thinking(t) => Some(("thinking", t.id.as_str())),
-        BlockKind::Progress(p) => Some(("progress", p.id.as_str())),
-        BlockKind::BgTask(t) => Some(("bg_task", t.id.as_str())),
-        _ => None,
-    }
-}
-
 /// Collects replayed blocks, keeping only the last block of each replaceable id.
 #[derive(Default)]
 struct Compactor {
@@ -608,7 +598,7 @@ struct Compactor {
 
 impl Compactor {
     fn push(&mut self, block: Block) {
-        if let Some((kind, id)) = replace_key(&block.kind)
+        if let Some((kind, id)) = block.kind.replace_key()
             && let Some(earlier) = self.last.insert((kind, id.to_owned()), self.out.len())
         {
             self.out[earlier] = None;
@@ -1224,7 +1214,7 @@ impl SessionLog {
         while let Some((_, line)) = reader.next_line().map_err(read_err())? {
             blocks_before += 1;
             if let Ok(b) = parse_line(line)
-                && let Some((kind, id)) = replace_key(&b.kind)
+                && let Some((kind, id)) = b.kind.replace_key()
             {
                 last_of.insert((kind, id.to_owned()), b.seq.unwrap_or(0));
             }
@@ -1243,7 +1233,7 @@ impl SessionLog {
             let mut reader = LineReader::open(&self.data_path, 0, self.data_len, None)?;
             while let Some((_, line)) = reader.next_line().map_err(read_err())? {
                 let superseded = parse_line(line).is_ok_and(|b| {
-                    replace_key(&b.kind).is_some_and(|(kind, id)| {
+                    b.kind.replace_key().is_some_and(|(kind, id)| {
                         last_of.get(&(kind, id.to_owned())).is_some_and(|&last| Some(last) != b.seq)
                     })
                 });

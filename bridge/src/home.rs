@@ -91,6 +91,26 @@ impl Home {
         self.root.join("bridge.sock")
     }
 
+    /// The bridge's identity (Ed25519 + X25519 secrets, mode 0600).
+    pub fn identity_file(&self) -> PathBuf {
+        self.root.join("identity.json")
+    }
+
+    /// The paired devices (public keys, mode 0600).
+    pub fn devices_file(&self) -> PathBuf {
+        self.root.join("devices.json")
+    }
+
+    /// Open pairing offers and their results.
+    pub fn pairing_dir(&self) -> PathBuf {
+        self.root.join("pairing")
+    }
+
+    /// This machine's own identity as a device (for `attach`/`chat` through a relay).
+    pub fn device_dir(&self) -> PathBuf {
+        self.root.join("device")
+    }
+
     /// Reads `config.toml`; a missing file is the default configuration.
     pub fn load_config(&self) -> Result<Config, HomeError> {
         let path = self.config_file();
@@ -113,6 +133,17 @@ pub struct Config {
     /// agent id (`[acp_agents.goose]`); see docs/acp.md.
     #[serde(default)]
     pub acp_agents: BTreeMap<String, AcpAgentConfig>,
+    /// The relay the bridge connects to (`[relay] url = "wss://…"`), if any.
+    #[serde(default)]
+    pub relay: Option<RelayConfig>,
+}
+
+/// `[relay]` in the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    /// The relay's base URL (`wss://relay.example` or `ws://127.0.0.1:8477`).
+    pub url: String,
 }
 
 /// An ACP agent declared in the configuration.

@@ -6,15 +6,20 @@
 //! - [`registry`]: built-in and drop-in adapters, checked and detected.
 //! - [`conformance`], [`transcript`]: tools for adapter authors.
 //! - [`self_check`]: `terminull self-check`.
+//! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
+//!   and the connection to a relay.
 
 pub mod chat;
 pub mod client;
 pub mod conformance;
+pub mod devices;
 pub mod history;
 pub mod home;
 pub mod host;
+pub mod link;
 pub mod local;
 pub mod registry;
+pub mod relay_client;
 pub mod self_check;
 pub mod service;
 pub mod session;

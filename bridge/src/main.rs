@@ -45,7 +45,44 @@ enum Command {
         /// Log level (error, warn, info, debug, trace) or a tracing filter.
         #[arg(long, default_value = "info")]
         log_level: String,
+        /// Connect to this relay (overrides `[relay] url` in config.toml).
+        #[arg(long, value_name = "URL")]
+        relay: Option<String>,
     },
+    /// Pair a device: show a QR code and link holding a one-time secret, then wait
+    /// for the device and show the short code both sides must match.
+    Pair {
+        /// The relay the device will use (default: `[relay] url` in config.toml).
+        #[arg(long, value_name = "URL")]
+        relay: Option<String>,
+        /// Seconds the offer stays valid.
+        #[arg(long, default_value_t = terminull_bridge::devices::DEFAULT_OFFER_TTL_SECS, value_name = "SECS")]
+        ttl: u64,
+        /// Print the link (and the QR code) and return without waiting.
+        #[arg(long)]
+        no_wait: bool,
+        /// Print `{"link": …, "pairing_id": …, "expires_at": …}` instead of the QR code.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List the paired devices, or revoke one.
+    Devices {
+        /// `revoke <device id>` to revoke.
+        #[command(subcommand)]
+        action: Option<DevicesAction>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// This machine as a device of another bridge.
+    #[command(subcommand)]
+    Device(DeviceCommand),
     /// Talk to an agent: through the running daemon, or an in-process bridge if none runs.
     Chat {
         /// The agent (see `terminull agents`).
@@ -72,6 +109,8 @@ enum Command {
         /// The bridge's home.
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Continue an existing session: replay its history, then talk.
     Attach {
@@ -83,6 +122,8 @@ enum Command {
         /// The bridge's home.
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// List sessions, live and in history.
     Sessions {
@@ -103,6 +144,41 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum DevicesAction {
+    /// Revoke a device: from its next message on it can do nothing.
+    Revoke {
+        /// The device id (see `terminull devices`).
+        device: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DeviceCommand {
+    /// Pair with a bridge from the link its `terminull pair` shows.
+    Pair {
+        /// The pairing link (quote it: it contains `&`).
+        link: String,
+        /// This device's name, as the bridge will list it.
+        #[arg(long, default_value = "terminal")]
+        name: String,
+        /// This device's home (its keys live in `<home>/device/`).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+}
+
+/// Where a client command reaches its bridge.
+#[derive(Debug, Clone, Args)]
+struct RemoteArgs {
+    /// Reach the bridge through this relay, as a paired device (see `terminull device pair`).
+    #[arg(long, value_name = "URL")]
+    relay: Option<String>,
+    /// Which paired bridge, when this device paired with several.
+    #[arg(long, value_name = "ID", requires = "relay")]
+    bridge: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,8 +274,11 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
-        Command::Up { home, log_level } => up(home, &log_level),
-        Command::Chat { agent, cwd, model, mode, prompt, json, permission, home } => {
+        Command::Up { home, log_level, relay } => up(home, &log_level, relay),
+        Command::Pair { relay, ttl, no_wait, json, home } => pair(home, relay, ttl, no_wait, json),
+        Command::Devices { action, json, home } => devices(home, action, json),
+        Command::Device(DeviceCommand::Pair { link, name, home }) => device_pair(home, &link, &name),
+        Command::Chat { agent, cwd, model, mode, prompt, json, permission, home, remote } => {
             let cwd = match cwd {
                 Some(c) => c,
                 None => std::env::current_dir().context("reading the current directory")?,
@@ -213,9 +292,11 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
                 permission,
             };
-            with_client(home, |mut client| async move { chat::chat(&mut client, &opts).await.map(|ok| (ok, client)) })
+            with_client(home, remote, |mut client| async move {
+                chat::chat(&mut client, &opts).await.map(|ok| (ok, client))
+            })
         }
-        Command::Attach { session, json, home } => with_client(home, |mut client| async move {
+        Command::Attach { session, json, home, remote } => with_client(home, remote, |mut client| async move {
             chat::attach(&mut client, &session, json).await.map(|ok| (ok, client))
         }),
         Command::Sessions { json, home } => sessions(json, home),
@@ -236,14 +317,17 @@ async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
     Ok((Client::in_process(&service), Some(service)))
 }
 
-fn with_client<F, Fut>(home: Option<PathBuf>, run: F) -> anyhow::Result<ExitCode>
+fn with_client<F, Fut>(home: Option<PathBuf>, remote: RemoteArgs, run: F) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<(bool, Client), terminull_bridge::client::ClientError>>,
 {
     let home = Home::resolve(home)?;
     runtime()?.block_on(async move {
-        let (client, service) = client_for(&home).await?;
+        let (client, service) = match &remote.relay {
+            Some(relay) => (remote_client(&home, relay, remote.bridge.as_deref()).await?, None),
+            None => client_for(&home).await?,
+        };
         let outcome = run(client).await;
         if let Some(service) = service {
             service.shutdown().await;
@@ -280,7 +364,89 @@ fn sessions(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
+/// Opens an encrypted link to a paired bridge through `relay`, as this home's device.
+async fn remote_client(home: &Home, relay: &str, bridge: Option<&str>) -> anyhow::Result<Client> {
+    let device = terminull_client::home::DeviceHome::at(home.device_dir());
+    let record = device.bridge(bridge)?;
+    let connection = terminull_client::connection::Connection::open(&device, &record, Some(relay))
+        .await
+        .with_context(|| format!("connecting to bridge {} through {relay}", record.bridge_id))?;
+    Ok(Client::remote(connection))
+}
+
+fn pair(home: Option<PathBuf>, relay: Option<String>, ttl: u64, no_wait: bool, json: bool) -> anyhow::Result<ExitCode> {
+    use terminull_bridge::devices;
+    use terminull_protocol::crypto::pairing::PairingLink;
+    let home = Home::resolve(home)?;
+    let config = home.load_config()?;
+    let relay = relay.or(config.relay.map(|r| r.url)).context(
+        "no relay: pass --relay URL or set `[relay] url` in config.toml (pairing over the LAN comes with the LAN server)",
+    )?;
+    let identity = devices::bridge_identity(&home)?;
+    let (secret, expires_at) = devices::create_offer(&home, ttl)?;
+    let public = identity.public();
+    let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay: Some(relay.clone()), secret, expires_at };
+    let base = terminull_client::net::Endpoint::parse(&relay)?.http_base();
+    let url = link.to_url(&base);
+    if json {
+        write_stdout(&serde_json::json!({"link": url, "pairing_id": link.pairing_id(), "expires_at": expires_at}).to_string())?;
+    } else {
+        let qr = qrcode::QrCode::new(url.as_bytes()).context("encoding the QR code")?;
+        let art = qr.render::<qrcode::render::unicode::Dense1x2>().quiet_zone(true).build();
+        write_stdout(&format!(
+            "{art}\nScan with the terminull app, or on another computer run:\n  terminull device pair '{url}'\n\nThe offer is valid for {ttl} s and can pair one device. The bridge must be running (`terminull up`) to answer.",
+        ))?;
+    }
+    if no_wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(ttl);
+    while std::time::Instant::now() < deadline {
+        if let Some(result) = devices::offer_result(&home, &secret) {
+            write_stdout(&format!(
+                "Paired \"{}\" ({}).\nShort code: {}  — check that the device shows the same code; if not, run `terminull devices revoke {}`.",
+                result.name, result.device_id, result.short_code, result.device_id
+            ))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    anyhow::bail!("no device paired within {ttl} s; the offer has expired")
+}
+
+fn devices(home: Option<PathBuf>, action: Option<DevicesAction>, json: bool) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    let registry = terminull_bridge::devices::DeviceRegistry::open(&home);
+    if let Some(DevicesAction::Revoke { device }) = action {
+        let record = registry.revoke(&device)?;
+        write_stdout(&format!("revoked {} ({}); it can do nothing from its next message on", record.device_id, record.name))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (devices, _) = registry.snapshot();
+    if json {
+        write_stdout(&serde_json::to_string_pretty(&devices)?)?;
+    } else {
+        let mut out = format!("{:<22} {:<24} {}\n", "DEVICE", "NAME", "STATE");
+        for d in &devices {
+            out.push_str(&format!("{:<22} {:<24} {}\n", d.device_id, d.name, if d.revoked { "revoked" } else { "active" }));
+        }
+        write_stdout(out.trim_end())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn device_pair(home: Option<PathBuf>, link: &str, name: &str) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    let device = terminull_client::home::DeviceHome::at(home.device_dir());
+    let paired = runtime()?.block_on(terminull_client::pairing::pair(&device, link, name))?;
+    write_stdout(&format!(
+        "Paired with bridge {}.\nShort code: {}  — check that the bridge shows the same code.",
+        paired.bridge_id, paired.short_code
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_level))
         .context("--log-level")?;
@@ -294,12 +460,23 @@ fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         std::fs::create_dir_all(home.root()).with_context(|| format!("creating {}", home.root().display()))?;
         let scan = ScanOptions::new(home.clone(), config.clone());
+        let config_relay = config.relay.as_ref().map(|r| r.url.clone());
         let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
         // New or changed drop-ins are picked up without a restart.
         let watcher = tokio::spawn(service.clone().watch_drop_ins(Duration::from_secs(2)));
+        let relay_task = match relay.or(config_relay) {
+            Some(url) => {
+                let identity = terminull_bridge::devices::bridge_identity(&home)?;
+                tracing::info!("bridge id {}; relay {url}", identity.public().bridge_id());
+                let devices = terminull_bridge::devices::DeviceRegistry::open(&home);
+                let ctx = terminull_bridge::relay_client::context(identity, devices, service.clone());
+                Some(tokio::spawn(terminull_bridge::relay_client::run(ctx, home.clone(), url, Default::default())))
+            }
+            None => None,
+        };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -308,6 +485,9 @@ fn up(home: Option<PathBuf>, log_level: &str) -> anyhow::Result<ExitCode> {
         tracing::info!("shutting down");
         server.abort();
         watcher.abort();
+        if let Some(task) = relay_task {
+            task.abort();
+        }
         service.shutdown().await;
         let _ = std::fs::remove_file(home.socket());
         Ok(ExitCode::SUCCESS)

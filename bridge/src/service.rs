@@ -14,8 +14,9 @@ use terminull_protocol::control::{
     self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
 };
 use terminull_protocol::ids::SessionId;
-use terminull_protocol::relay::AgentSummary;
-use tokio::sync::{Mutex, RwLock};
+use serde::Serialize;
+use terminull_protocol::relay::{AgentSummary, PushKind};
+use tokio::sync::{Mutex, RwLock, broadcast};
 
 use crate::history::{HistoryStore, SessionMeta, SessionState as HistoryState};
 use crate::home::{Config, Home};
@@ -39,6 +40,23 @@ impl Dispatched {
     }
 }
 
+/// Something a user away from the screen wants to hear about: sent to paired devices
+/// as a push, sealed for each (see docs/relay.md §Pushes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Notice {
+    /// The session.
+    pub session_id: SessionId,
+    /// What happened.
+    pub kind: PushKind,
+    /// One line for the notification's title.
+    pub title: String,
+    /// Detail.
+    pub body: String,
+}
+
+/// Notices buffered for slow listeners (older ones are dropped for them).
+const NOTICE_BUFFER: usize = 256;
+
 /// The running bridge. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Service {
@@ -53,6 +71,7 @@ struct Inner {
     history: HistoryStore,
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
     policy: SessionPolicy,
+    notices: broadcast::Sender<Notice>,
 }
 
 /// Why the service could not start.
@@ -90,6 +109,7 @@ impl Service {
                 history,
                 sessions: Mutex::new(HashMap::new()),
                 policy,
+                notices: broadcast::channel(NOTICE_BUFFER).0,
             }),
         })
     }
@@ -132,6 +152,36 @@ impl Service {
                 }
             }
         }
+    }
+
+    /// Turn ends, permission requests and errors of every session, as they happen.
+    pub fn notices(&self) -> broadcast::Receiver<Notice> {
+        self.inner.notices.subscribe()
+    }
+
+    /// Sessions a client may resume (not stopped), from history.
+    pub fn resumable_session_ids(&self) -> Vec<SessionId> {
+        self.inner.history.resumable_session_ids().unwrap_or_else(|e| {
+            tracing::warn!("cannot list resumable sessions: {e}");
+            Vec::new()
+        })
+    }
+
+    /// The registered agents as apps see them.
+    pub async fn agent_summaries(&self) -> Vec<AgentSummary> {
+        self.inner
+            .registry
+            .read()
+            .await
+            .agents
+            .iter()
+            .map(|a| AgentSummary {
+                agent_id: a.declaration.agent_id.clone(),
+                display_name: a.declaration.display_name.clone(),
+                version: a.detected.version.clone(),
+                provides_models: a.declaration.capabilities.provides_models,
+            })
+            .collect()
     }
 
     /// The current registry.
@@ -206,6 +256,7 @@ impl Service {
             meta,
             policy: self.inner.policy.clone(),
             store: self.inner.history.clone(),
+            notices: self.inner.notices.clone(),
         };
         drop(registry);
         spawn_session(spec, log, start_now).await
@@ -271,23 +322,7 @@ impl Service {
                 Ok((accepted(), None))
             }
             ControlMessage::ListSessions(_) => Ok((ReplyResult::Sessions { sessions: self.listings().await }, None)),
-            ControlMessage::ListAgents(_) => {
-                let agents = self
-                    .inner
-                    .registry
-                    .read()
-                    .await
-                    .agents
-                    .iter()
-                    .map(|a| AgentSummary {
-                        agent_id: a.declaration.agent_id.clone(),
-                        display_name: a.declaration.display_name.clone(),
-                        version: a.detected.version.clone(),
-                        provides_models: a.declaration.capabilities.provides_models,
-                    })
-                    .collect();
-                Ok((ReplyResult::Agents { agents }, None))
-            }
+            ControlMessage::ListAgents(_) => Ok((ReplyResult::Agents { agents: self.agent_summaries().await }, None)),
             ControlMessage::ListModels(m) => {
                 Ok((ReplyResult::Models { models: self.models(m.agent.as_str()).await? }, None))
             }

@@ -179,6 +179,8 @@ pub struct SessionSpec {
     pub policy: SessionPolicy,
     /// Where the session's metadata is kept.
     pub store: HistoryStore,
+    /// Where turn ends, permission requests and errors are announced.
+    pub notices: tokio::sync::broadcast::Sender<crate::service::Notice>,
 }
 
 /// Starts a session actor and returns its handle. With `start_now` the adapter is
@@ -244,10 +246,26 @@ impl Actor {
     fn publish_block(&mut self, block: Block) {
         match self.log.append(block) {
             Ok(stamped) => {
+                self.announce(&stamped.kind);
                 let _ = self.live.send(stamped);
             }
             Err(e) => tracing::error!(session = %self.spec.meta.session_id, "cannot write history: {e}"),
         }
+    }
+
+    fn announce(&self, kind: &BlockKind) {
+        use terminull_protocol::relay::PushKind;
+        let agent = &self.spec.meta.agent_id;
+        let (kind, title, body) = match kind {
+            BlockKind::SessionEnd(end) => {
+                (PushKind::TurnFinished, format!("{agent}: turn finished"), end.message.clone().unwrap_or_default())
+            }
+            BlockKind::PermissionRequest(p) => (PushKind::PermissionNeeded, format!("{agent} asks to use {}", p.tool), String::new()),
+            BlockKind::Error(e) => (PushKind::Error, format!("{agent}: error"), e.message.clone()),
+            _ => return,
+        };
+        let notice = crate::service::Notice { session_id: self.spec.meta.session_id.clone(), kind, title, body };
+        let _ = self.spec.notices.send(notice);
     }
 
     /// Starts the adapter when none runs (first start, or after a crash).

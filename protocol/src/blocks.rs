@@ -43,6 +43,21 @@ pub struct Block {
     pub kind: BlockKind,
 }
 
+impl BlockKind {
+    /// The key under which a later block replaces this one (the streaming contract:
+    /// the app replaces, never appends, on a repeated id): `(type, id)` for `text`,
+    /// `thinking`, `progress` and `bg_task`; `None` for blocks that never replace.
+    pub fn replace_key(&self) -> Option<(&'static str, &str)> {
+        match self {
+            BlockKind::Text(t) => Some(("text", t.id.as_str())),
+            BlockKind::Thinking(t) => Some(("thinking", t.id.as_str())),
+            BlockKind::Progress(p) => Some(("progress", p.id.as_str())),
+            BlockKind::BgTask(t) => Some(("bg_task", t.id.as_str())),
+            _ => None,
+        }
+    }
+}
+
 impl Block {
     /// A block stamped with the current time and no `seq` yet.
     pub fn now(kind: BlockKind) -> Self {

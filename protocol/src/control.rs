@@ -46,6 +46,12 @@ macro_rules! control_messages {
         pub const CONTROL_TYPES: &[&str] = &[$($tag),*];
 
         impl ControlMessage {
+            /// The session the message is about, when it names one (routing on the relay).
+            pub fn session_id(&self) -> Option<SessionId> {
+                let value = serde_json::to_value(self).ok()?;
+                value.get("session_id")?.as_str().map(|s| SessionId(s.to_owned()))
+            }
+
             /// The wire value of `type`.
             pub fn message_type(&self) -> &'static str {
                 match self { $(Self::$variant(_) => $tag,)* }

@@ -226,6 +226,26 @@ pub struct ReplyEnvelope {
     pub conn: Option<u64>,
 }
 
+/// What a `reply` frame's `body` holds once opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SealedReply {
+    /// The answer to a control message, as on the local socket.
+    pub reply: crate::control::Reply,
+    /// Set when the control message started or resumed a session: the session
+    /// keys' inputs from the bridge (docs/encryption.md §Session keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<Attach>,
+}
+
+/// The bridge's half of a session attachment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Attach {
+    /// The session attached.
+    pub session_id: SessionId,
+    /// 16 fresh random bytes, base64url: goes into the session keys' HKDF info.
+    pub attach_nonce: String,
+}
+
 /// Body of `pair_request`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]

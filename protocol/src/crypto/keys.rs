@@ -84,6 +84,42 @@ impl Identity {
     }
 }
 
+/// The app's X25519 key for one session attachment (the spec's `ios_epk`): fresh for
+/// every `session_request` and `session_resume`.
+pub struct AppSessionKey(StaticSecret);
+
+impl std::fmt::Debug for AppSessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppSessionKey(..)")
+    }
+}
+
+impl AppSessionKey {
+    /// A fresh key.
+    pub fn generate() -> Self {
+        Self(StaticSecret::from(super::random_bytes::<32>()))
+    }
+
+    /// From fixed bytes (test vectors).
+    pub fn from_bytes(secret: [u8; 32]) -> Self {
+        Self(StaticSecret::from(secret))
+    }
+
+    /// The public key's 32 bytes.
+    pub fn public_bytes(&self) -> [u8; 32] {
+        PublicKey::from(&self.0).to_bytes()
+    }
+
+    /// X25519 with the bridge's key; refuses a low-order key.
+    pub fn agree(&self, bridge: &PublicKey) -> Result<[u8; 32], CryptoError> {
+        let shared = self.0.diffie_hellman(bridge);
+        if !shared.was_contributory() {
+            return Err(CryptoError::BadKey("bridge x25519"));
+        }
+        Ok(shared.to_bytes())
+    }
+}
+
 /// A public identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PublicIdentity {

@@ -17,6 +17,10 @@ pub mod channel;
 pub mod envelope;
 pub mod keys;
 pub mod pairing;
+pub mod vectors;
+
+#[cfg(test)]
+mod published_vectors;
 
 use base64::Engine as _;
 

@@ -206,12 +206,21 @@ pub fn request(
     device: &Identity,
     name: &str,
 ) -> Result<(PairRequest, PendingPairing), CryptoError> {
+    request_with_nonce(link, device, name, super::random_bytes::<16>())
+}
+
+/// [`request`] with a given nonce (the committed test vectors use fixed ones).
+pub fn request_with_nonce(
+    link: &PairingLink,
+    device: &Identity,
+    name: &str,
+    nonce: [u8; 16],
+) -> Result<(PairRequest, PendingPairing), CryptoError> {
     if name.len() > MAX_DEVICE_NAME {
         return Err(CryptoError::Pairing(format!("the device name is longer than {MAX_DEVICE_NAME} bytes")));
     }
     let bridge = PublicIdentity::from_wire(&link.bridge)?;
     let public = device.public();
-    let nonce = super::random_bytes::<16>();
     let pairing_id = link.pairing_id();
     let mut req = PairRequest {
         pairing_id: pairing_id.clone(),
@@ -292,6 +301,16 @@ pub struct AcceptedDevice {
 /// The bridge's side: checks a request against the offer's secret and answers it.
 /// Expiry and one-time use are the caller's policy (it holds the offer).
 pub fn accept(bridge: &Identity, secret: &[u8; SECRET_LEN], req: &PairRequest) -> Result<AcceptedDevice, CryptoError> {
+    accept_with_nonce(bridge, secret, req, super::random_bytes::<16>())
+}
+
+/// [`accept`] with a given nonce (the committed test vectors use fixed ones).
+pub fn accept_with_nonce(
+    bridge: &Identity,
+    secret: &[u8; SECRET_LEN],
+    req: &PairRequest,
+    bridge_nonce: [u8; 16],
+) -> Result<AcceptedDevice, CryptoError> {
     let public = bridge.public();
     if req.bridge_id != public.bridge_id() {
         return Err(CryptoError::Pairing(format!("the request is for bridge `{}`", req.bridge_id)));
@@ -311,7 +330,6 @@ pub fn accept(bridge: &Identity, secret: &[u8; SECRET_LEN], req: &PairRequest) -
     let mac = from_b64url("mac", &req.mac)?;
     hmac_sha256_verify(&mac_key(secret), &t, &mac, "the pairing request")?;
     device.verify(&t, &from_b64url("sig", &req.sig)?, "the pairing request")?;
-    let bridge_nonce = super::random_bytes::<16>();
     let rt = response_transcript(&t, &mac, &bridge_nonce);
     let response = PairResponse {
         bridge_id: req.bridge_id.clone(),

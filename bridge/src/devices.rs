@@ -1,0 +1,263 @@
+//! Who may drive this bridge from elsewhere: its identity, the devices it paired
+//! (`<home>/devices.json`, public keys only, mode 0600) and open pairing offers
+//! (`<home>/pairing/`). The daemon and the `terminull pair` / `terminull devices`
+//! commands share these files, so a revocation from the command line takes effect
+//! in the running daemon from the next message on (the registry re-reads the file
+//! whenever it changed).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use terminull_client::home::{HomeError, load_or_create_identity, write_private};
+use terminull_protocol::crypto::keys::{Identity, PublicIdentity};
+use terminull_protocol::crypto::pairing::{self, AcceptedDevice, PairRequest, PairResponse};
+use terminull_protocol::crypto::{b64url, b64url_array};
+use terminull_protocol::ids::DeviceId;
+use terminull_protocol::relay::DeviceRecord;
+
+use crate::home::Home;
+
+/// Why the device files are unusable or a pairing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevicesError {
+    /// A file.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file is not what it should be.
+    #[error("{path}: {detail}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A pairing request was refused.
+    #[error("pairing refused: {0}")]
+    Refused(String),
+    /// No such device.
+    #[error("no paired device `{0}`")]
+    UnknownDevice(String),
+}
+
+/// The bridge's identity, created on first use.
+pub fn bridge_identity(home: &Home) -> Result<Identity, DevicesError> {
+    Ok(load_or_create_identity(&home.identity_file())?)
+}
+
+/// The paired devices, re-read whenever the file changes.
+#[derive(Debug, Clone)]
+pub struct DeviceRegistry {
+    path: PathBuf,
+    cache: Arc<Mutex<Cached>>,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    stamp: Option<(SystemTime, u64)>,
+    devices: Vec<DeviceRecord>,
+    version: u64,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+impl DeviceRegistry {
+    /// The registry of `home`.
+    pub fn open(home: &Home) -> Self {
+        Self { path: home.devices_file(), cache: Arc::new(Mutex::new(Cached::default())) }
+    }
+
+    fn read(&self) -> Result<Vec<DeviceRecord>, DevicesError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| DevicesError::Corrupt { path: self.path.clone(), detail: e.to_string() }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => Err(DevicesError::Io { path: self.path.clone(), source }),
+        }
+    }
+
+    /// Every device, revoked ones included, and a version that changes with them.
+    pub fn snapshot(&self) -> (Vec<DeviceRecord>, u64) {
+        let now = stamp(&self.path);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.version == 0 || cache.stamp != now {
+            match self.read() {
+                Ok(devices) => {
+                    if devices != cache.devices || cache.version == 0 {
+                        cache.version += 1;
+                    }
+                    cache.devices = devices;
+                    cache.stamp = now;
+                }
+                // Keep the last good list: a half-written or damaged file must not
+                // unpair everyone, nor re-admit a revoked device.
+                Err(e) => tracing::error!("{e}; keeping the previous device list"),
+            }
+        }
+        (cache.devices.clone(), cache.version)
+    }
+
+    /// The keys of `device` when it is paired and not revoked.
+    pub fn active(&self, device: &DeviceId) -> Option<PublicIdentity> {
+        let (devices, _) = self.snapshot();
+        let record = devices.into_iter().find(|d| &d.device_id == device && !d.revoked)?;
+        PublicIdentity::from_wire(&record.keys).ok()
+    }
+
+    fn write(&self, devices: &[DeviceRecord]) -> Result<(), DevicesError> {
+        let text = serde_json::to_vec_pretty(devices)
+            .map_err(|e| DevicesError::Corrupt { path: self.path.clone(), detail: e.to_string() })?;
+        write_private(&self.path, &text).map_err(|source| DevicesError::Io { path: self.path.clone(), source })
+    }
+
+    /// Adds (or re-pairs) a device.
+    pub fn add(&self, record: DeviceRecord) -> Result<(), DevicesError> {
+        let mut devices = self.read()?;
+        devices.retain(|d| d.device_id != record.device_id);
+        devices.push(record);
+        self.write(&devices)
+    }
+
+    /// Revokes a device: from its next message on it can do nothing.
+    pub fn revoke(&self, device: &str) -> Result<DeviceRecord, DevicesError> {
+        let mut devices = self.read()?;
+        let record =
+            devices.iter_mut().find(|d| d.device_id.as_str() == device).ok_or_else(|| DevicesError::UnknownDevice(device.to_owned()))?;
+        record.revoked = true;
+        let out = record.clone();
+        self.write(&devices)?;
+        Ok(out)
+    }
+}
+
+/// How long a pairing offer lives by default.
+pub const DEFAULT_OFFER_TTL_SECS: u64 = 600;
+
+/// An open pairing offer, as stored under `<home>/pairing/<pairing id>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Offer {
+    /// The one-time secret, base64url.
+    pub secret: String,
+    /// Expiry, Unix seconds.
+    pub expires_at: u64,
+}
+
+/// What a completed pairing left for `terminull pair` to show.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PairingResult {
+    /// The device paired.
+    pub device_id: DeviceId,
+    /// Its name.
+    pub name: String,
+    /// The short code both sides show.
+    pub short_code: String,
+}
+
+/// Creates an offer: returns its secret and expiry.
+pub fn create_offer(home: &Home, ttl_secs: u64) -> Result<([u8; 32], u64), DevicesError> {
+    let secret = terminull_protocol::crypto::random_bytes::<32>();
+    let expires_at = unix_now() + ttl_secs;
+    let path = home.pairing_dir().join(format!("{}.json", pairing::pairing_id(&secret)));
+    let text = serde_json::to_vec(&Offer { secret: b64url(&secret), expires_at })
+        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+    write_private(&path, &text).map_err(|source| DevicesError::Io { path, source })?;
+    Ok((secret, expires_at))
+}
+
+/// The result file of the offer with `secret`, once a device paired.
+pub fn offer_result(home: &Home, secret: &[u8; 32]) -> Option<PairingResult> {
+    let path = home.pairing_dir().join(format!("{}.result.json", pairing::pairing_id(secret)));
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+fn valid_pairing_id(id: &str) -> bool {
+    id.len() == 22 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The bridge's side of a pairing request: finds the offer, checks the request
+/// against its secret, records the device, consumes the offer and leaves the
+/// result for `terminull pair`.
+pub fn handle_pair_request(
+    home: &Home,
+    identity: &Identity,
+    registry: &DeviceRegistry,
+    request: &PairRequest,
+) -> Result<PairResponse, DevicesError> {
+    if !valid_pairing_id(&request.pairing_id) {
+        return Err(DevicesError::Refused("malformed pairing id".into()));
+    }
+    let path = home.pairing_dir().join(format!("{}.json", request.pairing_id));
+    let bytes = std::fs::read(&path).map_err(|_| DevicesError::Refused("no open pairing offer has that id".into()))?;
+    let offer: Offer =
+        serde_json::from_slice(&bytes).map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+    if offer.expires_at < unix_now() {
+        let _ = std::fs::remove_file(&path);
+        return Err(DevicesError::Refused("the pairing offer expired".into()));
+    }
+    let secret = b64url_array::<32>("secret", &offer.secret)
+        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+    let AcceptedDevice { response, device_id, keys, name, short_code } =
+        pairing::accept(identity, &secret, request).map_err(|e| DevicesError::Refused(e.to_string()))?;
+    registry.add(DeviceRecord { device_id: device_id.clone(), keys, name: name.clone(), revoked: false })?;
+    // One-time: the offer is gone once used.
+    let _ = std::fs::remove_file(&path);
+    let result = PairingResult { device_id, name, short_code };
+    let result_path = home.pairing_dir().join(format!("{}.result.json", request.pairing_id));
+    if let Ok(text) = serde_json::to_vec(&result) {
+        let _ = write_private(&result_path, &text);
+    }
+    tracing::info!("paired device {} ({}), short code {}", result.device_id, result.name, result.short_code);
+    Ok(response)
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terminull_protocol::crypto::pairing::PairingLink;
+
+    #[test]
+    fn an_offer_pairs_one_device_once_and_revocation_is_seen_by_a_running_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let bridge = bridge_identity(&home).unwrap();
+        let registry = DeviceRegistry::open(&home);
+        let (secret, expires_at) = create_offer(&home, 60).unwrap();
+        let link = PairingLink {
+            bridge_id: bridge.public().bridge_id(),
+            bridge: bridge.public().to_wire(),
+            relay: None,
+            secret,
+            expires_at,
+        };
+        let device = Identity::generate();
+        let (request, pending) = pairing::request(&link, &device, "phone").unwrap();
+        let response = handle_pair_request(&home, &bridge, &registry, &request).unwrap();
+        let paired = pending.finish(&response).unwrap();
+        assert_eq!(offer_result(&home, &secret).unwrap().short_code, paired.short_code);
+        let id = device.public().device_id();
+        assert!(registry.active(&id).is_some());
+        // The offer is one-time.
+        assert!(handle_pair_request(&home, &bridge, &registry, &request).is_err());
+        // A second handle on the same file (the CLI) revokes; the first sees it.
+        DeviceRegistry::open(&home).revoke(id.as_str()).unwrap();
+        assert!(registry.active(&id).is_none());
+    }
+}

@@ -1,0 +1,298 @@
+//! The bridge's connection to a relay: proves its key, registers its resumable
+//! sessions, agents and devices, then serves every device connection the relay
+//! forwards through [`crate::link`], answers pairing requests, republishes the
+//! device list when it changes and sends notifications. On any failure it
+//! reconnects with exponential backoff and jitter.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use terminull_client::net;
+use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
+use terminull_protocol::crypto::{b64, from_b64url};
+use terminull_protocol::relay::{
+    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, RelayFrame, Register,
+};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::devices::handle_pair_request;
+use crate::home::Home;
+use crate::link::{self, LinkContext, LinkEnd};
+use crate::service::Notice;
+
+/// Frames queued toward the relay before links wait.
+const OUTBOX: usize = 8192;
+/// Control messages queued per device link.
+const LINK_INBOX: usize = 256;
+
+/// Reconnection policy: exponential backoff from `min` to `max`, with up to 50 %
+/// random jitter so that bridges do not reconnect in lockstep after a relay restart.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// The first delay.
+    pub min: Duration,
+    /// The largest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { min: Duration::from_millis(200), max: Duration::from_secs(30) }
+    }
+}
+
+/// The delay before attempt `failures` (0 = first retry), jitter `jitter` in [0, 1).
+pub fn backoff_delay(policy: Backoff, failures: u32, jitter: f64) -> Duration {
+    let base = policy.min.saturating_mul(1u32.checked_shl(failures.min(16)).unwrap_or(u32::MAX)).min(policy.max);
+    base.mul_f64(1.0 + 0.5 * jitter.clamp(0.0, 1.0)).min(policy.max.mul_f64(1.5))
+}
+
+/// Runs the relay connection until the future is dropped.
+pub async fn run(ctx: LinkContext, home: Home, relay_url: String, backoff: Backoff) {
+    let mut failures = 0u32;
+    loop {
+        let started = std::time::Instant::now();
+        match connect_once(&ctx, &home, &relay_url).await {
+            Ok(()) => tracing::info!("relay connection to {relay_url} closed"),
+            Err(e) => tracing::warn!("relay {relay_url}: {e}"),
+        }
+        // A connection that lasted resets the backoff.
+        if started.elapsed() > Duration::from_secs(30) {
+            failures = 0;
+        }
+        let mut jitter = [0u8; 1];
+        rand_fill(&mut jitter);
+        let delay = backoff_delay(backoff, failures, f64::from(jitter[0]) / 256.0);
+        failures = failures.saturating_add(1);
+        tracing::info!("reconnecting to the relay in {delay:?}");
+        tokio::time::sleep(delay).await;
+    }
+}
+
+fn rand_fill(out: &mut [u8]) {
+    let bytes = terminull_protocol::crypto::random_bytes::<8>();
+    for (o, b) in out.iter_mut().zip(bytes) {
+        *o = b;
+    }
+}
+
+async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result<(), String> {
+    let url = format!("{}/v1/bridge", net::Endpoint::parse(relay_url).map_err(|e| e.to_string())?.ws_base());
+    let mut ws = net::websocket(&url).await.map_err(|e| e.to_string())?;
+    let identity = ctx.identity.clone();
+    let public = identity.public();
+    let bridge_id = public.bridge_id();
+    let challenge = match read(&mut ws).await? {
+        RelayFrame::Challenge(c) => from_b64url("nonce", &c.nonce).map_err(|e| e.to_string())?,
+        other => return Err(format!("expected challenge, got {}", other.frame_type())),
+    };
+    let (devices, mut devices_version) = ctx.devices.snapshot();
+    let register = Register {
+        bridge_id: bridge_id.clone(),
+        protocol_version: PROTOCOL_VERSION,
+        resumable_session_ids: ctx.service.resumable_session_ids(),
+        agents: ctx.service.agent_summaries().await,
+        keys: public.to_wire(),
+        devices,
+        sig: b64(&identity.sign(&relay_auth_bytes("bridge", bridge_id.as_str(), bridge_id.as_str(), &challenge))),
+    };
+    write(&mut ws, &RelayFrame::Register(register)).await?;
+    match read(&mut ws).await? {
+        RelayFrame::Registered(_) => tracing::info!("registered with the relay {relay_url} as {bridge_id}"),
+        RelayFrame::Error(e) => return Err(format!("the relay refused the registration: {:?}: {}", e.code, e.message)),
+        other => return Err(format!("expected registered, got {}", other.frame_type())),
+    }
+    let (out_tx, mut out_rx) = mpsc::channel::<RelayFrame>(OUTBOX);
+    let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
+    let mut notices = ctx.service.notices();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            frame = ws.next() => {
+                let text = match frame {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(Message::Close(_))) | None => return Ok(()),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(e.to_string()),
+                };
+                let frame: RelayFrame = match serde_json::from_str(&text) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!("unreadable frame from the relay: {e}");
+                        continue;
+                    }
+                };
+                match frame {
+                    RelayFrame::LinkHello(hello) => {
+                        let Some(conn) = hello.conn else { continue };
+                        match link::accept(ctx, &hello) {
+                            Ok((mut accept, open)) => {
+                                accept.conn = Some(conn);
+                                write(&mut ws, &RelayFrame::LinkAccept(accept)).await?;
+                                let (tx, rx) = mpsc::channel(LINK_INBOX);
+                                links.insert(conn, tx);
+                                let (link_out, mut link_rx) = mpsc::channel::<RelayFrame>(1024);
+                                let out = out_tx.clone();
+                                tokio::spawn(async move {
+                                    let run = open.run(rx, link_out);
+                                    let forward = async {
+                                        while let Some(mut frame) = link_rx.recv().await {
+                                            set_conn(&mut frame, conn);
+                                            if out.send(frame).await.is_err() {
+                                                return;
+                                            }
+                                        }
+                                    };
+                                    let (end, ()) = tokio::join!(run, forward);
+                                    if let LinkEnd::Revoked(reason) = end {
+                                        let _ = out.send(RelayFrame::CloseConn(CloseConn { conn, reason })).await;
+                                    }
+                                });
+                            }
+                            Err(reason) => write(&mut ws, &RelayFrame::CloseConn(CloseConn { conn, reason })).await?,
+                        }
+                    }
+                    RelayFrame::Control(control) => {
+                        let Some(conn) = control.conn else { continue };
+                        match links.get(&conn) {
+                            Some(tx) => {
+                                if tx.try_send(control).is_err() {
+                                    links.remove(&conn);
+                                    let reason = "too many control messages waiting; reconnect".to_owned();
+                                    write(&mut ws, &RelayFrame::CloseConn(CloseConn { conn, reason })).await?;
+                                }
+                            }
+                            None => tracing::debug!("a control message for connection {conn}, which has no link"),
+                        }
+                    }
+                    RelayFrame::ConnClosed(c) => {
+                        links.remove(&c.conn);
+                    }
+                    RelayFrame::PairRequest(p) => {
+                        let answer = match handle_pair_request(home, &identity, &ctx.devices, &p.request) {
+                            Ok(response) => PairResponseFrame { request_id: p.request_id, response: Some(response), error: None },
+                            Err(e) => {
+                                tracing::warn!("pairing request refused: {e}");
+                                PairResponseFrame { request_id: p.request_id, response: None, error: Some(e.to_string()) }
+                            }
+                        };
+                        write(&mut ws, &RelayFrame::PairResponse(answer)).await?;
+                    }
+                    RelayFrame::Error(e) => tracing::warn!("relay error {:?}: {}", e.code, e.message),
+                    other => tracing::warn!("unexpected `{}` frame from the relay", other.frame_type()),
+                }
+            }
+            Some(frame) = out_rx.recv() => write(&mut ws, &frame).await?,
+            _ = tick.tick() => {
+                let (devices, version) = ctx.devices.snapshot();
+                if version != devices_version {
+                    devices_version = version;
+                    write(&mut ws, &RelayFrame::Devices(Devices { devices })).await?;
+                }
+            }
+            notice = notices.recv() => {
+                let Ok(notice) = notice else { continue };
+                for push in seal_pushes(ctx, &notice) {
+                    write(&mut ws, &RelayFrame::Push(push)).await?;
+                }
+            }
+        }
+    }
+}
+
+fn set_conn(frame: &mut RelayFrame, conn: u64) {
+    match frame {
+        RelayFrame::Block(f) => f.conn = Some(conn),
+        RelayFrame::ReplayDone(f) => f.conn = Some(conn),
+        RelayFrame::Reply(f) => f.conn = Some(conn),
+        RelayFrame::LinkAccept(f) => f.conn = Some(conn),
+        _ => {}
+    }
+}
+
+/// One sealed push per active device. The counter is the clock in microseconds,
+/// strictly increasing per bridge process, so nonces never repeat under a device's
+/// push key and the device can refuse a replayed notification.
+fn seal_pushes(ctx: &LinkContext, notice: &Notice) -> Vec<Push> {
+    let bridge_id = ctx.identity.public().bridge_id();
+    let (devices, _) = ctx.devices.snapshot();
+    let Ok(payload) = serde_json::to_vec(notice) else { return Vec::new() };
+    let mut out = Vec::new();
+    for device in devices.into_iter().filter(|d| !d.revoked) {
+        let Ok(public) = terminull_protocol::crypto::keys::PublicIdentity::from_wire(&device.keys) else { continue };
+        let Ok(shared) = ctx.identity.agree(&public.x25519, "device x25519") else { continue };
+        let key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device.device_id.as_str());
+        let mut sealer =
+            terminull_protocol::crypto::channel::Sealer::starting_at(key, next_push_counter(), "push");
+        let aad = push_aad(bridge_id.as_str(), device.device_id.as_str(), notice.kind.as_str());
+        if let Ok(sealed) = sealer.seal(&aad, &payload) {
+            out.push(Push { device_id: device.device_id, kind: notice.kind, payload: b64(&sealed) });
+        }
+    }
+    out
+}
+
+fn next_push_counter() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<net::Stream>;
+
+async fn read(ws: &mut Ws) -> Result<RelayFrame, String> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(15), ws.next()).await {
+            Err(_) => return Err("the relay did not answer within 15 s".into()),
+            Ok(Some(Ok(Message::Text(text)))) => {
+                return serde_json::from_str(&text).map_err(|e| format!("unreadable frame from the relay: {e}"));
+            }
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => return Err("the relay closed the connection".into()),
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(e))) => return Err(e.to_string()),
+        }
+    }
+}
+
+async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
+    let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
+    ws.send(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
+}
+
+/// Wraps a link so its `Arc` context can be built from the daemon's parts.
+pub fn context(
+    identity: terminull_protocol::crypto::keys::Identity,
+    devices: crate::devices::DeviceRegistry,
+    service: crate::service::Service,
+) -> LinkContext {
+    LinkContext { identity: Arc::new(identity), devices, service, refusals: Arc::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_exponentially_with_bounded_jitter() {
+        let p = Backoff { min: Duration::from_millis(100), max: Duration::from_secs(10) };
+        assert_eq!(backoff_delay(p, 0, 0.0), Duration::from_millis(100));
+        assert_eq!(backoff_delay(p, 3, 0.0), Duration::from_millis(800));
+        assert_eq!(backoff_delay(p, 30, 0.0), Duration::from_secs(10));
+        assert_eq!(backoff_delay(p, 0, 0.999).as_millis(), 149);
+        assert!(backoff_delay(p, 30, 1.0) <= Duration::from_secs(15));
+    }
+}

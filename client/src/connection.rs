@@ -1,0 +1,399 @@
+//! An end-to-end encrypted link from this device to its bridge through a relay.
+//!
+//! [`Connection::open`] authenticates to the relay (challenge signed with the device
+//! key), opens a link with the bridge (`link_hello`/`link_accept`, both signed; link
+//! keys from X25519 of the two identities and both sides' fresh nonces) and then
+//! carries control messages out and the bridge's messages in:
+//!
+//! - every control message is sealed under the link's app→bridge key and signed; a
+//!   `session_request` or `session_resume` gets a fresh X25519 key (`app_pubkey`) so
+//!   the session's blocks are sealed under keys only this attachment can derive;
+//! - replies are opened with the link's bridge→app key, blocks with their session's
+//!   key; anything that fails (tampered, replayed, reordered, unknown session) is
+//!   refused, logged with its reason and counted, and never reaches the caller.
+//!
+//! The caller sees the same [`BridgeMessage`]s as on the bridge's local socket.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use terminull_protocol::blocks::Block;
+use terminull_protocol::control::{BridgeMessage, Control, ControlMessage};
+use terminull_protocol::crypto::channel::{Channel, Opener, link_keys, session_keys};
+use terminull_protocol::crypto::envelope::{
+    link_accept_bytes, link_hello_bytes, open_block, open_reply, relay_auth_bytes, seal_control,
+};
+use terminull_protocol::crypto::keys::{AppSessionKey, Identity, PublicIdentity};
+use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
+use terminull_protocol::ids::{BridgeId, DeviceId, SessionId};
+use terminull_protocol::relay::{
+    Auth, LinkHello, RelayErrorCode, RelayFrame, RelayStatus, SealedReply,
+};
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::home::{DeviceHome, HomeError, PairedBridgeRecord};
+use crate::net::{self, NetError, Stream};
+
+/// Messages buffered from the bridge before the link stops reading (back-pressure
+/// reaches the relay, which cuts a client that stays behind).
+const INBOX: usize = 4096;
+/// How long the handshake (challenge, auth, link) may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The device's files.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// Reaching the relay.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    /// The relay refused (unknown device, bridge offline, …).
+    #[error("the relay refused: {code:?}: {message}")]
+    Refused {
+        /// Its code.
+        code: RelayErrorCode,
+        /// Its explanation.
+        message: String,
+    },
+    /// The bridge's answer did not verify.
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    /// The relay broke the protocol or went away during the handshake.
+    #[error("handshake: {0}")]
+    Handshake(String),
+    /// No relay URL was given and the pairing named none.
+    #[error("no relay URL: pass --relay")]
+    NoRelay,
+}
+
+/// Counters a caller (or a test) can read while the link runs.
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    /// Frames refused: failed to open or verify, replayed, reordered, unexpected.
+    pub rejected: AtomicU64,
+    /// Pushes delivered over the WebSocket.
+    pub pushes: AtomicU64,
+    /// `error` frames the relay sent.
+    pub relay_errors: AtomicU64,
+}
+
+/// What the caller keeps besides the two channels.
+#[derive(Debug, Clone)]
+pub struct LinkInfo {
+    /// The bridge.
+    pub bridge_id: BridgeId,
+    /// This device.
+    pub device_id: DeviceId,
+    /// The relay's latest `relay_status`.
+    pub status: watch::Receiver<RelayStatus>,
+    /// Counters.
+    pub stats: Arc<LinkStats>,
+    /// Why the link ended, once it has.
+    pub closed: watch::Receiver<Option<String>>,
+}
+
+/// An open link: send control values, receive the bridge's messages.
+#[derive(Debug)]
+pub struct Connection {
+    /// Control messages out (JSON objects as on the local socket).
+    pub tx: mpsc::Sender<Value>,
+    /// The bridge's messages in, verified and decrypted.
+    pub rx: mpsc::Receiver<BridgeMessage>,
+    /// Status, counters and the close reason.
+    pub info: LinkInfo,
+}
+
+type Ws = WebSocketStream<Stream>;
+
+async fn send_frame(ws: &mut Ws, frame: &RelayFrame) -> Result<(), ConnectError> {
+    let text = serde_json::to_string(frame).map_err(|e| ConnectError::Handshake(e.to_string()))?;
+    ws.send(Message::text(text)).await.map_err(|e| ConnectError::Handshake(format!("sending {}: {e}", frame.frame_type())))
+}
+
+async fn next_frame(ws: &mut Ws) -> Result<RelayFrame, ConnectError> {
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(text))) => {
+                return serde_json::from_str(&text)
+                    .map_err(|e| ConnectError::Handshake(format!("unreadable frame from the relay: {e}")));
+            }
+            Some(Ok(Message::Close(reason))) => {
+                return Err(ConnectError::Handshake(format!(
+                    "the relay closed the connection{}",
+                    reason.map(|r| format!(": {}", r.reason)).unwrap_or_default()
+                )));
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(ConnectError::Handshake(e.to_string())),
+            None => return Err(ConnectError::Handshake("the relay closed the connection".into())),
+        }
+    }
+}
+
+impl Connection {
+    /// Opens a link to `bridge` through `relay_url` (default: the relay named at pairing).
+    pub async fn open(home: &DeviceHome, bridge: &PairedBridgeRecord, relay_url: Option<&str>) -> Result<Self, ConnectError> {
+        let identity = home.identity()?;
+        let relay = relay_url.map(str::to_owned).or_else(|| bridge.relay.clone()).ok_or(ConnectError::NoRelay)?;
+        let url = format!("{}/v1/client", net::Endpoint::parse(&relay)?.ws_base());
+        let ws = net::websocket(&url).await?;
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge))
+            .await
+            .map_err(|_| ConnectError::Handshake(format!("{url}: no answer within {HANDSHAKE_TIMEOUT:?}")))?
+    }
+
+    async fn handshake(mut ws: Ws, identity: Identity, bridge: &PairedBridgeRecord) -> Result<Self, ConnectError> {
+        let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
+        let device_id = identity.public().device_id();
+        let bridge_id = bridge.bridge_id.clone();
+        let refused = |e: terminull_protocol::relay::RelayError| ConnectError::Refused { code: e.code, message: e.message };
+        // 1. The relay's challenge, answered with the device key.
+        let challenge = match next_frame(&mut ws).await? {
+            RelayFrame::Challenge(c) => from_b64url_vec(&c.nonce)?,
+            RelayFrame::Error(e) => return Err(refused(e)),
+            other => return Err(ConnectError::Handshake(format!("expected challenge, got {}", other.frame_type()))),
+        };
+        let sig = identity.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &challenge));
+        send_frame(&mut ws, &RelayFrame::Auth(Auth { bridge_id: bridge_id.clone(), device_id: device_id.clone(), sig: b64(&sig) }))
+            .await?;
+        let status = match next_frame(&mut ws).await? {
+            RelayFrame::RelayStatus(s) => s,
+            RelayFrame::Error(e) => return Err(refused(e)),
+            other => return Err(ConnectError::Handshake(format!("expected relay_status, got {}", other.frame_type()))),
+        };
+        let (status_tx, status_rx) = watch::channel(status);
+        // 2. The link with the bridge.
+        let client_nonce = terminull_protocol::crypto::random_bytes::<16>();
+        let hello = LinkHello {
+            device_id: device_id.clone(),
+            client_nonce: b64url(&client_nonce),
+            sig: b64(&identity.sign(&link_hello_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce))),
+            conn: None,
+        };
+        send_frame(&mut ws, &RelayFrame::LinkHello(hello)).await?;
+        let mut early_pushes = 0;
+        let accept = loop {
+            match next_frame(&mut ws).await? {
+                RelayFrame::LinkAccept(a) => break a,
+                RelayFrame::RelayStatus(s) => {
+                    let _ = status_tx.send(s);
+                }
+                RelayFrame::Push(_) => early_pushes += 1,
+                RelayFrame::Error(e) => return Err(refused(e)),
+                other => return Err(ConnectError::Handshake(format!("expected link_accept, got {}", other.frame_type()))),
+            }
+        };
+        let bridge_nonce = b64url_array::<16>("bridge_nonce", &accept.bridge_nonce)?;
+        bridge_public.verify(
+            &link_accept_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce, &bridge_nonce),
+            &from_b64("sig", &accept.sig)?,
+            "link_accept",
+        )?;
+        let shared = identity.agree(&bridge_public.x25519, "bridge x25519")?;
+        let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), device_id.as_str());
+        let stats = Arc::new(LinkStats::default());
+        stats.pushes.fetch_add(early_pushes, Ordering::Relaxed);
+        let (tx, out_rx) = mpsc::channel::<Value>(64);
+        let (in_tx, rx) = mpsc::channel(INBOX);
+        let (closed_tx, closed_rx) = watch::channel(None);
+        let info = LinkInfo { bridge_id: bridge_id.clone(), device_id: device_id.clone(), status: status_rx, stats: stats.clone(), closed: closed_rx };
+        let link = Link {
+            identity,
+            bridge_id,
+            device_id,
+            bridge_x: bridge_public.x25519,
+            channel: Channel::app_side(&keys, "link"),
+            sessions: HashMap::new(),
+            pending: HashMap::new(),
+            next_id: 0,
+            status: status_tx,
+            stats,
+            inbox: in_tx,
+        };
+        tokio::spawn(async move {
+            let reason = link.run(ws, out_rx).await;
+            tracing::info!("link to the bridge closed: {reason}");
+            let _ = closed_tx.send(Some(reason));
+        });
+        Ok(Connection { tx, rx, info })
+    }
+}
+
+fn from_b64url_vec(text: &str) -> Result<Vec<u8>, CryptoError> {
+    terminull_protocol::crypto::from_b64url("nonce", text)
+}
+
+struct Link {
+    identity: Identity,
+    bridge_id: BridgeId,
+    device_id: DeviceId,
+    bridge_x: x25519_dalek::PublicKey,
+    channel: Channel,
+    /// Block openers by session (one per attachment; a new attachment replaces it).
+    sessions: HashMap<SessionId, Opener>,
+    /// Session keys waiting for the bridge's attach, by control id.
+    pending: HashMap<String, AppSessionKey>,
+    next_id: u64,
+    status: watch::Sender<RelayStatus>,
+    stats: Arc<LinkStats>,
+    inbox: mpsc::Sender<BridgeMessage>,
+}
+
+impl Link {
+    async fn run(mut self, mut ws: Ws, mut out: mpsc::Receiver<Value>) -> String {
+        loop {
+            tokio::select! {
+                frame = ws.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        if let Some(reason) = self.incoming(&text).await {
+                            let _ = ws.close(None).await;
+                            return reason;
+                        }
+                    }
+                    Some(Ok(Message::Close(reason))) => {
+                        return format!("the relay closed the connection{}", reason.map(|r| format!(": {}", r.reason)).unwrap_or_default());
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return format!("the connection failed: {e}"),
+                    None => return "the relay closed the connection".into(),
+                },
+                value = out.recv() => match value {
+                    Some(value) => match self.outgoing(value) {
+                        Ok(frame) => {
+                            let Ok(text) = serde_json::to_string(&frame) else { continue };
+                            if let Err(e) = ws.send(Message::text(text)).await {
+                                return format!("sending to the relay failed: {e}");
+                            }
+                        }
+                        Err(e) => tracing::warn!("control message not sent: {e}"),
+                    },
+                    None => {
+                        let _ = ws.close(None).await;
+                        return "closed by this device".into();
+                    }
+                },
+            }
+        }
+    }
+
+    /// Seals one control value; session requests and resumes get a fresh session key.
+    fn outgoing(&mut self, mut value: Value) -> Result<RelayFrame, CryptoError> {
+        let mut session_id = value.get("session_id").and_then(Value::as_str).map(|s| SessionId(s.to_owned()));
+        if let Ok(mut control) = serde_json::from_value::<Control>(value.clone()) {
+            let key = match &mut control.message {
+                ControlMessage::SessionRequest(r) => Some(&mut r.app_pubkey),
+                ControlMessage::SessionResume(r) => Some(&mut r.app_pubkey),
+                ControlMessage::AttachExternal(r) => Some(&mut r.app_pubkey),
+                _ => None,
+            };
+            if let Some(app_pubkey) = key {
+                let session_key = AppSessionKey::generate();
+                *app_pubkey = b64url(&session_key.public_bytes());
+                let id = control.id.clone().unwrap_or_else(|| {
+                    self.next_id += 1;
+                    format!("link-{}", self.next_id)
+                });
+                control.id = Some(id.clone());
+                self.pending.insert(id, session_key);
+            }
+            session_id = control.message.session_id();
+            value = serde_json::to_value(&control).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
+        }
+        let token = session_id.as_ref().and_then(|s| self.status.borrow().resume_tokens.get(s).cloned());
+        let json = serde_json::to_vec(&value).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
+        let envelope = seal_control(&mut self.channel.sealer, &self.identity, self.bridge_id.as_str(), session_id, token, &json)?;
+        Ok(RelayFrame::Control(envelope))
+    }
+
+    fn reject(&self, what: &str, reason: impl std::fmt::Display) {
+        self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!("refused {what} from the relay: {reason}");
+    }
+
+    /// Handles one frame; `Some(reason)` ends the link.
+    async fn incoming(&mut self, text: &str) -> Option<String> {
+        let frame: RelayFrame = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(e) => {
+                self.reject("a frame", format!("unreadable: {e}"));
+                return None;
+            }
+        };
+        let message = match frame {
+            RelayFrame::Reply(r) => match self.open_reply(&r.body) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.reject("a reply", e);
+                    return None;
+                }
+            },
+            RelayFrame::Block(e) => {
+                let Some(opener) = self.sessions.get_mut(&e.session_id) else {
+                    self.reject("a block", format!("no key for session `{}` on this link", e.session_id));
+                    return None;
+                };
+                let block = open_block(opener, &e).and_then(|bytes| {
+                    serde_json::from_slice::<Block>(&bytes).map_err(|x| CryptoError::Json { what: "block", detail: x.to_string() })
+                });
+                match block {
+                    Ok(block) => BridgeMessage::Block { session_id: e.session_id, block },
+                    Err(err) => {
+                        self.reject("a block", err);
+                        return None;
+                    }
+                }
+            }
+            RelayFrame::ReplayDone(d) => BridgeMessage::ReplayDone { session_id: d.session_id, last_seq: d.last_seq },
+            RelayFrame::RelayStatus(s) => {
+                let _ = self.status.send(s);
+                return None;
+            }
+            RelayFrame::Push(_) => {
+                self.stats.pushes.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            RelayFrame::Error(e) => {
+                self.stats.relay_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("relay error {:?}: {}", e.code, e.message);
+                return match e.code {
+                    RelayErrorCode::UnknownDevice | RelayErrorCode::SlowConsumer | RelayErrorCode::TooManyConnections => {
+                        Some(format!("{:?}: {}", e.code, e.message))
+                    }
+                    _ => None,
+                };
+            }
+            other => {
+                self.reject("a frame", format!("`{}` is not sent to devices", other.frame_type()));
+                return None;
+            }
+        };
+        if self.inbox.send(message).await.is_err() {
+            return Some("the caller went away".into());
+        }
+        None
+    }
+
+    fn open_reply(&mut self, body: &str) -> Result<BridgeMessage, CryptoError> {
+        let bytes = open_reply(&mut self.channel.opener, self.bridge_id.as_str(), self.device_id.as_str(), body)?;
+        let sealed: SealedReply =
+            serde_json::from_slice(&bytes).map_err(|e| CryptoError::Json { what: "reply", detail: e.to_string() })?;
+        let key = sealed.reply.id.as_ref().and_then(|id| self.pending.remove(id));
+        if let Some(attach) = &sealed.attach {
+            let key = key.ok_or_else(|| CryptoError::Pairing("an attach for no session request of this link".into()))?;
+            let nonce = b64url_array::<16>("attach_nonce", &attach.attach_nonce)?;
+            let shared = key.agree(&self.bridge_x)?;
+            let keys = session_keys(&shared, attach.session_id.as_str(), &key.public_bytes(), &nonce);
+            self.sessions.insert(attach.session_id.clone(), Opener::new(keys.bridge_to_app, "block"));
+        }
+        Ok(BridgeMessage::Reply(sealed.reply))
+    }
+}

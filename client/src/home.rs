@@ -1,0 +1,172 @@
+//! A device's own files: its identity (mode 0600) and the bridges it has paired with.
+
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use terminull_protocol::crypto::keys::{Identity, IdentitySecrets, PublicKeys};
+use terminull_protocol::ids::BridgeId;
+
+/// The device identity file, under the device's home.
+pub const IDENTITY_FILE: &str = "device-identity.json";
+/// The paired bridges, under the device's home.
+pub const BRIDGES_FILE: &str = "paired-bridges.json";
+
+/// Why the device's files are unusable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HomeError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file is not what it should be.
+    #[error("{path}: {detail}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// No paired bridge matches.
+    #[error("{0}")]
+    NotPaired(String),
+}
+
+/// A bridge this device paired with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairedBridgeRecord {
+    /// The bridge.
+    pub bridge_id: BridgeId,
+    /// Its public keys, confirmed at pairing.
+    pub keys: PublicKeys,
+    /// The relay it uses, from the pairing link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay: Option<String>,
+    /// When, Unix seconds.
+    pub paired_at: u64,
+}
+
+/// Writes `bytes` to `path` readable by the user only, atomically (temp file, rename).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Loads the identity at `path`, creating it (mode 0600) when absent.
+pub fn load_or_create_identity(path: &Path) -> Result<Identity, HomeError> {
+    let io = |source| HomeError::Io { path: path.to_owned(), source };
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let corrupt = |detail: String| HomeError::Corrupt { path: path.to_owned(), detail };
+            let secrets: IdentitySecrets = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            Identity::from_secrets(&secrets).map_err(|e| corrupt(e.to_string()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let identity = Identity::generate();
+            let text = serde_json::to_vec_pretty(&identity.secrets()).map_err(|e| io(std::io::Error::other(e)))?;
+            write_private(path, &text).map_err(io)?;
+            Ok(identity)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// A device's home directory.
+#[derive(Debug, Clone)]
+pub struct DeviceHome {
+    dir: PathBuf,
+}
+
+impl DeviceHome {
+    /// The home at `dir` (created on first write).
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The device's identity, created on first use.
+    pub fn identity(&self) -> Result<Identity, HomeError> {
+        load_or_create_identity(&self.dir.join(IDENTITY_FILE))
+    }
+
+    /// Every bridge paired with.
+    pub fn bridges(&self) -> Result<Vec<PairedBridgeRecord>, HomeError> {
+        let path = self.dir.join(BRIDGES_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| HomeError::Corrupt { path, detail: e.to_string() }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => Err(HomeError::Io { path, source }),
+        }
+    }
+
+    /// Records a paired bridge (replacing an earlier pairing with it).
+    pub fn add_bridge(&self, record: PairedBridgeRecord) -> Result<(), HomeError> {
+        let path = self.dir.join(BRIDGES_FILE);
+        let mut all = self.bridges()?;
+        all.retain(|b| b.bridge_id != record.bridge_id);
+        all.push(record);
+        let text = serde_json::to_vec_pretty(&all).map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
+    }
+
+    /// The paired bridge with id `bridge`, or the only one when `bridge` is `None`.
+    pub fn bridge(&self, bridge: Option<&str>) -> Result<PairedBridgeRecord, HomeError> {
+        let all = self.bridges()?;
+        match bridge {
+            Some(id) => all
+                .into_iter()
+                .find(|b| b.bridge_id.as_str() == id)
+                .ok_or_else(|| HomeError::NotPaired(format!("this device has not paired with bridge `{id}`"))),
+            None => match all.len() {
+                0 => Err(HomeError::NotPaired(format!(
+                    "this device ({}) has not paired with any bridge; run `terminull device pair <link>`",
+                    self.dir.display()
+                ))),
+                1 => Ok(all.into_iter().next().ok_or_else(|| HomeError::NotPaired(String::new()))?),
+                _ => Err(HomeError::NotPaired("this device paired with several bridges; name one with --bridge".into())),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identity_is_created_once_with_mode_0600_and_then_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = DeviceHome::at(dir.path().join("dev"));
+        let a = home.identity().unwrap();
+        let b = home.identity().unwrap();
+        assert_eq!(a.public(), b.public());
+        let mode = std::fs::metadata(dir.path().join("dev").join(IDENTITY_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_corrupt_identity_file_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(IDENTITY_FILE), b"{").unwrap();
+        let err = DeviceHome::at(dir.path()).identity().unwrap_err().to_string();
+        assert!(err.contains(IDENTITY_FILE), "{err}");
+    }
+}

@@ -1,0 +1,17 @@
+//! The device side of terminull: what a phone, a browser or another computer runs to
+//! drive a bridge from elsewhere.
+//!
+//! - [`home`]: the device's identity and the bridges it paired with.
+//! - [`pairing`]: pairing through the relay's HTTP broker with a QR link.
+//! - [`connection`]: an authenticated, end-to-end encrypted link to the bridge through
+//!   the relay, presenting the bridge's messages decrypted and verified.
+//! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule.
+//! - [`net`]: TCP/TLS, WebSocket and minimal HTTP to the relay.
+
+#![warn(missing_docs)]
+
+pub mod connection;
+pub mod home;
+pub mod net;
+pub mod pairing;
+pub mod transcript;
