@@ -134,8 +134,10 @@ impl DeviceRegistry {
     /// Revokes a device: from its next message on it can do nothing.
     pub fn revoke(&self, device: &str) -> Result<DeviceRecord, DevicesError> {
         let mut devices = self.read()?;
-        let record =
-            devices.iter_mut().find(|d| d.device_id.as_str() == device).ok_or_else(|| DevicesError::UnknownDevice(device.to_owned()))?;
+        let record = devices
+            .iter_mut()
+            .find(|d| d.device_id.as_str() == device)
+            .ok_or_else(|| DevicesError::UnknownDevice(device.to_owned()))?;
         record.revoked = true;
         let out = record.clone();
         self.write(&devices)?;
@@ -201,8 +203,8 @@ pub fn handle_pair_request(
     }
     let path = home.pairing_dir().join(format!("{}.json", request.pairing_id));
     let bytes = std::fs::read(&path).map_err(|_| DevicesError::Refused("no open pairing offer has that id".into()))?;
-    let offer: Offer =
-        serde_json::from_slice(&bytes).map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+    let offer: Offer = serde_json::from_slice(&bytes)
+        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
     if offer.expires_at < unix_now() {
         let _ = std::fs::remove_file(&path);
         return Err(DevicesError::Refused("the pairing offer expired".into()));

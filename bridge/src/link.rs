@@ -43,14 +43,43 @@ pub struct LinkContext {
     pub devices: DeviceRegistry,
     /// The dispatcher.
     pub service: Service,
-    /// Refusals so far (tests and diagnostics read it).
-    pub refusals: Arc<std::sync::atomic::AtomicU64>,
+    /// The reasons of the latest refusals (tests and diagnostics read them).
+    pub refusals: Refusals,
+}
+
+/// The reasons of the latest refusals, newest last, at most [`Refusals::KEPT`].
+#[derive(Debug, Clone, Default)]
+pub struct Refusals(Arc<Mutex<(u64, std::collections::VecDeque<String>)>>);
+
+impl Refusals {
+    /// Reasons kept.
+    pub const KEPT: usize = 256;
+
+    /// Records one refusal and logs it.
+    pub fn record(&self, reason: String) {
+        tracing::warn!("{reason}");
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0 += 1;
+        if guard.1.len() == Self::KEPT {
+            guard.1.pop_front();
+        }
+        guard.1.push_back(reason);
+    }
+
+    /// How many so far.
+    pub fn count(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// The kept reasons, oldest first.
+    pub fn reasons(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).1.iter().cloned().collect()
+    }
 }
 
 impl LinkContext {
     fn refuse(&self, device: &DeviceId, what: &str, reason: impl std::fmt::Display) {
-        self.refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tracing::warn!(device = %device, "refused {what}: {reason}");
+        self.refusals.record(format!("refused {what} from device {device}: {reason}"));
     }
 }
 
@@ -96,7 +125,12 @@ pub fn accept(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenL
     };
     Ok((
         accept,
-        OpenLink { ctx: ctx.clone(), device_id: hello.device_id.clone(), device, channel: Channel::bridge_side(&keys, "link") },
+        OpenLink {
+            ctx: ctx.clone(),
+            device_id: hello.device_id.clone(),
+            device,
+            channel: Channel::bridge_side(&keys, "link"),
+        },
     ))
 }
 
@@ -158,7 +192,8 @@ impl OpenLink {
                 continue;
             }
             let mut value = match open_control(&mut opener, bridge_id.as_str(), &envelope).and_then(|bytes| {
-                serde_json::from_slice::<Value>(&bytes).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })
+                serde_json::from_slice::<Value>(&bytes)
+                    .map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })
             }) {
                 Ok(v) => v,
                 Err(e) => {
@@ -210,7 +245,8 @@ async fn seal_outgoing(
     while let Some(message) = messages.recv().await {
         let frame = match message {
             BridgeMessage::Reply(reply) => {
-                let waiting = reply.id.as_ref().and_then(|id| pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id));
+                let waiting =
+                    reply.id.as_ref().and_then(|id| pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id));
                 let attach = waiting.and_then(|p| {
                     let session_id = match &reply.outcome {
                         ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } => session_id.clone(),
@@ -248,7 +284,9 @@ async fn seal_outgoing(
                 };
                 let sealed = serde_json::to_vec(&block)
                     .map_err(|e| CryptoError::Json { what: "block", detail: e.to_string() })
-                    .and_then(|json| seal_block(sealer, &identity, &session_id, block.block_type(), false, now_ts(), &json));
+                    .and_then(|json| {
+                        seal_block(sealer, &identity, &session_id, block.block_type(), false, now_ts(), &json)
+                    });
                 match sealed {
                     Ok(envelope) => RelayFrame::Block(envelope),
                     Err(e) => {

@@ -385,11 +385,19 @@ fn pair(home: Option<PathBuf>, relay: Option<String>, ttl: u64, no_wait: bool, j
     let identity = devices::bridge_identity(&home)?;
     let (secret, expires_at) = devices::create_offer(&home, ttl)?;
     let public = identity.public();
-    let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay: Some(relay.clone()), secret, expires_at };
+    let link = PairingLink {
+        bridge_id: public.bridge_id(),
+        bridge: public.to_wire(),
+        relay: Some(relay.clone()),
+        secret,
+        expires_at,
+    };
     let base = terminull_client::net::Endpoint::parse(&relay)?.http_base();
     let url = link.to_url(&base);
     if json {
-        write_stdout(&serde_json::json!({"link": url, "pairing_id": link.pairing_id(), "expires_at": expires_at}).to_string())?;
+        write_stdout(
+            &serde_json::json!({"link": url, "pairing_id": link.pairing_id(), "expires_at": expires_at}).to_string(),
+        )?;
     } else {
         let qr = qrcode::QrCode::new(url.as_bytes()).context("encoding the QR code")?;
         let art = qr.render::<qrcode::render::unicode::Dense1x2>().quiet_zone(true).build();
@@ -419,7 +427,10 @@ fn devices(home: Option<PathBuf>, action: Option<DevicesAction>, json: bool) -> 
     let registry = terminull_bridge::devices::DeviceRegistry::open(&home);
     if let Some(DevicesAction::Revoke { device }) = action {
         let record = registry.revoke(&device)?;
-        write_stdout(&format!("revoked {} ({}); it can do nothing from its next message on", record.device_id, record.name))?;
+        write_stdout(&format!(
+            "revoked {} ({}); it can do nothing from its next message on",
+            record.device_id, record.name
+        ))?;
         return Ok(ExitCode::SUCCESS);
     }
     let (devices, _) = registry.snapshot();
@@ -428,7 +439,12 @@ fn devices(home: Option<PathBuf>, action: Option<DevicesAction>, json: bool) -> 
     } else {
         let mut out = format!("{:<22} {:<24} {}\n", "DEVICE", "NAME", "STATE");
         for d in &devices {
-            out.push_str(&format!("{:<22} {:<24} {}\n", d.device_id, d.name, if d.revoked { "revoked" } else { "active" }));
+            out.push_str(&format!(
+                "{:<22} {:<24} {}\n",
+                d.device_id,
+                d.name,
+                if d.revoked { "revoked" } else { "active" }
+            ));
         }
         write_stdout(out.trim_end())?;
     }

@@ -13,7 +13,7 @@ use terminull_client::net;
 use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
 use terminull_protocol::crypto::{b64, from_b64url};
 use terminull_protocol::relay::{
-    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, RelayFrame, Register,
+    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -175,7 +175,7 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                         let answer = match handle_pair_request(home, &identity, &ctx.devices, &p.request) {
                             Ok(response) => PairResponseFrame { request_id: p.request_id, response: Some(response), error: None },
                             Err(e) => {
-                                tracing::warn!("pairing request refused: {e}");
+                                ctx.refusals.record(format!("refused a pairing request: {e}"));
                                 PairResponseFrame { request_id: p.request_id, response: None, error: Some(e.to_string()) }
                             }
                         };
@@ -225,8 +225,7 @@ fn seal_pushes(ctx: &LinkContext, notice: &Notice) -> Vec<Push> {
         let Ok(public) = terminull_protocol::crypto::keys::PublicIdentity::from_wire(&device.keys) else { continue };
         let Ok(shared) = ctx.identity.agree(&public.x25519, "device x25519") else { continue };
         let key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device.device_id.as_str());
-        let mut sealer =
-            terminull_protocol::crypto::channel::Sealer::starting_at(key, next_push_counter(), "push");
+        let mut sealer = terminull_protocol::crypto::channel::Sealer::starting_at(key, next_push_counter(), "push");
         let aad = push_aad(bridge_id.as_str(), device.device_id.as_str(), notice.kind.as_str());
         if let Ok(sealed) = sealer.seal(&aad, &payload) {
             out.push(Push { device_id: device.device_id, kind: notice.kind, payload: b64(&sealed) });
@@ -279,7 +278,7 @@ pub fn context(
     devices: crate::devices::DeviceRegistry,
     service: crate::service::Service,
 ) -> LinkContext {
-    LinkContext { identity: Arc::new(identity), devices, service, refusals: Arc::default() }
+    LinkContext { identity: Arc::new(identity), devices, service, refusals: Default::default() }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use serde::Serialize;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::UserMessage;
 use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
@@ -14,7 +15,6 @@ use terminull_protocol::control::{
     self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
 };
 use terminull_protocol::ids::SessionId;
-use serde::Serialize;
 use terminull_protocol::relay::{AgentSummary, PushKind};
 use tokio::sync::{Mutex, RwLock, broadcast};
 

@@ -260,7 +260,9 @@ impl Actor {
             BlockKind::SessionEnd(end) => {
                 (PushKind::TurnFinished, format!("{agent}: turn finished"), end.message.clone().unwrap_or_default())
             }
-            BlockKind::PermissionRequest(p) => (PushKind::PermissionNeeded, format!("{agent} asks to use {}", p.tool), String::new()),
+            BlockKind::PermissionRequest(p) => {
+                (PushKind::PermissionNeeded, format!("{agent} asks to use {}", p.tool), String::new())
+            }
             BlockKind::Error(e) => (PushKind::Error, format!("{agent}: error"), e.message.clone()),
             _ => return,
         };

@@ -30,9 +30,7 @@ use terminull_protocol::crypto::envelope::{
 use terminull_protocol::crypto::keys::{AppSessionKey, Identity, PublicIdentity};
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{BridgeId, DeviceId, SessionId};
-use terminull_protocol::relay::{
-    Auth, LinkHello, RelayErrorCode, RelayFrame, RelayStatus, SealedReply,
-};
+use terminull_protocol::relay::{Auth, LinkHello, RelayErrorCode, RelayFrame, RelayStatus, SealedReply};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -84,6 +82,15 @@ pub struct LinkStats {
     pub pushes: AtomicU64,
     /// `error` frames the relay sent.
     pub relay_errors: AtomicU64,
+    /// The reasons of the latest refusals, oldest first (at most 256).
+    pub reasons: std::sync::Mutex<std::collections::VecDeque<String>>,
+}
+
+impl LinkStats {
+    /// The kept refusal reasons.
+    pub fn reasons(&self) -> Vec<String> {
+        self.reasons.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
 }
 
 /// What the caller keeps besides the two channels.
@@ -116,7 +123,9 @@ type Ws = WebSocketStream<Stream>;
 
 async fn send_frame(ws: &mut Ws, frame: &RelayFrame) -> Result<(), ConnectError> {
     let text = serde_json::to_string(frame).map_err(|e| ConnectError::Handshake(e.to_string()))?;
-    ws.send(Message::text(text)).await.map_err(|e| ConnectError::Handshake(format!("sending {}: {e}", frame.frame_type())))
+    ws.send(Message::text(text))
+        .await
+        .map_err(|e| ConnectError::Handshake(format!("sending {}: {e}", frame.frame_type())))
 }
 
 async fn next_frame(ws: &mut Ws) -> Result<RelayFrame, ConnectError> {
@@ -141,7 +150,11 @@ async fn next_frame(ws: &mut Ws) -> Result<RelayFrame, ConnectError> {
 
 impl Connection {
     /// Opens a link to `bridge` through `relay_url` (default: the relay named at pairing).
-    pub async fn open(home: &DeviceHome, bridge: &PairedBridgeRecord, relay_url: Option<&str>) -> Result<Self, ConnectError> {
+    pub async fn open(
+        home: &DeviceHome,
+        bridge: &PairedBridgeRecord,
+        relay_url: Option<&str>,
+    ) -> Result<Self, ConnectError> {
         let identity = home.identity()?;
         let relay = relay_url.map(str::to_owned).or_else(|| bridge.relay.clone()).ok_or(ConnectError::NoRelay)?;
         let url = format!("{}/v1/client", net::Endpoint::parse(&relay)?.ws_base());
@@ -155,7 +168,8 @@ impl Connection {
         let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
         let device_id = identity.public().device_id();
         let bridge_id = bridge.bridge_id.clone();
-        let refused = |e: terminull_protocol::relay::RelayError| ConnectError::Refused { code: e.code, message: e.message };
+        let refused =
+            |e: terminull_protocol::relay::RelayError| ConnectError::Refused { code: e.code, message: e.message };
         // 1. The relay's challenge, answered with the device key.
         let challenge = match next_frame(&mut ws).await? {
             RelayFrame::Challenge(c) => from_b64url_vec(&c.nonce)?,
@@ -163,8 +177,11 @@ impl Connection {
             other => return Err(ConnectError::Handshake(format!("expected challenge, got {}", other.frame_type()))),
         };
         let sig = identity.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &challenge));
-        send_frame(&mut ws, &RelayFrame::Auth(Auth { bridge_id: bridge_id.clone(), device_id: device_id.clone(), sig: b64(&sig) }))
-            .await?;
+        send_frame(
+            &mut ws,
+            &RelayFrame::Auth(Auth { bridge_id: bridge_id.clone(), device_id: device_id.clone(), sig: b64(&sig) }),
+        )
+        .await?;
         let status = match next_frame(&mut ws).await? {
             RelayFrame::RelayStatus(s) => s,
             RelayFrame::Error(e) => return Err(refused(e)),
@@ -189,7 +206,9 @@ impl Connection {
                 }
                 RelayFrame::Push(_) => early_pushes += 1,
                 RelayFrame::Error(e) => return Err(refused(e)),
-                other => return Err(ConnectError::Handshake(format!("expected link_accept, got {}", other.frame_type()))),
+                other => {
+                    return Err(ConnectError::Handshake(format!("expected link_accept, got {}", other.frame_type())));
+                }
             }
         };
         let bridge_nonce = b64url_array::<16>("bridge_nonce", &accept.bridge_nonce)?;
@@ -205,7 +224,13 @@ impl Connection {
         let (tx, out_rx) = mpsc::channel::<Value>(64);
         let (in_tx, rx) = mpsc::channel(INBOX);
         let (closed_tx, closed_rx) = watch::channel(None);
-        let info = LinkInfo { bridge_id: bridge_id.clone(), device_id: device_id.clone(), status: status_rx, stats: stats.clone(), closed: closed_rx };
+        let info = LinkInfo {
+            bridge_id: bridge_id.clone(),
+            device_id: device_id.clone(),
+            status: status_rx,
+            stats: stats.clone(),
+            closed: closed_rx,
+        };
         let link = Link {
             identity,
             bridge_id,
@@ -306,17 +331,26 @@ impl Link {
                 self.pending.insert(id, session_key);
             }
             session_id = control.message.session_id();
-            value = serde_json::to_value(&control).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
+            value = serde_json::to_value(&control)
+                .map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
         }
         let token = session_id.as_ref().and_then(|s| self.status.borrow().resume_tokens.get(s).cloned());
-        let json = serde_json::to_vec(&value).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
-        let envelope = seal_control(&mut self.channel.sealer, &self.identity, self.bridge_id.as_str(), session_id, token, &json)?;
+        let json =
+            serde_json::to_vec(&value).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
+        let envelope =
+            seal_control(&mut self.channel.sealer, &self.identity, self.bridge_id.as_str(), session_id, token, &json)?;
         Ok(RelayFrame::Control(envelope))
     }
 
     fn reject(&self, what: &str, reason: impl std::fmt::Display) {
         self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!("refused {what} from the relay: {reason}");
+        let reason = format!("refused {what} from the relay: {reason}");
+        tracing::warn!("{reason}");
+        let mut reasons = self.stats.reasons.lock().unwrap_or_else(|p| p.into_inner());
+        if reasons.len() == 256 {
+            reasons.pop_front();
+        }
+        reasons.push_back(reason);
     }
 
     /// Handles one frame; `Some(reason)` ends the link.
@@ -342,7 +376,8 @@ impl Link {
                     return None;
                 };
                 let block = open_block(opener, &e).and_then(|bytes| {
-                    serde_json::from_slice::<Block>(&bytes).map_err(|x| CryptoError::Json { what: "block", detail: x.to_string() })
+                    serde_json::from_slice::<Block>(&bytes)
+                        .map_err(|x| CryptoError::Json { what: "block", detail: x.to_string() })
                 });
                 match block {
                     Ok(block) => BridgeMessage::Block { session_id: e.session_id, block },
@@ -365,9 +400,9 @@ impl Link {
                 self.stats.relay_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("relay error {:?}: {}", e.code, e.message);
                 return match e.code {
-                    RelayErrorCode::UnknownDevice | RelayErrorCode::SlowConsumer | RelayErrorCode::TooManyConnections => {
-                        Some(format!("{:?}: {}", e.code, e.message))
-                    }
+                    RelayErrorCode::UnknownDevice
+                    | RelayErrorCode::SlowConsumer
+                    | RelayErrorCode::TooManyConnections => Some(format!("{:?}: {}", e.code, e.message)),
                     _ => None,
                 };
             }
@@ -388,7 +423,8 @@ impl Link {
             serde_json::from_slice(&bytes).map_err(|e| CryptoError::Json { what: "reply", detail: e.to_string() })?;
         let key = sealed.reply.id.as_ref().and_then(|id| self.pending.remove(id));
         if let Some(attach) = &sealed.attach {
-            let key = key.ok_or_else(|| CryptoError::Pairing("an attach for no session request of this link".into()))?;
+            let key =
+                key.ok_or_else(|| CryptoError::Pairing("an attach for no session request of this link".into()))?;
             let nonce = b64url_array::<16>("attach_nonce", &attach.attach_nonce)?;
             let shared = key.agree(&self.bridge_x)?;
             let keys = session_keys(&shared, attach.session_id.as_str(), &key.public_bytes(), &nonce);

@@ -123,7 +123,8 @@ impl DeviceHome {
         let mut all = self.bridges()?;
         all.retain(|b| b.bridge_id != record.bridge_id);
         all.push(record);
-        let text = serde_json::to_vec_pretty(&all).map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let text = serde_json::to_vec_pretty(&all)
+            .map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
     }
 
@@ -141,7 +142,9 @@ impl DeviceHome {
                     self.dir.display()
                 ))),
                 1 => Ok(all.into_iter().next().ok_or_else(|| HomeError::NotPaired(String::new()))?),
-                _ => Err(HomeError::NotPaired("this device paired with several bridges; name one with --bridge".into())),
+                _ => {
+                    Err(HomeError::NotPaired("this device paired with several bridges; name one with --bridge".into()))
+                }
             },
         }
     }

@@ -182,8 +182,7 @@ pub async fn connect(url: &str) -> Result<(Endpoint, Stream), NetError> {
         let connector = tokio_rustls::TlsConnector::from(tls_config().map_err(io)?);
         Ok(Stream::Tls(Box::new(connector.connect(name, tcp).await.map_err(io)?)))
     };
-    let stream =
-        tokio::time::timeout(CONNECT_TIMEOUT, open).await.map_err(|_| NetError::Timeout(url.to_owned()))??;
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, open).await.map_err(|_| NetError::Timeout(url.to_owned()))??;
     Ok((endpoint, stream))
 }
 
@@ -209,7 +208,12 @@ pub struct HttpResponse {
 }
 
 /// Sends one HTTP/1.1 request (`Connection: close`) with a JSON body, when given.
-pub async fn request_json(method: &str, url: &str, body: Option<&[u8]>, timeout: Duration) -> Result<HttpResponse, NetError> {
+pub async fn request_json(
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<HttpResponse, NetError> {
     let http = |detail: String| NetError::Http { url: url.to_owned(), detail };
     let exchange = async {
         let (endpoint, mut stream) = connect(url).await?;
@@ -267,7 +271,8 @@ fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, &'static str> {
     loop {
         let end = data.windows(2).position(|w| w == b"\r\n").ok_or("malformed chunk")?;
         let size_text = std::str::from_utf8(&data[..end]).map_err(|_| "malformed chunk")?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).map_err(|_| "malformed chunk")?;
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| "malformed chunk")?;
         data = &data[end + 2..];
         if size == 0 {
             return Ok(out);
@@ -299,7 +304,9 @@ mod tests {
     fn responses_parse_with_length_or_chunks_and_garbage_is_an_error() {
         let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA").unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
-        let r = parse_response(b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n").unwrap();
+        let r =
+            parse_response(b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n")
+                .unwrap();
         assert_eq!(r.body, b"abc");
         assert!(parse_response(b"garbage").is_err());
         assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort").is_err());

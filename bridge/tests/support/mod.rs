@@ -77,6 +77,8 @@ pub fn echo_only_exe_dir() -> PathBuf {
     .to_path_buf()
 }
 
+pub mod remote;
+
 /// `target/<profile>/terminull-acp` (the generic ACP host), built on first use.
 pub fn terminull_acp() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();

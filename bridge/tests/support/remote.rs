@@ -1,0 +1,67 @@
+//! A bridge with one paired device, for the tests of the relay path: an in-process
+//! service with the echo adapter, its identity and device registry, and a device
+//! home that paired with it (through the pairing functions, no relay needed).
+
+use std::time::Duration;
+
+use terminull_bridge::devices::{self, DeviceRegistry};
+use terminull_bridge::home::{Config, Home};
+use terminull_bridge::link::LinkContext;
+use terminull_bridge::registry::ScanOptions;
+use terminull_bridge::relay_client;
+use terminull_bridge::service::Service;
+use terminull_bridge::session::SessionPolicy;
+use terminull_client::home::{DeviceHome, PairedBridgeRecord};
+use terminull_protocol::crypto::keys::Identity;
+use terminull_protocol::crypto::pairing::{self, PairingLink};
+
+/// A running bridge service and a device paired with it.
+pub struct Paired {
+    /// The bridge's home.
+    pub bridge_home: tempfile::TempDir,
+    /// The device's home.
+    pub device_dir: tempfile::TempDir,
+    /// The device.
+    pub device: DeviceHome,
+    /// The bridge as the device recorded it.
+    pub record: PairedBridgeRecord,
+    /// The bridge's dispatcher.
+    pub service: Service,
+    /// What the bridge's links share (identity, registry, refusals).
+    pub ctx: LinkContext,
+    /// The device's identity.
+    pub device_identity: Identity,
+}
+
+impl Paired {
+    /// The bridge's home.
+    pub fn home(&self) -> Home {
+        Home::at(self.bridge_home.path())
+    }
+}
+
+/// Starts a bridge (echo adapter only) and pairs one device with it.
+pub async fn paired_bridge() -> Paired {
+    let bridge_home = tempfile::tempdir().unwrap();
+    let home = Home::at(bridge_home.path());
+    let mut scan = ScanOptions::new(home.clone(), Config::default());
+    scan.exe_dir = Some(super::echo_only_exe_dir());
+    scan.handshake_timeout = Duration::from_secs(10);
+    let policy = SessionPolicy { handshake_timeout: Duration::from_secs(10), ..SessionPolicy::default() };
+    let service = Service::start(home.clone(), Config::default(), scan, policy).await.unwrap();
+    let identity = devices::bridge_identity(&home).unwrap();
+    let registry = DeviceRegistry::open(&home);
+    let (secret, expires_at) = devices::create_offer(&home, 60).unwrap();
+    let public = identity.public();
+    let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay: None, secret, expires_at };
+    let device_dir = tempfile::tempdir().unwrap();
+    let device = DeviceHome::at(device_dir.path());
+    let device_identity = device.identity().unwrap();
+    let (request, pending) = pairing::request(&link, &device_identity, "test-device").unwrap();
+    let response = devices::handle_pair_request(&home, &identity, &registry, &request).unwrap();
+    let paired = pending.finish(&response).unwrap();
+    let record = PairedBridgeRecord { bridge_id: paired.bridge_id, keys: paired.keys, relay: None, paired_at: 0 };
+    device.add_bridge(record.clone()).unwrap();
+    let ctx = relay_client::context(identity, registry, service.clone());
+    Paired { bridge_home, device_dir, device, record, service, ctx, device_identity }
+}
