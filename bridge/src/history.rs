@@ -588,7 +588,6 @@ fn parse_line(line: &[u8]) -> std::result::Result<Block, String> {
     }
 }
 
-/// The id under which later blocks replace earlier ones during compaction.
 /// Collects replayed blocks, keeping only the last block of each replaceable id.
 #[derive(Default)]
 struct Compactor {

@@ -180,6 +180,12 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                             }
                         };
                         write(&mut ws, &RelayFrame::PairResponse(answer)).await?;
+                        // Publish the new device at once, so it can connect right after pairing.
+                        let (devices, version) = ctx.devices.snapshot();
+                        if version != devices_version {
+                            devices_version = version;
+                            write(&mut ws, &RelayFrame::Devices(Devices { devices })).await?;
+                        }
                     }
                     RelayFrame::Error(e) => tracing::warn!("relay error {:?}: {}", e.code, e.message),
                     other => tracing::warn!("unexpected `{}` frame from the relay", other.frame_type()),

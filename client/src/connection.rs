@@ -202,7 +202,7 @@ impl Connection {
             match next_frame(&mut ws).await? {
                 RelayFrame::LinkAccept(a) => break a,
                 RelayFrame::RelayStatus(s) => {
-                    let _ = status_tx.send(s);
+                    status_tx.send_replace(s);
                 }
                 RelayFrame::Push(_) => early_pushes += 1,
                 RelayFrame::Error(e) => return Err(refused(e)),
@@ -389,7 +389,7 @@ impl Link {
             }
             RelayFrame::ReplayDone(d) => BridgeMessage::ReplayDone { session_id: d.session_id, last_seq: d.last_seq },
             RelayFrame::RelayStatus(s) => {
-                let _ = self.status.send(s);
+                self.status.send_replace(s);
                 return None;
             }
             RelayFrame::Push(_) => {

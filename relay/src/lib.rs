@@ -1,7 +1,26 @@
 //! The terminull relay: a WebSocket router between bridges and their paired devices,
 //! a pairing broker, a device registry and a push hold-queue. It holds no block
 //! history and cannot open what it routes (docs/relay.md, docs/encryption.md).
+//!
+//! Start one with [`Relay::start`] and a [`RelayConfig`]; operating it is described in
+//! docs/relay-operations.md.
 
 #![warn(missing_docs)]
 
+mod bridge_conn;
+mod client_conn;
+pub mod config;
+mod conn;
+pub mod error;
+mod http_api;
+mod hub;
+mod limits;
+pub mod server;
+mod store;
+mod tls;
+pub mod token;
 pub mod webpush;
+
+pub use config::{RelayConfig, TlsFiles};
+pub use error::{RelayError, StoreError};
+pub use server::{Relay, RunningRelay};

@@ -1,0 +1,159 @@
+//! `/v1/bridge`: a bridge proves its key by signing the relay's challenge in `register`,
+//! then sends sealed frames for its clients, pushes, device lists and pairing answers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::ws::WebSocket;
+use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_block};
+use terminull_protocol::crypto::keys::PublicIdentity;
+use terminull_protocol::crypto::{b64url, from_b64, random_bytes};
+use terminull_protocol::relay::{Challenge, PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
+use terminull_protocol::{BridgeId, SessionId};
+use tokio::time::Instant;
+
+use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
+use crate::hub::{ConnectionSlot, Hub, Refusal};
+use crate::limits::deadline_after;
+
+/// Serves one bridge connection until it ends.
+pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
+    let id = hub.next_conn_id();
+    let config = Arc::clone(&hub.config);
+    let limits = InboundLimits { frames_per_sec: config.bridge_frames_per_sec, burst: config.bridge_frames_burst };
+    let mut io = ConnIo::start(
+        socket,
+        id,
+        "bridge",
+        config.bridge_queue_frames,
+        limits,
+        Arc::clone(&config),
+        hub.shutdown.clone(),
+    );
+    tracing::debug!(conn = id, %peer, "bridge connection opened");
+
+    let nonce = random_bytes::<32>();
+    // A fresh queue has room for the first frame.
+    let _ = io.handle.send_frame(&RelayFrame::Challenge(Challenge { nonce: b64url(&nonce) }));
+    let deadline = deadline_after(Instant::now(), config.auth_timeout);
+    let frame = match io.next_frame(Some(deadline)).await {
+        Inbound::Frame(frame) => frame,
+        Inbound::Ended => return io.finish().await,
+    };
+    let (register, key) = match authenticate(*frame, &nonce) {
+        Ok(ok) => ok,
+        Err((code, message)) => {
+            tracing::info!(conn = id, %peer, %message, "bridge registration refused");
+            io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
+            return io.finish().await;
+        }
+    };
+    let bridge_id = register.bridge_id.clone();
+    if let Err((code, message)) = hub.register_bridge(&register, io.handle.clone()) {
+        tracing::info!(conn = id, %bridge_id, %message, "bridge registration refused");
+        io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
+        return io.finish().await;
+    }
+    drop(register);
+
+    loop {
+        match io.next_frame(None).await {
+            Inbound::Ended => break,
+            Inbound::Frame(frame) => {
+                if !handle_frame(&hub, &mut io, &bridge_id, &key, *frame) {
+                    break;
+                }
+            }
+        }
+    }
+    hub.bridge_gone(&bridge_id, id);
+    io.finish().await;
+}
+
+/// Checks `register`: its keys, that the id is derived from them, the protocol version,
+/// and the signature over the challenge.
+fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, PublicIdentity), Refusal> {
+    let bad = |m: String| (RelayErrorCode::BadFrame, m);
+    let RelayFrame::Register(register) = frame else {
+        return Err(bad(format!("expected `register` answering the challenge, got `{}`", frame.frame_type())));
+    };
+    if register.protocol_version != PROTOCOL_VERSION {
+        return Err(bad(format!(
+            "protocol_version {} is not supported; this relay speaks {PROTOCOL_VERSION}",
+            register.protocol_version
+        )));
+    }
+    let key = PublicIdentity::from_wire(&register.keys).map_err(|e| bad(format!("register.keys: {e}")))?;
+    if key.bridge_id() != register.bridge_id {
+        return Err(bad(format!("bridge_id `{}` is not the id of the keys presented", register.bridge_id)));
+    }
+    let signed = relay_auth_bytes("bridge", register.bridge_id.as_str(), register.bridge_id.as_str(), nonce);
+    from_b64("sig", &register.sig)
+        .and_then(|sig| key.verify(&signed, &sig, "the challenge"))
+        .map_err(|e| (RelayErrorCode::BadSignature, format!("register.sig: {e}")))?;
+    Ok((register, key))
+}
+
+/// Handles one frame from an authenticated bridge. Returns false when the connection
+/// is over.
+fn handle_frame(
+    hub: &Arc<Hub>,
+    io: &mut ConnIo,
+    bridge_id: &BridgeId,
+    key: &PublicIdentity,
+    frame: RelayFrame,
+) -> bool {
+    let missing_conn = |t: &str| format!("`{t}` needs the `conn` it is for");
+    match frame {
+        RelayFrame::Devices(devices) => match hub.replace_devices(bridge_id, devices.devices) {
+            Ok(()) => true,
+            Err((code, message)) => io.refuse(code, &message, None),
+        },
+        RelayFrame::Block(mut block) => {
+            if let Err(e) = verify_block(key, &block) {
+                tracing::warn!(%bridge_id, session_id = %block.session_id, reason = %e, "refusing a block whose signature does not verify");
+                return io.refuse(RelayErrorCode::BadSignature, &e.to_string(), Some(block.session_id));
+            }
+            let Some(conn) = block.conn.take() else {
+                return io.refuse(RelayErrorCode::BadFrame, &missing_conn("block"), Some(block.session_id));
+            };
+            block.sig = None;
+            let session_id: SessionId = block.session_id.clone();
+            hub.route_block(bridge_id, conn, RelayFrame::Block(block), &session_id);
+            true
+        }
+        RelayFrame::ReplayDone(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::ReplayDone(f)),
+        RelayFrame::Reply(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::Reply(f)),
+        RelayFrame::LinkAccept(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::LinkAccept(f)),
+        RelayFrame::PairResponse(f) => match hub.pair_response(bridge_id, f) {
+            Ok(()) => true,
+            Err((code, message)) => io.refuse(code, &message, None),
+        },
+        RelayFrame::Push(push) => match hub.bridge_push(bridge_id, push) {
+            Ok(()) => true,
+            Err((code, message)) => io.refuse(code, &message, None),
+        },
+        RelayFrame::CloseConn(c) => {
+            hub.close_conn(bridge_id, c.conn, &c.reason);
+            true
+        }
+        other => io.refuse(
+            RelayErrorCode::BadFrame,
+            &format!("`{}` is not a frame a bridge sends after registering", other.frame_type()),
+            None,
+        ),
+    }
+}
+
+/// Routes a frame that must name its `conn` (already taken out of it).
+fn route(hub: &Hub, io: &mut ConnIo, bridge_id: &BridgeId, conn: Option<ConnId>, frame: RelayFrame) -> bool {
+    match conn {
+        Some(conn) => {
+            hub.route_to_client(bridge_id, conn, &frame);
+            true
+        }
+        None => {
+            io.refuse(RelayErrorCode::BadFrame, &format!("`{}` needs the `conn` it is for", frame.frame_type()), None)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Everything the relay can be told: where to listen, where to keep its state, and every
+//! bound it enforces. Each field's default is stated in its doc comment and set by
+//! [`RelayConfig::new`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A PEM certificate chain and its private key: the relay terminates TLS itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM, leaf first.
+    pub cert_chain: PathBuf,
+    /// The private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
+}
+
+/// The relay's configuration. Build it with [`RelayConfig::new`] and change the fields
+/// that need to differ from the defaults.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// The address to bind; port 0 picks a free port (see `RunningRelay::addr`).
+    pub listen: SocketAddr,
+    /// The directory holding the relay's database (`relay.redb`); created if missing.
+    pub data_dir: PathBuf,
+    /// Terminate TLS with these files; `None` serves plain HTTP/WebSocket, meant to sit
+    /// behind a TLS-terminating proxy.
+    pub tls: Option<TlsFiles>,
+    /// The VAPID `sub` claim (a `mailto:` or `https:` URL where push services can reach
+    /// the operator). Default `mailto:relay-operator@terminull.invalid`.
+    pub vapid_subject: String,
+
+    /// The largest WebSocket message (and frame) accepted, in bytes. Default 1 MiB.
+    pub max_message_bytes: usize,
+    /// Frames queued toward one client connection before it is cut off as a slow
+    /// consumer. Default 1024.
+    pub client_queue_frames: usize,
+    /// Frames queued toward one bridge connection. Default 8192.
+    pub bridge_queue_frames: usize,
+    /// Frames per second a client connection may send (token bucket rate). Default 200.
+    pub client_frames_per_sec: u32,
+    /// The client token bucket's burst. Default 400.
+    pub client_frames_burst: u32,
+    /// Frames per second a bridge connection may send. Default 5000 (history replays
+    /// come in bursts).
+    pub bridge_frames_per_sec: u32,
+    /// The bridge token bucket's burst. Default 20 000.
+    pub bridge_frames_burst: u32,
+    /// Frames dropped by the rate limit over a connection's life before it is closed.
+    /// Default 1000.
+    pub max_rate_limited_frames: u32,
+    /// Malformed frames over a connection's life before it is closed. Default 32.
+    pub max_malformed_frames: u32,
+    /// How often the relay pings each WebSocket. Default 20 s.
+    pub ping_interval: Duration,
+    /// A connection that sends nothing (no frame, no pong) for this long is closed.
+    /// Default 60 s.
+    pub idle_timeout: Duration,
+    /// How long a new connection has to answer the challenge. Default 10 s.
+    pub auth_timeout: Duration,
+    /// How long the relay tries to deliver its last `error` and close frame, and waits
+    /// for the peer's close, when it ends a connection. Default 5 s.
+    pub close_timeout: Duration,
+    /// How long a TLS handshake may take. Default 10 s.
+    pub tls_handshake_timeout: Duration,
+    /// Live connections one device may hold to one bridge. Default 8.
+    pub max_connections_per_device: usize,
+    /// WebSocket connections in total (bridges, clients, and those still authenticating).
+    /// Default 20 000.
+    pub max_connections: usize,
+    /// Bridges the relay keeps registrations for. Default 100 000.
+    pub max_bridges: usize,
+    /// Devices in one bridge's registry. Default 256.
+    pub max_devices_per_bridge: usize,
+    /// Agents in one bridge's registration. Default 128.
+    pub max_agents_per_bridge: usize,
+    /// Resumable sessions remembered per bridge (the oldest is forgotten first). Default 512.
+    pub max_resumable_sessions: usize,
+
+    /// Lifetime of a resume token. Default 24 h.
+    pub resume_token_ttl: Duration,
+
+    /// The largest HTTP request body, in bytes. Default 16 KiB.
+    pub http_body_limit: usize,
+    /// How long a pairing request waits for the bridge's answer. Default 30 s.
+    pub pair_timeout: Duration,
+    /// Pairing requests per minute per client IP address. Default 10.
+    pub pair_requests_per_minute: u32,
+    /// Pairing requests waiting for an answer, per bridge. Default 16.
+    pub max_pending_pairings_per_bridge: usize,
+    /// Pairing requests waiting for an answer, in total. Default 1024.
+    pub max_pending_pairings: usize,
+    /// Client IP addresses the pairing rate limiter tracks at once. Default 65 536.
+    pub max_tracked_ips: usize,
+
+    /// Pushes held per device while it is offline (the oldest is dropped first). Default 64.
+    pub push_queue_per_device: usize,
+    /// How long a held push is kept. Default 24 h.
+    pub push_ttl: Duration,
+    /// The largest `push` frame, as JSON bytes. Default 3993 (what one Web Push record holds).
+    pub max_push_frame_bytes: usize,
+    /// Attempts per Web Push delivery (the first included). Default 4.
+    pub push_max_attempts: u32,
+    /// The first retry's delay; each later retry doubles it. Default 2 s.
+    pub push_retry_base: Duration,
+    /// The longest wait between retries, `Retry-After` included. Default 5 min.
+    pub push_retry_max: Duration,
+    /// Bound on one Web Push exchange (connect, TLS, request, response). Default 15 s.
+    pub push_timeout: Duration,
+    /// Web Push deliveries in flight at once; beyond it a push is only held. Default 256.
+    pub max_push_in_flight: usize,
+    /// Accept plain `http://` push endpoints. Default false: the relay would otherwise
+    /// `POST` wherever a client points it. For local test receivers only.
+    pub allow_insecure_push_endpoints: bool,
+    /// How far a push subscription's `ts` may be from the relay's clock. Default 300 s.
+    pub subscription_clock_skew: Duration,
+    /// Pending store writes before new ones are dropped (and logged). Default 65 536.
+    pub store_queue_ops: usize,
+}
+
+impl RelayConfig {
+    /// The defaults, listening on `listen` and keeping state in `data_dir`.
+    pub fn new(listen: SocketAddr, data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen,
+            data_dir: data_dir.into(),
+            tls: None,
+            vapid_subject: "mailto:relay-operator@terminull.invalid".to_owned(),
+            max_message_bytes: 1024 * 1024,
+            client_queue_frames: 1024,
+            bridge_queue_frames: 8192,
+            client_frames_per_sec: 200,
+            client_frames_burst: 400,
+            bridge_frames_per_sec: 5000,
+            bridge_frames_burst: 20_000,
+            max_rate_limited_frames: 1000,
+            max_malformed_frames: 32,
+            ping_interval: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(60),
+            auth_timeout: Duration::from_secs(10),
+            close_timeout: Duration::from_secs(5),
+            tls_handshake_timeout: Duration::from_secs(10),
+            max_connections_per_device: 8,
+            max_connections: 20_000,
+            max_bridges: 100_000,
+            max_devices_per_bridge: 256,
+            max_agents_per_bridge: 128,
+            max_resumable_sessions: 512,
+            resume_token_ttl: Duration::from_secs(24 * 60 * 60),
+            http_body_limit: 16 * 1024,
+            pair_timeout: Duration::from_secs(30),
+            pair_requests_per_minute: 10,
+            max_pending_pairings_per_bridge: 16,
+            max_pending_pairings: 1024,
+            max_tracked_ips: 65_536,
+            push_queue_per_device: 64,
+            push_ttl: Duration::from_secs(24 * 60 * 60),
+            max_push_frame_bytes: crate::webpush::MAX_PLAINTEXT_LEN,
+            push_max_attempts: 4,
+            push_retry_base: Duration::from_secs(2),
+            push_retry_max: Duration::from_secs(300),
+            push_timeout: Duration::from_secs(15),
+            max_push_in_flight: 256,
+            allow_insecure_push_endpoints: false,
+            subscription_clock_skew: Duration::from_secs(300),
+            store_queue_ops: 65_536,
+        }
+    }
+
+    /// Refuses settings the relay cannot run with (zero-sized queues, zero rates).
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let nonzero: [(&str, usize); 12] = [
+            ("max_message_bytes", self.max_message_bytes),
+            ("client_queue_frames", self.client_queue_frames),
+            ("bridge_queue_frames", self.bridge_queue_frames),
+            ("client_frames_per_sec", self.client_frames_per_sec as usize),
+            ("client_frames_burst", self.client_frames_burst as usize),
+            ("bridge_frames_per_sec", self.bridge_frames_per_sec as usize),
+            ("bridge_frames_burst", self.bridge_frames_burst as usize),
+            ("max_connections_per_device", self.max_connections_per_device),
+            ("max_connections", self.max_connections),
+            ("push_queue_per_device", self.push_queue_per_device),
+            ("store_queue_ops", self.store_queue_ops),
+            ("http_body_limit", self.http_body_limit),
+        ];
+        for (name, value) in nonzero {
+            if value == 0 {
+                return Err(format!("`{name}` must be greater than zero"));
+            }
+        }
+        if self.ping_interval.is_zero() {
+            return Err("`ping_interval` must be greater than zero".to_owned());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,473 @@
+//! What every WebSocket connection shares, bridge or client: a bounded outbound queue
+//! drained by a writer task, a kill switch that ends the connection with a final
+//! `error` frame and a close reason, pings, the idle timeout, the inbound rate limit,
+//! and the malformed-frame budget.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt as _, StreamExt as _};
+use terminull_protocol::SessionId;
+use terminull_protocol::relay::{RelayError as ErrorBody, RelayErrorCode, RelayFrame};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RelayConfig;
+use crate::limits::{TokenBucket, deadline_after};
+
+/// A connection's number, unique in this process (the `conn` of bridge-side frames).
+pub(crate) type ConnId = u64;
+
+/// WebSocket close codes the relay uses (RFC 6455 §7.4.1).
+pub(crate) mod close_code {
+    /// The connection did what it was for.
+    pub const NORMAL: u16 = 1000;
+    /// The relay is shutting down, or a newer connection replaced this one.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The peer broke a rule (authentication, rate, malformed frames).
+    pub const POLICY: u16 = 1008;
+    /// A message was larger than the relay accepts.
+    pub const TOO_BIG: u16 = 1009;
+    /// The relay is overloaded for this peer (slow consumer, too many connections).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+}
+
+/// How long a connection's last frames may take when the relay is shutting down.
+const SHUTDOWN_FAREWELL: Duration = Duration::from_millis(500);
+
+/// Longest `error.message` the relay builds from peer input.
+const MAX_DETAIL: usize = 240;
+/// A close reason fits in a control frame: 125 bytes less the 2-byte code.
+const MAX_CLOSE_REASON: usize = 123;
+
+/// How a connection is to end.
+#[derive(Debug, Clone)]
+pub(crate) struct Kill {
+    /// The `error` frame sent before closing, when there is one.
+    pub error: Option<ErrorBody>,
+    /// The WebSocket close code.
+    pub close_code: u16,
+    /// The close reason (truncated to fit a close frame).
+    pub reason: String,
+    /// Deliver what is already queued before the final frames (the peer broke a rule and
+    /// should see every answer it was sent); otherwise the queue is discarded (a slow
+    /// consumer, a revoked device, a shutdown).
+    pub flush_queue: bool,
+}
+
+impl Kill {
+    /// An `error` frame with `code` and `message`, then a close with `close_code` and the
+    /// same message as the reason.
+    pub(crate) fn with_error(code: RelayErrorCode, message: impl Into<String>, close_code: u16) -> Self {
+        let message = message.into();
+        Self {
+            error: Some(ErrorBody { code, message: message.clone(), session_id: None }),
+            close_code,
+            reason: message,
+            flush_queue: false,
+        }
+    }
+
+    /// A close without an `error` frame.
+    pub(crate) fn close(close_code: u16, reason: impl Into<String>) -> Self {
+        Self { error: None, close_code, reason: reason.into(), flush_queue: false }
+    }
+
+    /// Delivers what is already queued first.
+    pub(crate) fn after_queue(mut self) -> Self {
+        self.flush_queue = true;
+        self
+    }
+}
+
+/// Why a frame could not be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendError {
+    /// The queue is full: the peer reads too slowly.
+    Full,
+    /// The connection is ending.
+    Closed,
+}
+
+/// The sending side of a connection, held by the hub.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnHandle {
+    /// The connection's number.
+    pub id: ConnId,
+    tx: mpsc::Sender<String>,
+    kill: Arc<watch::Sender<Option<Kill>>>,
+}
+
+impl ConnHandle {
+    /// Queues `frame` without waiting.
+    pub(crate) fn send_frame(&self, frame: &RelayFrame) -> Result<(), SendError> {
+        self.send_text(frame_json(frame))
+    }
+
+    /// Queues an already serialized frame without waiting.
+    pub(crate) fn send_text(&self, text: String) -> Result<(), SendError> {
+        if self.is_killed() {
+            return Err(SendError::Closed);
+        }
+        self.tx.try_send(text).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SendError::Full,
+            mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+        })
+    }
+
+    /// Queues `frame`; when the queue is full the connection is cut off as a slow
+    /// consumer. Returns whether the frame was queued.
+    pub(crate) fn send_or_cut_off(&self, frame: &RelayFrame) -> bool {
+        self.send_text_or_cut_off(frame_json(frame))
+    }
+
+    /// [`Self::send_or_cut_off`] for an already serialized frame.
+    pub(crate) fn send_text_or_cut_off(&self, text: String) -> bool {
+        match self.send_text(text) {
+            Ok(()) => true,
+            Err(SendError::Full) => {
+                self.kill(Kill::with_error(
+                    RelayErrorCode::SlowConsumer,
+                    "the connection read too slowly and its queue overflowed; reconnect and resume",
+                    close_code::TRY_AGAIN_LATER,
+                ));
+                false
+            }
+            Err(SendError::Closed) => false,
+        }
+    }
+
+    /// Ends the connection (the first kill wins; later ones are ignored).
+    pub(crate) fn kill(&self, kill: Kill) {
+        self.kill.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(kill);
+            true
+        });
+    }
+
+    /// Whether the connection is ending.
+    pub(crate) fn is_killed(&self) -> bool {
+        self.kill.borrow().is_some()
+    }
+}
+
+/// The JSON text of a frame.
+pub(crate) fn frame_json(frame: &RelayFrame) -> String {
+    // Relay frames hold strings, numbers, booleans and maps with string keys: serializing
+    // cannot fail.
+    serde_json::to_string(frame).unwrap_or_default()
+}
+
+/// An `error` frame.
+pub(crate) fn error_frame(
+    code: RelayErrorCode,
+    message: impl Into<String>,
+    session_id: Option<SessionId>,
+) -> RelayFrame {
+    RelayFrame::Error(ErrorBody { code, message: message.into(), session_id })
+}
+
+/// `text`, cut to at most `max` bytes on a character boundary.
+pub(crate) fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// What the reader got.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A well-formed frame, within the rate limit.
+    Frame(Box<RelayFrame>),
+    /// The connection is over (closed by the peer, killed, timed out or failed).
+    Ended,
+}
+
+/// Per-role inbound limits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InboundLimits {
+    pub frames_per_sec: u32,
+    pub burst: u32,
+}
+
+/// The receiving side of a connection, owned by its task, plus its writer task.
+#[derive(Debug)]
+pub(crate) struct ConnIo {
+    /// For the hub.
+    pub handle: ConnHandle,
+    role: &'static str,
+    stream: SplitStream<WebSocket>,
+    kill_rx: watch::Receiver<Option<Kill>>,
+    writer: JoinHandle<()>,
+    bucket: TokenBucket,
+    malformed: u32,
+    rate_dropped: u32,
+    last_seen: Instant,
+    config: Arc<RelayConfig>,
+    stopping: CancellationToken,
+}
+
+impl ConnIo {
+    /// Splits `socket`, starts its writer with a queue of `queue_len` frames.
+    pub(crate) fn start(
+        socket: WebSocket,
+        id: ConnId,
+        role: &'static str,
+        queue_len: usize,
+        limits: InboundLimits,
+        config: Arc<RelayConfig>,
+        stopping: CancellationToken,
+    ) -> Self {
+        let (sink, stream) = socket.split();
+        let (tx, rx) = mpsc::channel(queue_len);
+        let (kill_tx, kill_rx) = watch::channel(None);
+        let writer = tokio::spawn(write_loop(sink, rx, kill_rx.clone(), Arc::clone(&config), stopping.clone()));
+        Self {
+            handle: ConnHandle { id, tx, kill: Arc::new(kill_tx) },
+            role,
+            stream,
+            kill_rx,
+            writer,
+            bucket: TokenBucket::new(f64::from(limits.frames_per_sec), f64::from(limits.burst)),
+            malformed: 0,
+            rate_dropped: 0,
+            last_seen: Instant::now(),
+            config,
+            stopping,
+        }
+    }
+
+    /// The next frame, or [`Inbound::Ended`]. `deadline` bounds the wait (used for the
+    /// challenge answer); the idle timeout always applies.
+    pub(crate) async fn next_frame(&mut self, deadline: Option<Instant>) -> Inbound {
+        loop {
+            if self.handle.is_killed() {
+                return Inbound::Ended;
+            }
+            let idle_deadline = deadline_after(self.last_seen, self.config.idle_timeout);
+            let wait_until = deadline.map_or(idle_deadline, |d| d.min(idle_deadline));
+            let next = tokio::select! {
+                biased;
+                _ = self.kill_rx.changed() => return Inbound::Ended,
+                next = tokio::time::timeout_at(wait_until, self.stream.next()) => next,
+            };
+            let message = match next {
+                Err(_elapsed) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        self.handle.kill(
+                            Kill::with_error(
+                                RelayErrorCode::BadFrame,
+                                format!(
+                                    "no answer to the challenge within {} s",
+                                    self.config.auth_timeout.as_secs_f32()
+                                ),
+                                close_code::POLICY,
+                            )
+                            .after_queue(),
+                        );
+                    } else {
+                        tracing::debug!(role = self.role, conn = self.handle.id, "closing an idle connection");
+                        self.handle.kill(Kill::close(
+                            close_code::NORMAL,
+                            format!("nothing received for {} s", self.config.idle_timeout.as_secs_f32()),
+                        ));
+                    }
+                    return Inbound::Ended;
+                }
+                Ok(None) => {
+                    self.handle.kill(Kill::close(close_code::NORMAL, ""));
+                    return Inbound::Ended;
+                }
+                Ok(Some(Err(error))) => {
+                    self.read_failed(&error);
+                    return Inbound::Ended;
+                }
+                Ok(Some(Ok(message))) => message,
+            };
+            self.last_seen = Instant::now();
+            match message {
+                Message::Text(text) => {
+                    if !self.bucket.try_take(std::time::Instant::now()) {
+                        if self.rate_limited() {
+                            continue;
+                        }
+                        return Inbound::Ended;
+                    }
+                    match serde_json::from_str::<RelayFrame>(text.as_str()) {
+                        Ok(frame) => return Inbound::Frame(Box::new(frame)),
+                        Err(e) => {
+                            let detail = format!("not a relay frame: {e}");
+                            if !self.malformed(truncate(&detail, MAX_DETAIL)) {
+                                return Inbound::Ended;
+                            }
+                        }
+                    }
+                }
+                Message::Binary(_) => {
+                    if !self.malformed("binary messages are not part of the relay protocol; send JSON text") {
+                        return Inbound::Ended;
+                    }
+                }
+                Message::Ping(_) | Message::Pong(_) => {}
+                Message::Close(_) => {
+                    self.handle.kill(Kill::close(close_code::NORMAL, ""));
+                    return Inbound::Ended;
+                }
+            }
+        }
+    }
+
+    /// Answers a refused frame with `error` and counts it against the malformed budget
+    /// when it is `bad_frame`. Returns false when the connection is now over.
+    pub(crate) fn refuse(&mut self, code: RelayErrorCode, message: &str, session_id: Option<SessionId>) -> bool {
+        if code == RelayErrorCode::BadFrame {
+            return self.malformed(message);
+        }
+        self.handle.send_or_cut_off(&error_frame(code, message, session_id))
+    }
+
+    /// Reports a malformed frame. Returns false when the budget is spent and the
+    /// connection is closing.
+    fn malformed(&mut self, message: &str) -> bool {
+        self.malformed += 1;
+        tracing::debug!(role = self.role, conn = self.handle.id, count = self.malformed, message, "malformed frame");
+        if self.malformed >= self.config.max_malformed_frames {
+            self.handle.kill(
+                Kill::with_error(
+                    RelayErrorCode::BadFrame,
+                    format!("{} malformed frames; closing (last: {message})", self.malformed),
+                    close_code::POLICY,
+                )
+                .after_queue(),
+            );
+            return false;
+        }
+        self.handle.send_or_cut_off(&error_frame(RelayErrorCode::BadFrame, message, None))
+    }
+
+    /// Reports a frame dropped by the rate limit. Returns false when the connection is
+    /// closing.
+    fn rate_limited(&mut self) -> bool {
+        self.rate_dropped += 1;
+        if self.rate_dropped >= self.config.max_rate_limited_frames {
+            tracing::info!(role = self.role, conn = self.handle.id, "closing a connection that keeps flooding");
+            self.handle.kill(
+                Kill::with_error(
+                    RelayErrorCode::RateLimited,
+                    format!("{} frames dropped for exceeding the rate limit; closing", self.rate_dropped),
+                    close_code::POLICY,
+                )
+                .after_queue(),
+            );
+            return false;
+        }
+        let message = format!("too many frames; this one was dropped ({} dropped so far)", self.rate_dropped);
+        self.handle.send_or_cut_off(&error_frame(RelayErrorCode::RateLimited, message, None))
+    }
+
+    fn read_failed(&mut self, error: &axum::Error) {
+        let text = error.to_string();
+        // tungstenite reports an oversized message or frame as a capacity error
+        // ("Space limit exceeded: Message too long: N > M").
+        if text.contains("Space limit exceeded") || text.contains("too long") || text.contains("too big") {
+            tracing::info!(role = self.role, conn = self.handle.id, error = %text, "closing a connection that sent an oversized message");
+            self.handle.kill(
+                Kill::with_error(
+                    RelayErrorCode::TooLarge,
+                    format!("message larger than {} bytes", self.config.max_message_bytes),
+                    close_code::TOO_BIG,
+                )
+                .after_queue(),
+            );
+        } else {
+            tracing::debug!(role = self.role, conn = self.handle.id, error = %text, "websocket read failed");
+            self.handle.kill(Kill::close(close_code::POLICY, truncate(&text, MAX_CLOSE_REASON)));
+        }
+    }
+
+    /// Ends the connection: kills it if nothing did yet, waits (bounded) for the peer's
+    /// close while discarding what it still sends, and for the writer to finish. When the
+    /// relay is shutting down it does not wait for the peer.
+    pub(crate) async fn finish(mut self) {
+        self.handle.kill(Kill::close(close_code::NORMAL, ""));
+        let deadline = deadline_after(Instant::now(), self.config.close_timeout);
+        // Reading on lets the final frames reach the peer without a TCP reset discarding
+        // them (unread input makes the kernel answer with a reset on close).
+        loop {
+            let next = tokio::select! {
+                next = tokio::time::timeout_at(deadline, self.stream.next()) => next,
+                _ = self.stopping.cancelled() => break,
+            };
+            match next {
+                Ok(Some(Ok(Message::Close(_)))) | Ok(Some(Err(_))) | Ok(None) | Err(_) => break,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+        let grace = self.config.close_timeout.saturating_add(Duration::from_secs(1));
+        if tokio::time::timeout(grace, &mut self.writer).await.is_err() {
+            self.writer.abort();
+        }
+    }
+}
+
+/// Drains the queue into the socket, pings on schedule, and on kill sends the final
+/// `error` frame and close frame (bounded by `close_timeout`).
+async fn write_loop(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut rx: mpsc::Receiver<String>,
+    mut kill_rx: watch::Receiver<Option<Kill>>,
+    config: Arc<RelayConfig>,
+    stopping: CancellationToken,
+) {
+    let ping_interval = config.ping_interval;
+    let mut ping = tokio::time::interval_at(deadline_after(Instant::now(), ping_interval), ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let message = tokio::select! {
+            biased;
+            _ = kill_rx.changed() => break,
+            text = rx.recv() => match text {
+                Some(text) => Message::Text(text.into()),
+                None => break,
+            },
+            _ = ping.tick() => Message::Ping(Default::default()),
+        };
+        // A peer that stops reading blocks this send; the kill switch still ends it.
+        tokio::select! {
+            biased;
+            _ = kill_rx.changed() => break,
+            sent = sink.send(message) => if sent.is_err() { return },
+        }
+    }
+    let kill = kill_rx.borrow().clone();
+    let Some(kill) = kill else { return };
+    let farewell = async {
+        if kill.flush_queue {
+            while let Ok(text) = rx.try_recv() {
+                sink.send(Message::Text(text.into())).await?;
+            }
+        }
+        if let Some(error) = kill.error {
+            sink.send(Message::Text(frame_json(&RelayFrame::Error(error)).into())).await?;
+        }
+        let reason = truncate(&kill.reason, MAX_CLOSE_REASON).to_owned();
+        sink.send(Message::Close(Some(CloseFrame { code: kill.close_code, reason: reason.into() }))).await?;
+        sink.close().await
+    };
+    // The peer may be gone or never read again: either way, stop after the bound.
+    let bound =
+        if stopping.is_cancelled() { config.close_timeout.min(SHUTDOWN_FAREWELL) } else { config.close_timeout };
+    let _ = tokio::time::timeout(bound, farewell).await;
+}

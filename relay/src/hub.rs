@@ -1,0 +1,1035 @@
+//! The hub: every bridge the relay knows, which are online, every authenticated client
+//! connection, pairing requests in flight, push subscriptions and the push hold-queue.
+//!
+//! All of it sits behind one mutex that is only ever held for short, non-async work:
+//! frames are handed to connections with `try_send`, so a slow peer can never stall the
+//! hub (a client whose queue is full is cut off as a slow consumer instead). Every
+//! change to durable state is also handed to the [`Store`] writer.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use terminull_protocol::crypto::keys::{PublicIdentity, PublicKeys};
+use terminull_protocol::crypto::pairing::{PairRequest, PairResponse};
+use terminull_protocol::relay::{
+    ConnClosed, DeviceRecord, PairRequestFrame, PairResponseFrame, Push, PushKind, Register, Registered,
+    RelayErrorCode, RelayFrame, RelayStatus,
+};
+use terminull_protocol::{BridgeId, DeviceId, SessionId};
+use tokio::sync::{Semaphore, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::RelayConfig;
+use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, frame_json};
+use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
+use crate::token::ResumeTokens;
+use crate::webpush::{PushError, PushOutcome, PushSender, Subscription, Urgency};
+
+/// A refusal: the `error` code and its message.
+pub(crate) type Refusal = (RelayErrorCode, String);
+
+/// The longest device name the relay stores.
+const MAX_DEVICE_NAME: usize = 256;
+
+/// Unix seconds now.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A bridge the relay knows.
+#[derive(Debug)]
+struct Bridge {
+    keys: PublicKeys,
+    agents: Vec<terminull_protocol::relay::AgentSummary>,
+    /// Oldest first, no duplicates.
+    resumable: Vec<SessionId>,
+    devices: Vec<DeviceRecord>,
+    /// Devices that may connect: present and not revoked.
+    active: HashMap<DeviceId, PublicIdentity>,
+    online: Option<ConnHandle>,
+    clients: HashSet<ConnId>,
+    subscriptions: HashMap<DeviceId, StoredSubscription>,
+    held: HashMap<DeviceId, VecDeque<(u64, QueuedPush)>>,
+}
+
+impl Bridge {
+    fn stored(&self) -> StoredBridge {
+        StoredBridge { keys: self.keys.clone(), agents: self.agents.clone(), resumable: self.resumable.clone() }
+    }
+
+    fn online(&self) -> Option<&ConnHandle> {
+        self.online.as_ref().filter(|h| !h.is_killed())
+    }
+}
+
+/// An authenticated client connection.
+#[derive(Debug)]
+struct Client {
+    bridge_id: BridgeId,
+    device_id: DeviceId,
+    handle: ConnHandle,
+    /// Sessions this connection holds a resume token for.
+    tokens_issued: HashSet<SessionId>,
+}
+
+/// How a pairing request ended.
+#[derive(Debug)]
+pub(crate) enum PairOutcome {
+    /// The bridge accepted.
+    Accepted(PairResponse),
+    /// The bridge refused, saying why.
+    Refused(String),
+    /// The bridge went offline (or the relay is stopping) before answering.
+    BridgeGone,
+}
+
+/// Why a pairing request could not be sent to the bridge.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PairStartError {
+    /// No such bridge was ever registered.
+    UnknownBridge,
+    /// The bridge is not connected.
+    Offline,
+    /// Too many requests are waiting for this bridge.
+    TooManyForBridge,
+    /// The relay is at its bound of pending requests, or the bridge's queue is full.
+    Busy,
+}
+
+#[derive(Debug)]
+struct PendingPairing {
+    bridge_id: BridgeId,
+    reply: oneshot::Sender<PairOutcome>,
+}
+
+/// Why a push subscription change was refused (HTTP API).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SubscriptionError {
+    /// No such bridge.
+    UnknownBridge,
+    /// The device is not paired with the bridge, or was revoked.
+    UnknownDevice,
+    /// A newer registration is stored.
+    Stale,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    bridges: HashMap<BridgeId, Bridge>,
+    clients: HashMap<ConnId, Client>,
+    pairings: HashMap<u64, PendingPairing>,
+    stopping: bool,
+}
+
+impl State {
+    /// Removes a client connection (killing it with `kill` when given) and tells its
+    /// bridge. Idempotent.
+    fn drop_client(&mut self, conn: ConnId, kill: Option<Kill>) {
+        let Some(client) = self.clients.remove(&conn) else { return };
+        if let Some(kill) = kill {
+            client.handle.kill(kill);
+        }
+        if let Some(bridge) = self.bridges.get_mut(&client.bridge_id) {
+            bridge.clients.remove(&conn);
+            if let Some(online) = bridge.online() {
+                send_to_bridge(online, &RelayFrame::ConnClosed(ConnClosed { conn }));
+            }
+        }
+    }
+
+    /// Ends every pairing request waiting for `bridge_id` with [`PairOutcome::BridgeGone`].
+    fn fail_pairings(&mut self, bridge_id: &BridgeId) {
+        let failed: Vec<u64> =
+            self.pairings.iter().filter(|(_, p)| &p.bridge_id == bridge_id).map(|(id, _)| *id).collect();
+        for id in failed {
+            if let Some(p) = self.pairings.remove(&id) {
+                // The HTTP handler may have timed out already.
+                let _ = p.reply.send(PairOutcome::BridgeGone);
+            }
+        }
+    }
+
+    /// Sends `text` to a client; a full queue cuts it off.
+    fn deliver(&mut self, conn: ConnId, text: String) -> bool {
+        let Some(client) = self.clients.get(&conn) else { return false };
+        if client.handle.send_text_or_cut_off(text) {
+            return true;
+        }
+        self.drop_client(conn, None);
+        false
+    }
+}
+
+/// Sends a relay-originated frame (`conn_closed`, `pair_request`, `registered`) to a
+/// bridge. A bridge whose queue is full has fallen hopelessly behind: it is cut off and
+/// reconciles when it registers again.
+fn send_to_bridge(handle: &ConnHandle, frame: &RelayFrame) -> bool {
+    match handle.send_frame(frame) {
+        Ok(()) => true,
+        Err(SendError::Full) => {
+            tracing::warn!(conn = handle.id, "bridge queue full; cutting the bridge off");
+            handle.kill(Kill::with_error(
+                RelayErrorCode::SlowConsumer,
+                "the bridge read too slowly and its queue overflowed; register again",
+                close_code::TRY_AGAIN_LATER,
+            ));
+            false
+        }
+        Err(SendError::Closed) => false,
+    }
+}
+
+/// The Web Push side: the sender (with the relay's VAPID key) and a bound on deliveries
+/// in flight.
+#[derive(Debug)]
+struct PushDispatch {
+    sender: PushSender,
+    in_flight: Arc<Semaphore>,
+}
+
+/// The shared state of a running relay.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    pub config: Arc<RelayConfig>,
+    state: Mutex<State>,
+    store: Store,
+    tokens: ResumeTokens,
+    push: PushDispatch,
+    next_conn: AtomicU64,
+    next_pairing: AtomicU64,
+    next_push_seq: AtomicU64,
+    connections: AtomicUsize,
+    /// Cancelled when the relay stops.
+    pub shutdown: CancellationToken,
+    /// Every task the relay spawns, so that stopping can wait for them.
+    pub tasks: TaskTracker,
+}
+
+/// Counts one WebSocket connection toward `max_connections` while alive.
+#[derive(Debug)]
+pub(crate) struct ConnectionSlot {
+    hub: Arc<Hub>,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.hub.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The `push` urgency for Web Push.
+fn urgency(kind: PushKind) -> Urgency {
+    match kind {
+        PushKind::PermissionNeeded => Urgency::High,
+        PushKind::TurnFinished | PushKind::Error => Urgency::Normal,
+    }
+}
+
+/// Checks a device list from a bridge: every key parses, every id matches its key, no
+/// duplicates, within the bound. Returns the devices that may connect.
+fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, String> {
+    if devices.len() > max {
+        return Err(format!("{} devices listed; this relay keeps at most {max} per bridge", devices.len()));
+    }
+    let mut seen = HashSet::new();
+    let mut active = HashMap::new();
+    for d in devices {
+        let key = PublicIdentity::from_wire(&d.keys).map_err(|e| format!("device `{}`: {e}", d.device_id))?;
+        if key.device_id() != d.device_id {
+            return Err(format!("device `{}`: the id does not match the device's key", d.device_id));
+        }
+        if d.name.len() > MAX_DEVICE_NAME {
+            return Err(format!("device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes", d.device_id));
+        }
+        if !seen.insert(d.device_id.clone()) {
+            return Err(format!("device `{}` is listed twice", d.device_id));
+        }
+        if !d.revoked {
+            active.insert(d.device_id.clone(), key);
+        }
+    }
+    Ok(active)
+}
+
+/// `ids` without duplicates, the last `max` kept (oldest first).
+fn bounded_sessions(ids: &[SessionId], max: usize) -> Vec<SessionId> {
+    let mut seen = HashSet::new();
+    let mut out: Vec<SessionId> = ids.iter().filter(|s| seen.insert((*s).clone())).cloned().collect();
+    if out.len() > max {
+        out.drain(..out.len() - max);
+    }
+    out
+}
+
+impl Hub {
+    /// The hub, loaded from `snapshot`.
+    pub(crate) fn new(config: Arc<RelayConfig>, store: Store, snapshot: Snapshot, sender: PushSender) -> Self {
+        let mut state = State::default();
+        let now = unix_now();
+        let ttl = config.push_ttl.as_secs();
+        for (id, stored) in snapshot.bridges {
+            if PublicIdentity::from_wire(&stored.keys).map(|k| k.bridge_id()) != Ok(id.clone()) {
+                tracing::error!(bridge_id = %id, "skipping a stored bridge whose keys do not match its id");
+                continue;
+            }
+            state.bridges.insert(
+                id,
+                Bridge {
+                    keys: stored.keys,
+                    agents: stored.agents,
+                    resumable: stored.resumable,
+                    devices: Vec::new(),
+                    active: HashMap::new(),
+                    online: None,
+                    clients: HashSet::new(),
+                    subscriptions: HashMap::new(),
+                    held: HashMap::new(),
+                },
+            );
+        }
+        for (id, devices) in snapshot.devices {
+            let Some(bridge) = state.bridges.get_mut(&id) else { continue };
+            match check_devices(&devices, usize::MAX) {
+                Ok(active) => {
+                    bridge.devices = devices;
+                    bridge.active = active;
+                }
+                Err(e) => tracing::error!(bridge_id = %id, error = %e, "skipping a stored device registry"),
+            }
+        }
+        for (bridge_id, device_id, sub) in snapshot.subscriptions {
+            if let Some(bridge) = state.bridges.get_mut(&bridge_id) {
+                bridge.subscriptions.insert(device_id, sub);
+            }
+        }
+        let mut max_seq = 0;
+        let mut queue = snapshot.queue;
+        queue.sort_by_key(|(_, _, seq, _)| *seq);
+        for (bridge_id, device_id, seq, entry) in queue {
+            max_seq = max_seq.max(seq);
+            let expired = entry.queued_at.saturating_add(ttl) <= now;
+            match state.bridges.get_mut(&bridge_id) {
+                Some(bridge) if !expired => {
+                    bridge.held.entry(device_id).or_default().push_back((seq, entry));
+                }
+                _ => store.submit(StoreOp::DeleteQueued(bridge_id, device_id, seq)),
+            }
+        }
+        let tokens = ResumeTokens::new(snapshot.jwt_key, config.resume_token_ttl);
+        let push = PushDispatch { sender, in_flight: Arc::new(Semaphore::new(config.max_push_in_flight)) };
+        Self {
+            config,
+            state: Mutex::new(state),
+            store,
+            tokens,
+            push,
+            next_conn: AtomicU64::new(1),
+            next_pairing: AtomicU64::new(1),
+            next_push_seq: AtomicU64::new(max_seq + 1),
+            connections: AtomicUsize::new(0),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves maps that are still individually valid;
+        // serving on beats taking every bridge offline.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A fresh connection number.
+    pub(crate) fn next_conn_id(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Reserves a connection slot, or `None` at `max_connections`.
+    pub(crate) fn try_connection_slot(self: &Arc<Self>) -> Option<ConnectionSlot> {
+        let max = self.config.max_connections;
+        self.connections
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| ConnectionSlot { hub: Arc::clone(self) })
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The VAPID public key, base64url.
+    pub(crate) fn vapid_public_key(&self) -> String {
+        self.push.sender.vapid_public_key()
+    }
+
+    // ----- bridges -----
+
+    /// Records a registration whose signature the caller has checked, makes `handle`
+    /// the bridge's connection (closing an older one), answers `registered` and tells
+    /// the bridge's clients.
+    pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle) -> Result<(), Refusal> {
+        let bad = |m: String| (RelayErrorCode::BadFrame, m);
+        let active = check_devices(&reg.devices, self.config.max_devices_per_bridge).map_err(bad)?;
+        if reg.agents.len() > self.config.max_agents_per_bridge {
+            return Err(bad(format!(
+                "{} agents listed; this relay keeps at most {}",
+                reg.agents.len(),
+                self.config.max_agents_per_bridge
+            )));
+        }
+        if reg.resumable_session_ids.len() > self.config.max_resumable_sessions {
+            tracing::warn!(
+                bridge_id = %reg.bridge_id,
+                listed = reg.resumable_session_ids.len(),
+                kept = self.config.max_resumable_sessions,
+                "register lists more resumable sessions than the relay keeps; keeping the last ones"
+            );
+        }
+        let resumable = bounded_sessions(&reg.resumable_session_ids, self.config.max_resumable_sessions);
+
+        let mut state = self.lock();
+        if state.stopping {
+            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+        }
+        if !state.bridges.contains_key(&reg.bridge_id) && state.bridges.len() >= self.config.max_bridges {
+            return Err((
+                RelayErrorCode::TooManyConnections,
+                format!("this relay serves at most {} bridges", self.config.max_bridges),
+            ));
+        }
+        let bridge = state.bridges.entry(reg.bridge_id.clone()).or_insert_with(|| Bridge {
+            keys: reg.keys.clone(),
+            agents: Vec::new(),
+            resumable: Vec::new(),
+            devices: Vec::new(),
+            active: HashMap::new(),
+            online: None,
+            clients: HashSet::new(),
+            subscriptions: HashMap::new(),
+            held: HashMap::new(),
+        });
+        bridge.keys = reg.keys.clone();
+        bridge.agents = reg.agents.clone();
+        bridge.resumable = resumable;
+        let replaced = bridge.online.replace(handle.clone());
+        self.store.submit(StoreOp::PutBridge(reg.bridge_id.clone(), bridge.stored()));
+        if let Some(old) = replaced {
+            old.kill(Kill::close(close_code::GOING_AWAY, "replaced by a newer connection of this bridge"));
+            // The new connection never saw the old one's pairing requests.
+            state.fail_pairings(&reg.bridge_id);
+        }
+        send_to_bridge(&handle, &RelayFrame::Registered(Registered { bridge_id: reg.bridge_id.clone() }));
+        self.apply_devices(&mut state, &reg.bridge_id, reg.devices.clone(), active);
+        self.broadcast_status(&mut state, &reg.bridge_id);
+        tracing::info!(bridge_id = %reg.bridge_id, conn = handle.id, "bridge registered");
+        Ok(())
+    }
+
+    /// The bridge's `devices` frame: replaces its registry.
+    pub(crate) fn replace_devices(&self, bridge_id: &BridgeId, devices: Vec<DeviceRecord>) -> Result<(), Refusal> {
+        let active =
+            check_devices(&devices, self.config.max_devices_per_bridge).map_err(|m| (RelayErrorCode::BadFrame, m))?;
+        let mut state = self.lock();
+        self.apply_devices(&mut state, bridge_id, devices, active);
+        Ok(())
+    }
+
+    /// Stores a device list and cuts off every connection, subscription and held push of
+    /// a device no longer active.
+    fn apply_devices(
+        &self,
+        state: &mut State,
+        bridge_id: &BridgeId,
+        devices: Vec<DeviceRecord>,
+        active: HashMap<DeviceId, PublicIdentity>,
+    ) {
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        bridge.devices = devices;
+        bridge.active = active;
+        self.store.submit(StoreOp::PutDevices(bridge_id.clone(), bridge.devices.clone()));
+        let gone_subs: Vec<DeviceId> =
+            bridge.subscriptions.keys().filter(|d| !bridge.active.contains_key(*d)).cloned().collect();
+        for device in gone_subs {
+            bridge.subscriptions.remove(&device);
+            self.store.submit(StoreOp::DeleteSubscription(bridge_id.clone(), device));
+        }
+        let gone_held: Vec<DeviceId> =
+            bridge.held.keys().filter(|d| !bridge.active.contains_key(*d)).cloned().collect();
+        for device in gone_held {
+            for (seq, _) in bridge.held.remove(&device).unwrap_or_default() {
+                self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), device.clone(), seq));
+            }
+        }
+        let active = &bridge.active;
+        let revoked: Vec<ConnId> = bridge
+            .clients
+            .iter()
+            .filter(|c| state.clients.get(*c).is_some_and(|client| !active.contains_key(&client.device_id)))
+            .copied()
+            .collect();
+        for conn in revoked {
+            tracing::info!(%bridge_id, conn, "cutting off a connection of a revoked device");
+            state.drop_client(
+                conn,
+                Some(Kill::with_error(
+                    RelayErrorCode::UnknownDevice,
+                    "this device is no longer paired with the bridge",
+                    close_code::POLICY,
+                )),
+            );
+        }
+    }
+
+    /// Sends every client of `bridge_id` a fresh `relay_status`.
+    fn broadcast_status(&self, state: &mut State, bridge_id: &BridgeId) {
+        let Some(bridge) = state.bridges.get(bridge_id) else { return };
+        let conns: Vec<ConnId> = bridge.clients.iter().copied().collect();
+        let now = unix_now();
+        let mut cut_off = Vec::new();
+        // Every connection of a device gets the same tokens: sign them once per device.
+        let mut per_device: HashMap<DeviceId, String> = HashMap::new();
+        for conn in conns {
+            let Some(client) = state.clients.get_mut(&conn) else { continue };
+            let text = per_device
+                .entry(client.device_id.clone())
+                .or_insert_with(|| {
+                    frame_json(&RelayFrame::RelayStatus(self.status(bridge, bridge_id, &client.device_id, now)))
+                })
+                .clone();
+            client.tokens_issued = bridge.resumable.iter().cloned().collect();
+            if !client.handle.send_text_or_cut_off(text) {
+                cut_off.push(conn);
+            }
+        }
+        for conn in cut_off {
+            state.drop_client(conn, None);
+        }
+    }
+
+    /// The `relay_status` for `device_id`.
+    fn status(&self, bridge: &Bridge, bridge_id: &BridgeId, device_id: &DeviceId, now: u64) -> RelayStatus {
+        let online = bridge.online().is_some();
+        RelayStatus {
+            bridge_online: online,
+            agents: if online { bridge.agents.clone() } else { Vec::new() },
+            resume_tokens: bridge
+                .resumable
+                .iter()
+                .map(|s| (s.clone(), self.tokens.issue(bridge_id.as_str(), device_id.as_str(), s.as_str(), now)))
+                .collect(),
+        }
+    }
+
+    /// The bridge connection `conn` ended.
+    pub(crate) fn bridge_gone(&self, bridge_id: &BridgeId, conn: ConnId) {
+        let mut state = self.lock();
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        if bridge.online.as_ref().map(|h| h.id) != Some(conn) {
+            return; // an older connection, already replaced
+        }
+        bridge.online = None;
+        tracing::info!(%bridge_id, conn, "bridge disconnected");
+        state.fail_pairings(bridge_id);
+        self.broadcast_status(&mut state, bridge_id);
+    }
+
+    /// A `block` from `bridge_id` whose signature the caller has checked, for `conn`
+    /// (`sig` and `conn` already stripped). The first block of a session a connection
+    /// receives makes the session resumable and gives the connection its token first.
+    pub(crate) fn route_block(&self, bridge_id: &BridgeId, conn: ConnId, block: RelayFrame, session_id: &SessionId) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(client) = state.clients.get_mut(&conn).filter(|c| &c.bridge_id == bridge_id) else {
+            tracing::debug!(%bridge_id, conn, "dropping a block for a connection that is not this bridge's");
+            return;
+        };
+        if !client.tokens_issued.contains(session_id) {
+            let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+            if !bridge.resumable.contains(session_id) {
+                bridge.resumable.push(session_id.clone());
+                if bridge.resumable.len() > self.config.max_resumable_sessions {
+                    bridge.resumable.remove(0);
+                }
+                self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+            }
+            client.tokens_issued.insert(session_id.clone());
+            let status = self.status(bridge, bridge_id, &client.device_id, unix_now());
+            if !state.deliver(conn, frame_json(&RelayFrame::RelayStatus(status))) {
+                return;
+            }
+        }
+        state.deliver(conn, frame_json(&block));
+    }
+
+    /// A frame from `bridge_id` for its client `conn` (`conn` already stripped).
+    pub(crate) fn route_to_client(&self, bridge_id: &BridgeId, conn: ConnId, frame: &RelayFrame) {
+        let mut state = self.lock();
+        if state.clients.get(&conn).is_none_or(|c| &c.bridge_id != bridge_id) {
+            tracing::debug!(%bridge_id, conn, frame = frame.frame_type(), "dropping a frame for a connection that is not this bridge's");
+            return;
+        }
+        state.deliver(conn, frame_json(frame));
+    }
+
+    /// The bridge's `close_conn`.
+    pub(crate) fn close_conn(&self, bridge_id: &BridgeId, conn: ConnId, reason: &str) {
+        let mut state = self.lock();
+        if state.clients.get(&conn).is_none_or(|c| &c.bridge_id != bridge_id) {
+            tracing::debug!(%bridge_id, conn, "close_conn for a connection that is not this bridge's");
+            return;
+        }
+        let reason = crate::conn::truncate(reason, 1024).to_owned();
+        state.drop_client(conn, Some(Kill::with_error(RelayErrorCode::UnknownDevice, reason, close_code::POLICY)));
+    }
+
+    /// The bridge's `pair_response`.
+    pub(crate) fn pair_response(&self, bridge_id: &BridgeId, frame: PairResponseFrame) -> Result<(), Refusal> {
+        let outcome = match (frame.response, frame.error) {
+            (Some(response), None) => PairOutcome::Accepted(response),
+            (None, Some(error)) => PairOutcome::Refused(crate::conn::truncate(&error, 1024).to_owned()),
+            _ => {
+                return Err((
+                    RelayErrorCode::BadFrame,
+                    "pair_response needs exactly one of `response` and `error`".to_owned(),
+                ));
+            }
+        };
+        let mut state = self.lock();
+        match state.pairings.get(&frame.request_id) {
+            Some(p) if &p.bridge_id == bridge_id => {
+                if let Some(p) = state.pairings.remove(&frame.request_id) {
+                    // The HTTP handler may have timed out already.
+                    let _ = p.reply.send(outcome);
+                }
+            }
+            _ => tracing::debug!(%bridge_id, request_id = frame.request_id, "pair_response for no waiting request"),
+        }
+        Ok(())
+    }
+
+    /// The bridge's `push` for one of its devices.
+    pub(crate) fn bridge_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push) -> Result<(), Refusal> {
+        let text = frame_json(&RelayFrame::Push(push.clone()));
+        if text.len() > self.config.max_push_frame_bytes {
+            return Err((
+                RelayErrorCode::TooLarge,
+                format!(
+                    "push frame is {} bytes; at most {} are accepted",
+                    text.len(),
+                    self.config.max_push_frame_bytes
+                ),
+            ));
+        }
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
+        if !bridge.active.contains_key(&push.device_id) {
+            return Err((
+                RelayErrorCode::UnknownDevice,
+                format!("device `{}` is not paired with this bridge", push.device_id),
+            ));
+        }
+        let live: Vec<ConnId> = bridge
+            .clients
+            .iter()
+            .filter(|c| state.clients.get(*c).is_some_and(|client| client.device_id == push.device_id))
+            .copied()
+            .collect();
+        let mut delivered = false;
+        for conn in live {
+            delivered |= state.deliver(conn, text.clone());
+        }
+        if delivered {
+            return Ok(());
+        }
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
+        let seq = self.next_push_seq.fetch_add(1, Ordering::Relaxed);
+        let entry = QueuedPush { push: push.clone(), queued_at: unix_now() };
+        let held = bridge.held.entry(push.device_id.clone()).or_default();
+        held.push_back((seq, entry.clone()));
+        self.store.submit(StoreOp::PutQueued(bridge_id.clone(), push.device_id.clone(), seq, entry));
+        while held.len() > self.config.push_queue_per_device {
+            if let Some((old, _)) = held.pop_front() {
+                self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), push.device_id.clone(), old));
+            }
+        }
+        tracing::debug!(%bridge_id, device_id = %push.device_id, seq, "push held for an offline device");
+        if let Some(sub) = bridge.subscriptions.get(&push.device_id).cloned() {
+            self.spawn_web_push(bridge_id.clone(), push.device_id.clone(), sub.subscription, text, urgency(push.kind));
+        }
+        Ok(())
+    }
+
+    fn spawn_web_push(
+        self: &Arc<Self>,
+        bridge_id: BridgeId,
+        device_id: DeviceId,
+        subscription: Subscription,
+        payload: String,
+        urgency: Urgency,
+    ) {
+        let Ok(permit) = Arc::clone(&self.push.in_flight).try_acquire_owned() else {
+            tracing::warn!(%bridge_id, %device_id, "too many Web Push deliveries in flight; the push is only held");
+            return;
+        };
+        let hub = Arc::clone(self);
+        self.tasks.spawn(async move {
+            let _permit = permit;
+            hub.deliver_web_push(&bridge_id, &device_id, &subscription, payload.as_bytes(), urgency).await;
+        });
+    }
+
+    /// Sends one push through the push service, retrying retryable failures with backoff.
+    async fn deliver_web_push(
+        &self,
+        bridge_id: &BridgeId,
+        device_id: &DeviceId,
+        subscription: &Subscription,
+        payload: &[u8],
+        urgency: Urgency,
+    ) {
+        let ttl = u32::try_from(self.config.push_ttl.as_secs()).unwrap_or(u32::MAX);
+        let mut backoff = self.config.push_retry_base;
+        let attempts = self.config.push_max_attempts.max(1);
+        for attempt in 1..=attempts {
+            let sent = tokio::select! {
+                sent = self.push.sender.send(subscription, payload, ttl, urgency) => sent,
+                _ = self.shutdown.cancelled() => return,
+            };
+            let wait = match sent {
+                Ok(PushOutcome::Delivered { status }) => {
+                    tracing::debug!(%bridge_id, %device_id, status, attempt, "web push delivered");
+                    return;
+                }
+                Ok(PushOutcome::Gone { status }) => {
+                    tracing::info!(%bridge_id, %device_id, status, "push subscription is gone; deleting it");
+                    self.forget_subscription(bridge_id, device_id, &subscription.endpoint);
+                    return;
+                }
+                Ok(PushOutcome::Retryable { status, retry_after }) => {
+                    tracing::info!(%bridge_id, %device_id, status, attempt, "push service asks to retry");
+                    retry_after.unwrap_or(backoff)
+                }
+                Err(error) if retryable(&error) => {
+                    tracing::info!(%bridge_id, %device_id, %error, attempt, "web push failed; will retry");
+                    backoff
+                }
+                Err(error) => {
+                    tracing::warn!(%bridge_id, %device_id, %error, "web push refused; not retrying");
+                    return;
+                }
+            };
+            if attempt == attempts {
+                tracing::warn!(%bridge_id, %device_id, attempts, "web push not delivered; giving up (the push stays held)");
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait.min(self.config.push_retry_max)) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+            backoff = backoff.saturating_mul(2).min(self.config.push_retry_max);
+        }
+    }
+
+    /// Deletes a subscription the push service reported gone, unless it was replaced since.
+    fn forget_subscription(&self, bridge_id: &BridgeId, device_id: &DeviceId, endpoint: &str) {
+        let mut state = self.lock();
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        if bridge.subscriptions.get(device_id).is_some_and(|s| s.subscription.endpoint == endpoint) {
+            bridge.subscriptions.remove(device_id);
+            self.store.submit(StoreOp::DeleteSubscription(bridge_id.clone(), device_id.clone()));
+        }
+    }
+
+    /// Drops held pushes older than the TTL.
+    pub(crate) fn expire_held_pushes(&self) {
+        let cutoff = unix_now().saturating_sub(self.config.push_ttl.as_secs());
+        let mut state = self.lock();
+        for (bridge_id, bridge) in &mut state.bridges {
+            for (device_id, held) in &mut bridge.held {
+                while held.front().is_some_and(|(_, e)| e.queued_at <= cutoff) {
+                    if let Some((seq, _)) = held.pop_front() {
+                        self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), device_id.clone(), seq));
+                    }
+                }
+            }
+            bridge.held.retain(|_, held| !held.is_empty());
+        }
+    }
+
+    // ----- clients -----
+
+    /// The key of a device allowed to connect to `bridge_id`.
+    pub(crate) fn device_key(&self, bridge_id: &BridgeId, device_id: &DeviceId) -> Result<PublicIdentity, Refusal> {
+        let state = self.lock();
+        let Some(bridge) = state.bridges.get(bridge_id) else {
+            return Err((
+                RelayErrorCode::UnknownDevice,
+                format!("bridge `{bridge_id}` is not registered at this relay"),
+            ));
+        };
+        bridge.active.get(device_id).copied().ok_or_else(|| {
+            (RelayErrorCode::UnknownDevice, format!("device `{device_id}` is not paired with bridge `{bridge_id}`"))
+        })
+    }
+
+    /// Admits an authenticated client connection: sends its `relay_status`, then the
+    /// pushes held for its device.
+    pub(crate) fn attach_client(
+        &self,
+        bridge_id: &BridgeId,
+        device_id: &DeviceId,
+        handle: ConnHandle,
+    ) -> Result<(), Refusal> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if state.stopping {
+            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+        }
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else {
+            return Err((
+                RelayErrorCode::UnknownDevice,
+                format!("bridge `{bridge_id}` is not registered at this relay"),
+            ));
+        };
+        if !bridge.active.contains_key(device_id) {
+            return Err((
+                RelayErrorCode::UnknownDevice,
+                format!("device `{device_id}` is not paired with bridge `{bridge_id}`"),
+            ));
+        }
+        let live = bridge.clients.iter().filter(|c| state.clients.get(*c).is_some_and(|cl| &cl.device_id == device_id));
+        if live.count() >= self.config.max_connections_per_device {
+            return Err((
+                RelayErrorCode::TooManyConnections,
+                format!(
+                    "device `{device_id}` already holds {} connections to this bridge",
+                    self.config.max_connections_per_device
+                ),
+            ));
+        }
+        let now = unix_now();
+        let status = self.status(bridge, bridge_id, device_id, now);
+        let conn = handle.id;
+        bridge.clients.insert(conn);
+        state.clients.insert(
+            conn,
+            Client {
+                bridge_id: bridge_id.clone(),
+                device_id: device_id.clone(),
+                handle,
+                tokens_issued: bridge.resumable.iter().cloned().collect(),
+            },
+        );
+        tracing::debug!(%bridge_id, %device_id, conn, "client authenticated");
+        if !state.deliver(conn, frame_json(&RelayFrame::RelayStatus(status))) {
+            return Ok(());
+        }
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
+        let Some(mut held) = bridge.held.remove(device_id) else { return Ok(()) };
+        let cutoff = now.saturating_sub(self.config.push_ttl.as_secs());
+        while let Some((seq, entry)) = held.pop_front() {
+            if entry.queued_at > cutoff && !state.deliver(conn, frame_json(&RelayFrame::Push(entry.push.clone()))) {
+                // The connection was cut off: keep this push and the rest for next time.
+                held.push_front((seq, entry));
+                if let Some(bridge) = state.bridges.get_mut(bridge_id) {
+                    bridge.held.insert(device_id.clone(), held);
+                }
+                return Ok(());
+            }
+            self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), device_id.clone(), seq));
+        }
+        Ok(())
+    }
+
+    /// The client connection `conn` ended.
+    pub(crate) fn client_gone(&self, conn: ConnId) {
+        self.lock().drop_client(conn, None);
+    }
+
+    /// Forwards a client's frame (with `conn` set) to its bridge.
+    pub(crate) fn forward_to_bridge(&self, bridge_id: &BridgeId, frame: &RelayFrame) -> Result<(), Refusal> {
+        let state = self.lock();
+        let online = state.bridges.get(bridge_id).and_then(Bridge::online);
+        let Some(online) = online else {
+            return Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned()));
+        };
+        match online.send_frame(frame) {
+            Ok(()) => Ok(()),
+            Err(SendError::Full) => Err((
+                RelayErrorCode::RateLimited,
+                "the bridge is not keeping up; the frame was dropped, retry later".to_owned(),
+            )),
+            Err(SendError::Closed) => Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned())),
+        }
+    }
+
+    /// Checks a resume token.
+    pub(crate) fn check_token(
+        &self,
+        token: &str,
+        bridge_id: &BridgeId,
+        device_id: &DeviceId,
+        session_id: &SessionId,
+    ) -> Result<(), crate::token::TokenError> {
+        self.tokens.verify(token, bridge_id.as_str(), device_id.as_str(), session_id.as_str(), unix_now())
+    }
+
+    // ----- HTTP API -----
+
+    /// The device registry of `bridge_id`, when the bridge is known.
+    pub(crate) fn devices(&self, bridge_id: &BridgeId) -> Option<Vec<DeviceRecord>> {
+        self.lock().bridges.get(bridge_id).map(|b| b.devices.clone())
+    }
+
+    /// Sends a pairing request to the bridge; the receiver yields its outcome.
+    pub(crate) fn start_pairing(
+        &self,
+        bridge_id: &BridgeId,
+        request: PairRequest,
+    ) -> Result<(u64, oneshot::Receiver<PairOutcome>), PairStartError> {
+        let mut state = self.lock();
+        let Some(bridge) = state.bridges.get(bridge_id) else { return Err(PairStartError::UnknownBridge) };
+        let Some(online) = bridge.online().cloned() else { return Err(PairStartError::Offline) };
+        if state.pairings.len() >= self.config.max_pending_pairings {
+            return Err(PairStartError::Busy);
+        }
+        let for_bridge = state.pairings.values().filter(|p| &p.bridge_id == bridge_id).count();
+        if for_bridge >= self.config.max_pending_pairings_per_bridge {
+            return Err(PairStartError::TooManyForBridge);
+        }
+        let request_id = self.next_pairing.fetch_add(1, Ordering::Relaxed);
+        match online.send_frame(&RelayFrame::PairRequest(PairRequestFrame { request_id, request })) {
+            Ok(()) => {}
+            Err(SendError::Full) => return Err(PairStartError::Busy),
+            Err(SendError::Closed) => return Err(PairStartError::Offline),
+        }
+        let (reply, outcome) = oneshot::channel();
+        state.pairings.insert(request_id, PendingPairing { bridge_id: bridge_id.clone(), reply });
+        Ok((request_id, outcome))
+    }
+
+    /// Forgets a pairing request whose HTTP caller stopped waiting.
+    pub(crate) fn cancel_pairing(&self, request_id: u64) {
+        self.lock().pairings.remove(&request_id);
+    }
+
+    /// The key of an active device, for the push subscription API.
+    pub(crate) fn subscription_device_key(
+        &self,
+        bridge_id: &BridgeId,
+        device_id: &DeviceId,
+    ) -> Result<PublicIdentity, SubscriptionError> {
+        let state = self.lock();
+        let bridge = state.bridges.get(bridge_id).ok_or(SubscriptionError::UnknownBridge)?;
+        bridge.active.get(device_id).copied().ok_or(SubscriptionError::UnknownDevice)
+    }
+
+    /// Stores (`Some`) or deletes (`None`) a device's push subscription, refusing a
+    /// request older than the stored registration. Resolves once it is on disk.
+    pub(crate) async fn set_subscription(
+        &self,
+        bridge_id: &BridgeId,
+        device_id: &DeviceId,
+        subscription: Option<Subscription>,
+        ts: u64,
+    ) -> Result<(), SubscriptionError> {
+        {
+            let mut state = self.lock();
+            let bridge = state.bridges.get_mut(bridge_id).ok_or(SubscriptionError::UnknownBridge)?;
+            if !bridge.active.contains_key(device_id) {
+                return Err(SubscriptionError::UnknownDevice);
+            }
+            if bridge.subscriptions.get(device_id).is_some_and(|s| s.ts > ts) {
+                return Err(SubscriptionError::Stale);
+            }
+            match subscription {
+                Some(subscription) => {
+                    let stored = StoredSubscription { subscription, ts };
+                    bridge.subscriptions.insert(device_id.clone(), stored.clone());
+                    self.store.submit(StoreOp::PutSubscription(bridge_id.clone(), device_id.clone(), stored));
+                }
+                None => {
+                    bridge.subscriptions.remove(device_id);
+                    self.store.submit(StoreOp::DeleteSubscription(bridge_id.clone(), device_id.clone()));
+                }
+            }
+        }
+        if let Err(e) = self.store.flush().await {
+            tracing::error!(error = %e, "persisting a push subscription failed");
+        }
+        Ok(())
+    }
+
+    // ----- shutdown -----
+
+    /// Closes every connection with "going away" and fails pending pairings.
+    pub(crate) fn stop_connections(&self) {
+        let mut state = self.lock();
+        state.stopping = true;
+        let bye = || Kill::close(close_code::GOING_AWAY, "the relay is shutting down");
+        for client in state.clients.values() {
+            client.handle.kill(bye());
+        }
+        state.clients.clear();
+        for bridge in state.bridges.values_mut() {
+            if let Some(online) = bridge.online.take() {
+                online.kill(bye());
+            }
+            bridge.clients.clear();
+        }
+        for (_, p) in state.pairings.drain() {
+            // The HTTP handler may have timed out already.
+            let _ = p.reply.send(PairOutcome::BridgeGone);
+        }
+    }
+}
+
+/// Whether a Web Push failure may succeed on a later attempt.
+fn retryable(error: &PushError) -> bool {
+    matches!(
+        error,
+        PushError::Connect { .. }
+            | PushError::Tls { .. }
+            | PushError::Io { .. }
+            | PushError::Timeout { .. }
+            | PushError::MalformedResponse { .. }
+    )
+}
+
+/// How often held pushes are checked for expiry.
+pub(crate) fn sweep_interval(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumable_sessions_are_deduplicated_and_the_newest_kept() {
+        let ids: Vec<SessionId> = ["a", "b", "a", "c", "d"].iter().map(|s| SessionId((*s).into())).collect();
+        let kept = bounded_sessions(&ids, 2);
+        assert_eq!(kept, vec![SessionId("c".into()), SessionId("d".into())]);
+    }
+
+    #[test]
+    fn a_device_whose_id_does_not_match_its_key_is_refused() {
+        let key = terminull_protocol::crypto::keys::Identity::generate().public();
+        let record = DeviceRecord {
+            device_id: DeviceId("dev_aaaaaaaaaaaaaaaa".into()),
+            keys: key.to_wire(),
+            name: "phone".into(),
+            revoked: false,
+        };
+        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().contains("does not match"));
+        let good = DeviceRecord { device_id: key.device_id(), ..record };
+        assert_eq!(check_devices(std::slice::from_ref(&good), 8).unwrap().len(), 1);
+        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().contains("twice"));
+        let revoked = DeviceRecord { revoked: true, ..good };
+        assert!(check_devices(&[revoked], 8).unwrap().is_empty(), "revoked devices may not connect");
+    }
+}

@@ -1,0 +1,189 @@
+//! `terminull-relay`: runs the relay until SIGINT or SIGTERM.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use terminull_relay::{Relay, RelayConfig, TlsFiles};
+use tracing_subscriber::EnvFilter;
+
+/// The terminull relay: routes sealed frames between bridges and their paired devices,
+/// brokers pairing and holds pushes for offline devices. It cannot read what it routes.
+///
+/// Without --tls-cert/--tls-key it serves plain ws:// and http://: put it behind a
+/// TLS-terminating proxy. Logs go to stderr (filter with RUST_LOG, default `info`);
+/// stdout gets one line, `terminull-relay listening on <ws url>`, once bound.
+#[derive(Debug, Parser)]
+#[command(name = "terminull-relay", version)]
+struct Cli {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "TERMINULL_RELAY_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Directory for the relay's database (relay.redb); created if missing.
+    #[arg(long, env = "TERMINULL_RELAY_DATA")]
+    data: PathBuf,
+    /// PEM certificate chain: serve TLS (wss://, https://) with it. Needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// VAPID subject: a mailto: or https: URL where push services can reach you.
+    #[arg(long, env = "TERMINULL_RELAY_VAPID_SUBJECT")]
+    vapid_subject: Option<String>,
+
+    /// Largest WebSocket message accepted, bytes [default: 1048576].
+    #[arg(long)]
+    max_message_bytes: Option<usize>,
+    /// Frames queued toward one client before it is cut off as a slow consumer [default: 1024].
+    #[arg(long)]
+    client_queue: Option<usize>,
+    /// Frames queued toward one bridge [default: 8192].
+    #[arg(long)]
+    bridge_queue: Option<usize>,
+    /// Frames per second one client connection may send [default: 200].
+    #[arg(long)]
+    client_rate: Option<u32>,
+    /// Burst of the client rate limit [default: 400].
+    #[arg(long)]
+    client_burst: Option<u32>,
+    /// Frames per second one bridge connection may send [default: 5000].
+    #[arg(long)]
+    bridge_rate: Option<u32>,
+    /// Burst of the bridge rate limit [default: 20000].
+    #[arg(long)]
+    bridge_burst: Option<u32>,
+    /// WebSocket connections in total [default: 20000].
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Connections one device may hold to one bridge [default: 8].
+    #[arg(long)]
+    max_connections_per_device: Option<usize>,
+    /// Bridges the relay keeps registrations for [default: 100000].
+    #[arg(long)]
+    max_bridges: Option<usize>,
+    /// Devices in one bridge's registry [default: 256].
+    #[arg(long)]
+    max_devices_per_bridge: Option<usize>,
+    /// Resumable sessions remembered per bridge [default: 512].
+    #[arg(long)]
+    max_resumable_sessions: Option<usize>,
+    /// Seconds between pings [default: 20].
+    #[arg(long)]
+    ping_interval_secs: Option<u64>,
+    /// Seconds without any frame or pong before a connection is closed [default: 60].
+    #[arg(long)]
+    idle_timeout_secs: Option<u64>,
+    /// Seconds a new connection has to answer the challenge [default: 10].
+    #[arg(long)]
+    auth_timeout_secs: Option<u64>,
+    /// Lifetime of resume tokens, seconds [default: 86400].
+    #[arg(long)]
+    resume_token_ttl_secs: Option<u64>,
+    /// Largest HTTP request body, bytes [default: 16384].
+    #[arg(long)]
+    http_body_limit: Option<usize>,
+    /// Seconds a pairing request waits for the bridge [default: 30].
+    #[arg(long)]
+    pair_timeout_secs: Option<u64>,
+    /// Pairing requests per minute per client IP [default: 10].
+    #[arg(long)]
+    pair_rate_per_minute: Option<u32>,
+    /// Pushes held per offline device [default: 64].
+    #[arg(long)]
+    push_queue_per_device: Option<usize>,
+    /// Seconds a held push is kept [default: 86400].
+    #[arg(long)]
+    push_ttl_secs: Option<u64>,
+    /// Web Push attempts per push, the first included [default: 4].
+    #[arg(long)]
+    push_max_attempts: Option<u32>,
+    /// Accept plain http:// push endpoints (local testing only).
+    #[arg(long)]
+    allow_insecure_push_endpoints: bool,
+}
+
+impl Cli {
+    fn config(&self) -> RelayConfig {
+        let mut c = RelayConfig::new(self.listen, self.data.clone());
+        if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
+            c.tls = Some(TlsFiles { cert_chain: cert_chain.clone(), private_key: private_key.clone() });
+        }
+        let secs = Duration::from_secs;
+        set(&mut c.vapid_subject, self.vapid_subject.clone());
+        set(&mut c.max_message_bytes, self.max_message_bytes);
+        set(&mut c.client_queue_frames, self.client_queue);
+        set(&mut c.bridge_queue_frames, self.bridge_queue);
+        set(&mut c.client_frames_per_sec, self.client_rate);
+        set(&mut c.client_frames_burst, self.client_burst);
+        set(&mut c.bridge_frames_per_sec, self.bridge_rate);
+        set(&mut c.bridge_frames_burst, self.bridge_burst);
+        set(&mut c.max_connections, self.max_connections);
+        set(&mut c.max_connections_per_device, self.max_connections_per_device);
+        set(&mut c.max_bridges, self.max_bridges);
+        set(&mut c.max_devices_per_bridge, self.max_devices_per_bridge);
+        set(&mut c.max_resumable_sessions, self.max_resumable_sessions);
+        set(&mut c.ping_interval, self.ping_interval_secs.map(secs));
+        set(&mut c.idle_timeout, self.idle_timeout_secs.map(secs));
+        set(&mut c.auth_timeout, self.auth_timeout_secs.map(secs));
+        set(&mut c.resume_token_ttl, self.resume_token_ttl_secs.map(secs));
+        set(&mut c.http_body_limit, self.http_body_limit);
+        set(&mut c.pair_timeout, self.pair_timeout_secs.map(secs));
+        set(&mut c.pair_requests_per_minute, self.pair_rate_per_minute);
+        set(&mut c.push_queue_per_device, self.push_queue_per_device);
+        set(&mut c.push_ttl, self.push_ttl_secs.map(secs));
+        set(&mut c.push_max_attempts, self.push_max_attempts);
+        c.allow_insecure_push_endpoints = self.allow_insecure_push_endpoints;
+        c
+    }
+}
+
+/// Overrides a default when the flag was given.
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *field = value;
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+
+    let config = cli.config();
+    let relay = Relay::start(config)
+        .await
+        .with_context(|| format!("starting the relay on {} with data in {}", cli.listen, cli.data.display()))?;
+    {
+        // The one line scripts and tests wait for.
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "terminull-relay listening on {}", relay.ws_url()).context("writing to stdout")?;
+        stdout.flush().context("flushing stdout")?;
+    }
+    wait_for_signal().await.context("waiting for a shutdown signal")?;
+    tracing::info!("shutting down");
+    relay.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn wait_for_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            ctrl_c = tokio::signal::ctrl_c() => ctrl_c,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
