@@ -282,7 +282,7 @@ async fn converse(
             },
         };
         let block = match message {
-            BridgeMessage::Block { block, session_id } if &session_id == session => block,
+            BridgeMessage::Block { block, session_id, .. } if &session_id == session => block,
             BridgeMessage::ReplayDone { .. } => {
                 replaying = false;
                 continue;

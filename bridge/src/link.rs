@@ -277,7 +277,7 @@ async fn seal_outgoing(
                     }
                 }
             }
-            BridgeMessage::Block { session_id, block } => {
+            BridgeMessage::Block { session_id, block, replay } => {
                 let Some(sealer) = sessions.get_mut(&session_id) else {
                     tracing::warn!(device = %device_id, session = %session_id, "a block for a session this link has no keys for; not sent");
                     continue;
@@ -285,7 +285,9 @@ async fn seal_outgoing(
                 let sealed = serde_json::to_vec(&block)
                     .map_err(|e| CryptoError::Json { what: "block", detail: e.to_string() })
                     .and_then(|json| {
-                        seal_block(sealer, &identity, &session_id, block.block_type(), false, now_ts(), &json)
+                        // Live blocks carry the send time, history its original time (§1.3).
+                        let server_ts = if replay { block.ts } else { now_ts() };
+                        seal_block(sealer, &identity, &session_id, block.block_type(), replay, server_ts, &json)
                     });
                 match sealed {
                     Ok(envelope) => RelayFrame::Block(envelope),

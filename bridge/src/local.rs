@@ -122,11 +122,11 @@ pub async fn serve_connection(
 /// Sends the backlog, `replay_done`, then live blocks; after a lag, resumes from the
 /// last block sent so nothing is lost or repeated.
 async fn forward(session_id: SessionId, following: Following, service: Service, out: mpsc::Sender<BridgeMessage>) {
-    let Following { backlog, mut live } = following;
+    let Following { backlog, history, mut live } = following;
     let mut last_seq = 0u64;
     for block in backlog {
         last_seq = block.seq.unwrap_or(last_seq);
-        if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+        if out.send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: false }).await.is_err() {
             return;
         }
     }
@@ -134,6 +134,11 @@ async fn forward(session_id: SessionId, following: Following, service: Service, 
         BridgeMessage::ReplayDone { session_id: session_id.clone(), last_seq: (last_seq > 0).then_some(last_seq) };
     if out.send(done).await.is_err() {
         return;
+    }
+    for block in history {
+        if out.send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: true }).await.is_err() {
+            return;
+        }
     }
     loop {
         match live.recv().await {
@@ -143,7 +148,11 @@ async fn forward(session_id: SessionId, following: Following, service: Service, 
                     continue;
                 }
                 last_seq = seq.max(last_seq);
-                if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+                if out
+                    .send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: false })
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -165,7 +174,11 @@ async fn forward(session_id: SessionId, following: Following, service: Service, 
                 let Some((_, following)) = resumed.follow else { return };
                 for block in following.backlog {
                     last_seq = block.seq.unwrap_or(last_seq);
-                    if out.send(BridgeMessage::Block { session_id: session_id.clone(), block }).await.is_err() {
+                    if out
+                        .send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: false })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -95,11 +95,17 @@ pub enum SessionCommand {
     Detach(oneshot::Sender<()>),
 }
 
+/// The most older-history blocks a resume by `since_ts` sends after `replay_done`.
+pub const OLDER_HISTORY_CAP: usize = 1000;
+
 /// What [`SessionCommand::Follow`] returns.
 #[derive(Debug)]
 pub struct Following {
     /// Blocks after the resume point, compacted.
     pub backlog: Vec<Block>,
+    /// For a resume by `since_ts`: the older history (at most [`OLDER_HISTORY_CAP`]
+    /// blocks, the newest), compacted, sent after `replay_done` with `replay: true`.
+    pub history: Vec<Block>,
     /// Blocks from now on.
     pub live: broadcast::Receiver<Block>,
 }
@@ -372,8 +378,26 @@ impl Actor {
                     (None, Some(ts)) => self.log.read_since_ts(ts),
                     (None, None) => self.log.read_since_seq(0),
                 };
+                // The spec's lifecycle (§1.4): an app resuming by time gets the older
+                // history too, after replay_done; a resume by seq is exact and gets none.
+                let history = match (since_seq, since_ts, &backlog) {
+                    (None, Some(_), Ok(backlog)) => {
+                        let first = backlog.first().and_then(|b| b.seq).unwrap_or(u64::MAX);
+                        let mut older: Vec<Block> = self
+                            .log
+                            .read_all()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|b| b.seq.is_some_and(|s| s < first))
+                            .collect();
+                        let skip = older.len().saturating_sub(OLDER_HISTORY_CAP);
+                        older.drain(..skip);
+                        older
+                    }
+                    _ => Vec::new(),
+                };
                 let result = backlog
-                    .map(|backlog| Following { backlog, live: self.live.subscribe() })
+                    .map(|backlog| Following { backlog, history, live: self.live.subscribe() })
                     .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });
                 let _ = reply.send(result);
             }

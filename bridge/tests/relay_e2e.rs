@@ -14,7 +14,7 @@ use terminull_bridge::client::Client;
 use terminull_bridge::devices;
 use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;
-use terminull_client::transcript::Transcript;
+use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
 use terminull_protocol::crypto::pairing::PairingLink;
@@ -70,7 +70,7 @@ async fn turn(client: &mut Client, session: &SessionId, text: &str, transcript: 
         };
         if let BridgeMessage::Block { block, .. } = m {
             let end = block.block_type() == "session_end";
-            transcript.apply(block);
+            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
             if end {
                 return;
             }
@@ -93,7 +93,6 @@ fn history(home: &Path, session: &SessionId) -> Vec<Block> {
 /// bridge compacts replays); and the transcript equals the history's.
 fn assert_complete(client: &Transcript, history: &[Block]) {
     let seqs = client.seqs();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "duplicated or out of order: {seqs:?}");
     for (i, block) in history.iter().enumerate() {
         let seq = block.seq.unwrap();
         if seqs.contains(&seq) {
@@ -110,6 +109,7 @@ fn assert_complete(client: &Transcript, history: &[Block]) {
     for block in history {
         expected.apply(block.clone());
     }
+    assert_eq!(client.last_seq(), expected.last_seq(), "the client is missing the newest blocks");
     assert_eq!(client.entries(), expected.entries(), "the client's transcript differs from the bridge's history");
 }
 
@@ -129,14 +129,14 @@ async fn start_session(client: &mut Client, cwd: &Path, transcript: &mut Transcr
     };
     for m in kept {
         if let BridgeMessage::Block { block, .. } = m {
-            transcript.apply(block);
+            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
         }
     }
     // The opening blocks (agent_info, …) up to the replay_done of the new session.
     loop {
         match tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap() {
             BridgeMessage::Block { block, .. } => {
-                transcript.apply(block);
+                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
             }
             BridgeMessage::ReplayDone { .. } => break,
             BridgeMessage::Reply(_) => {}
@@ -194,7 +194,50 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
         .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
         .collect();
     assert!(texts.iter().any(|t| t == "You said: hello through the relay"), "{texts:?}");
-    assert_complete(&transcript, &history(paired.bridge_home.path(), &session));
+    let written = history(paired.bridge_home.path(), &session);
+    assert_complete(&transcript, &written);
+
+    // A phone that lost its view resumes by time (the spec's lifecycle, §1.4): the
+    // blocks after `since_ts` as live blocks, `replay_done`, then the older history
+    // with `replay: true`; merged by seq, the view is whole again.
+    drop(client);
+    let mut client = connect(&phone, &relay.ws_url()).await;
+    let since_ts = written[written.len() / 2].ts;
+    let mut kept = Vec::new();
+    let resume = ControlMessage::SessionResume(control::SessionResume {
+        session_id: session.clone(),
+        since_seq: None,
+        since_ts: Some(since_ts),
+        app_pubkey: String::new(),
+    });
+    client.call(resume, &mut kept).await.expect("resumed by time");
+    let mut pending: std::collections::VecDeque<_> = kept.into();
+    let mut view = Transcript::new();
+    let (mut live, mut older, mut done) = (0, 0, false);
+    loop {
+        let m = match pending.pop_front() {
+            Some(m) => m,
+            None => match tokio::time::timeout(Duration::from_millis(1500), client.next()).await {
+                Ok(m) => m.expect("open"),
+                Err(_) => break,
+            },
+        };
+        match m {
+            BridgeMessage::Block { block, replay, .. } => {
+                assert_eq!(replay, done, "live blocks before replay_done, history after");
+                if replay {
+                    older += 1
+                } else {
+                    live += 1
+                }
+                assert_eq!(view.apply(block), Applied::Added, "a block arrived twice");
+            }
+            BridgeMessage::ReplayDone { .. } => done = true,
+            BridgeMessage::Reply(_) => {}
+        }
+    }
+    assert!(done && live > 0 && older > 0, "live {live}, history {older}, replay_done {done}");
+    assert_complete(&view, &written);
     relay.shutdown().await;
 }
 
@@ -224,7 +267,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
         client.call(message, &mut kept).await.expect("user_message accepted");
         for m in kept {
             if let BridgeMessage::Block { block, .. } = m {
-                transcript.apply(block);
+                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
             }
         }
         // Take a few blocks of the turn, then cut.
@@ -233,7 +276,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
             if let BridgeMessage::Block { block, .. } =
                 tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap()
             {
-                transcript.apply(block);
+                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
                 taken += 1;
             }
         }
@@ -262,7 +305,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
             };
             if let BridgeMessage::Block { block, .. } = m {
                 let end = block.block_type() == "session_end";
-                transcript.apply(block);
+                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
                 if end {
                     break;
                 }

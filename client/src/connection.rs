@@ -380,7 +380,7 @@ impl Link {
                         .map_err(|x| CryptoError::Json { what: "block", detail: x.to_string() })
                 });
                 match block {
-                    Ok(block) => BridgeMessage::Block { session_id: e.session_id, block },
+                    Ok(block) => BridgeMessage::Block { session_id: e.session_id, block, replay: e.replay },
                     Err(err) => {
                         self.reject("a block", err);
                         return None;

@@ -195,6 +195,10 @@ pub enum BridgeMessage {
         session_id: SessionId,
         /// The block, with its `seq`.
         block: Block,
+        /// True for older history sent after `replay_done` (a resume by `since_ts`);
+        /// merge it by `seq`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replay: bool,
     },
     /// The replayed part of a resume is complete; live blocks follow.
     ReplayDone {
