@@ -258,7 +258,8 @@ async fn converse(
                         }
                         _ => {
                             input_open = false;
-                            if !in_turn {
+                            // Input ended: leave once the history is shown and no turn runs.
+                            if !in_turn && !replaying {
                                 return Ok(last_ok);
                             }
                         }
@@ -285,6 +286,9 @@ async fn converse(
             BridgeMessage::Block { block, session_id, .. } if &session_id == session => block,
             BridgeMessage::ReplayDone { .. } => {
                 replaying = false;
+                if !scripted && !input_open && !in_turn {
+                    return Ok(last_ok);
+                }
                 continue;
             }
             BridgeMessage::Reply(r) => {

@@ -74,10 +74,10 @@ enum Command {
         #[command(subcommand)]
         action: Option<DevicesAction>,
         /// Print JSON.
-        #[arg(long)]
+        #[arg(long, global = true)]
         json: bool,
         /// The bridge's home.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", global = true)]
         home: Option<PathBuf>,
     },
     /// This machine as a device of another bridge.

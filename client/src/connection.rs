@@ -41,6 +41,8 @@ use crate::net::{self, NetError, Stream};
 /// Messages buffered from the bridge before the link stops reading (back-pressure
 /// reaches the relay, which cuts a client that stays behind).
 const INBOX: usize = 4096;
+/// How long a control message naming a session waits for that session's resume token.
+const TOKEN_WAIT: Duration = Duration::from_secs(5);
 /// How long the handshake (challenge, auth, link) may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -275,6 +277,13 @@ struct Link {
 
 impl Link {
     async fn run(mut self, mut ws: Ws, mut out: mpsc::Receiver<Value>) -> String {
+        // Control messages wait here, in order, until the relay has given this device
+        // the resume token of the session they name (it sends the token just before
+        // the session's first block, which can be after the bridge's reply that
+        // carries the session id), or until TOKEN_WAIT has passed.
+        let mut queue: std::collections::VecDeque<(Value, tokio::time::Instant)> = Default::default();
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut closing = false;
         loop {
             tokio::select! {
                 frame = ws.next() => match frame {
@@ -291,22 +300,39 @@ impl Link {
                     Some(Err(e)) => return format!("the connection failed: {e}"),
                     None => return "the relay closed the connection".into(),
                 },
-                value = out.recv() => match value {
-                    Some(value) => match self.outgoing(value) {
-                        Ok(frame) => {
-                            let Ok(text) = serde_json::to_string(&frame) else { continue };
-                            if let Err(e) = ws.send(Message::text(text)).await {
-                                return format!("sending to the relay failed: {e}");
-                            }
-                        }
-                        Err(e) => tracing::warn!("control message not sent: {e}"),
-                    },
-                    None => {
-                        let _ = ws.close(None).await;
-                        return "closed by this device".into();
-                    }
+                value = out.recv(), if !closing => match value {
+                    Some(value) => queue.push_back((value, tokio::time::Instant::now())),
+                    None => closing = true,
                 },
+                _ = tick.tick(), if !queue.is_empty() => {}
             }
+            while let Some((value, since)) = queue.front() {
+                if !self.sendable(value) && since.elapsed() < TOKEN_WAIT {
+                    break;
+                }
+                let Some((value, _)) = queue.pop_front() else { break };
+                match self.outgoing(value) {
+                    Ok(frame) => {
+                        let Ok(text) = serde_json::to_string(&frame) else { continue };
+                        if let Err(e) = ws.send(Message::text(text)).await {
+                            return format!("sending to the relay failed: {e}");
+                        }
+                    }
+                    Err(e) => tracing::warn!("control message not sent: {e}"),
+                }
+            }
+            if closing && queue.is_empty() {
+                let _ = ws.close(None).await;
+                return "closed by this device".into();
+            }
+        }
+    }
+
+    /// True when `value` names no session or the relay's token for it is held.
+    fn sendable(&self, value: &Value) -> bool {
+        match value.get("session_id").and_then(Value::as_str) {
+            None => true,
+            Some(s) => self.status.borrow().resume_tokens.contains_key(&SessionId(s.to_owned())),
         }
     }
 

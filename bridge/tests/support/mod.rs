@@ -45,6 +45,26 @@ pub fn echo_rs() -> PathBuf {
         .clone()
 }
 
+/// `target/<profile>/terminull-relay`, built on first use (it lives in its own package).
+pub fn relay_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+            let bin = profile_dir.join("terminull-relay");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "terminull-relay", "--bin", "terminull-relay"])
+                .env("CARGO_TARGET_DIR", target_dir())
+                .current_dir(workspace())
+                .status()
+                .expect("running cargo build for terminull-relay");
+            assert!(status.success(), "cargo build -p terminull-relay failed");
+            bin
+        })
+        .clone()
+}
+
 /// The three example adapters as `(name, program, args)`.
 pub fn examples() -> Vec<(&'static str, PathBuf, Vec<String>)> {
     let ws = workspace();
