@@ -197,6 +197,25 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
     let written = history(paired.bridge_home.path(), &session);
     assert_complete(&transcript, &written);
 
+    // The other paired device was offline during the turn: the relay held the bridge's
+    // notification for it, sealed for that device, and delivers it when it connects.
+    let offline = Connection::open(&paired.device, &paired.record, Some(&relay.ws_url())).await.expect("link");
+    let stats = offline.info.stats.clone();
+    for _ in 0..100 {
+        if stats.pushes.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let notices: Vec<serde_json::Value> = stats.notices.lock().unwrap().iter().cloned().collect();
+    assert!(
+        notices.iter().any(|n| n["kind"] == "turn_finished"
+            && n["session_id"] == session.as_str()
+            && n["title"] == "echo: turn finished"),
+        "the held notification opens on the device: {notices:?}"
+    );
+    drop(offline);
+
     // A phone that lost its view resumes by time (the spec's lifecycle, §1.4): the
     // blocks after `since_ts` as live blocks, `replay_done`, then the older history
     // with `replay: true`; merged by seq, the view is whole again.

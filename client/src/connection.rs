@@ -80,8 +80,10 @@ pub enum ConnectError {
 pub struct LinkStats {
     /// Frames refused: failed to open or verify, replayed, reordered, unexpected.
     pub rejected: AtomicU64,
-    /// Pushes delivered over the WebSocket.
+    /// Pushes delivered over the WebSocket and opened.
     pub pushes: AtomicU64,
+    /// The latest opened notifications (`{"session_id", "kind", "title", "body"}`), at most 64.
+    pub notices: std::sync::Mutex<std::collections::VecDeque<Value>>,
     /// `error` frames the relay sent.
     pub relay_errors: AtomicU64,
     /// The reasons of the latest refusals, oldest first (at most 256).
@@ -199,14 +201,14 @@ impl Connection {
             conn: None,
         };
         send_frame(&mut ws, &RelayFrame::LinkHello(hello)).await?;
-        let mut early_pushes = 0;
+        let mut early_pushes = Vec::new();
         let accept = loop {
             match next_frame(&mut ws).await? {
                 RelayFrame::LinkAccept(a) => break a,
                 RelayFrame::RelayStatus(s) => {
                     status_tx.send_replace(s);
                 }
-                RelayFrame::Push(_) => early_pushes += 1,
+                RelayFrame::Push(p) => early_pushes.push(p),
                 RelayFrame::Error(e) => return Err(refused(e)),
                 other => {
                     return Err(ConnectError::Handshake(format!("expected link_accept, got {}", other.frame_type())));
@@ -222,7 +224,7 @@ impl Connection {
         let shared = identity.agree(&bridge_public.x25519, "bridge x25519")?;
         let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), device_id.as_str());
         let stats = Arc::new(LinkStats::default());
-        stats.pushes.fetch_add(early_pushes, Ordering::Relaxed);
+        let push_key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device_id.as_str());
         let (tx, out_rx) = mpsc::channel::<Value>(64);
         let (in_tx, rx) = mpsc::channel(INBOX);
         let (closed_tx, closed_rx) = watch::channel(None);
@@ -233,7 +235,7 @@ impl Connection {
             stats: stats.clone(),
             closed: closed_rx,
         };
-        let link = Link {
+        let mut link = Link {
             identity,
             bridge_id,
             device_id,
@@ -245,7 +247,11 @@ impl Connection {
             status: status_tx,
             stats,
             inbox: in_tx,
+            push_opener: Opener::new(push_key, "push"),
         };
+        for push in early_pushes {
+            link.open_push(&push);
+        }
         tokio::spawn(async move {
             let reason = link.run(ws, out_rx).await;
             tracing::info!("link to the bridge closed: {reason}");
@@ -273,6 +279,8 @@ struct Link {
     status: watch::Sender<RelayStatus>,
     stats: Arc<LinkStats>,
     inbox: mpsc::Sender<BridgeMessage>,
+    /// Opens the bridge's notifications; its high-water mark refuses replayed ones.
+    push_opener: Opener,
 }
 
 impl Link {
@@ -418,8 +426,8 @@ impl Link {
                 self.status.send_replace(s);
                 return None;
             }
-            RelayFrame::Push(_) => {
-                self.stats.pushes.fetch_add(1, Ordering::Relaxed);
+            RelayFrame::Push(p) => {
+                self.open_push(&p);
                 return None;
             }
             RelayFrame::Error(e) => {
@@ -441,6 +449,32 @@ impl Link {
             return Some("the caller went away".into());
         }
         None
+    }
+
+    /// Opens a notification sealed for this device and keeps it in the stats.
+    fn open_push(&mut self, push: &terminull_protocol::relay::Push) {
+        let aad = terminull_protocol::crypto::envelope::push_aad(
+            self.bridge_id.as_str(),
+            self.device_id.as_str(),
+            push.kind.as_str(),
+        );
+        let opened = from_b64("payload", &push.payload)
+            .and_then(|sealed| self.push_opener.open(&aad, &sealed))
+            .and_then(|bytes| {
+                serde_json::from_slice::<Value>(&bytes)
+                    .map_err(|e| CryptoError::Json { what: "push", detail: e.to_string() })
+            });
+        match opened {
+            Ok(notice) => {
+                self.stats.pushes.fetch_add(1, Ordering::Relaxed);
+                let mut notices = self.stats.notices.lock().unwrap_or_else(|p| p.into_inner());
+                if notices.len() == 64 {
+                    notices.pop_front();
+                }
+                notices.push_back(notice);
+            }
+            Err(e) => self.reject("a push", e),
+        }
     }
 
     fn open_reply(&mut self, body: &str) -> Result<BridgeMessage, CryptoError> {
