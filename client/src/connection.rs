@@ -41,6 +41,8 @@ use crate::net::{self, NetError, Stream};
 /// Messages buffered from the bridge before the link stops reading (back-pressure
 /// reaches the relay, which cuts a client that stays behind).
 const INBOX: usize = 4096;
+/// Control messages held at most while they wait for a resume token.
+const QUEUED: usize = 256;
 /// How long a control message naming a session waits for that session's resume token.
 const TOKEN_WAIT: Duration = Duration::from_secs(5);
 /// How long the handshake (challenge, auth, link) may take.
@@ -308,7 +310,8 @@ impl Link {
                     Some(Err(e)) => return format!("the connection failed: {e}"),
                     None => return "the relay closed the connection".into(),
                 },
-                value = out.recv(), if !closing => match value {
+                // Bounded: while QUEUED messages wait, the caller's sends wait too.
+                value = out.recv(), if !closing && queue.len() < QUEUED => match value {
                     Some(value) => queue.push_back((value, tokio::time::Instant::now())),
                     None => closing = true,
                 },
