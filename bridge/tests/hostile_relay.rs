@@ -356,6 +356,35 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     relay.to_client(conn, old_reply);
     device_case("replayed reply", before, nothing_delivered(&mut connection.rx).await, &stats);
 
+    // 7. A notification replayed, to the same client and to a restarted one (the
+    // device keeps its push high-water mark in its home).
+    let push = relay
+        .from_bridge
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|f| matches!(f, RelayFrame::Push(p) if p.device_id == paired.device_identity.public().device_id()))
+        .cloned()
+        .expect("the bridge sent a notice at the end of the turn");
+    relay.to_client(conn, push.clone());
+    for _ in 0..40 {
+        if stats.pushes.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(stats.pushes.load(std::sync::atomic::Ordering::Relaxed), 1, "the genuine notice opens");
+    let before = stats.rejected.load(std::sync::atomic::Ordering::Relaxed);
+    relay.to_client(conn, push.clone());
+    device_case("replayed push", before, nothing_delivered(&mut connection.rx).await, &stats);
+    let mut restarted = Connection::open(&paired.device, &paired.record, Some(&relay.url)).await.expect("second link");
+    let restarted_stats = restarted.info.stats.clone();
+    let conn2 = relay.last_from_client(|f| matches!(f, RelayFrame::LinkHello(_))).conn().unwrap();
+    relay.to_client(conn2, push);
+    device_case("push replayed to a restarted client", 0, nothing_delivered(&mut restarted.rx).await, &restarted_stats);
+    assert_eq!(restarted_stats.pushes.load(std::sync::atomic::Ordering::Relaxed), 0);
+    drop(restarted);
+
     // The bridge's side: nothing here may reach the dispatcher.
     let refusals = paired.ctx.refusals.clone();
     let bridge_case = |name: &str, before: u64, accepted_count: &mut u32, tried_count: &mut u32| {

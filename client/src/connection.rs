@@ -165,12 +165,17 @@ impl Connection {
         let relay = relay_url.map(str::to_owned).or_else(|| bridge.relay.clone()).ok_or(ConnectError::NoRelay)?;
         let url = format!("{}/v1/client", net::Endpoint::parse(&relay)?.ws_base());
         let ws = net::websocket(&url).await?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge))
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge, home.clone()))
             .await
             .map_err(|_| ConnectError::Handshake(format!("{url}: no answer within {HANDSHAKE_TIMEOUT:?}")))?
     }
 
-    async fn handshake(mut ws: Ws, identity: Identity, bridge: &PairedBridgeRecord) -> Result<Self, ConnectError> {
+    async fn handshake(
+        mut ws: Ws,
+        identity: Identity,
+        bridge: &PairedBridgeRecord,
+        home: DeviceHome,
+    ) -> Result<Self, ConnectError> {
         let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
         let device_id = identity.public().device_id();
         let bridge_id = bridge.bridge_id.clone();
@@ -249,7 +254,8 @@ impl Connection {
             status: status_tx,
             stats,
             inbox: in_tx,
-            push_opener: Opener::new(push_key, "push"),
+            push_opener: Opener::after(push_key, home.push_counter(&bridge.bridge_id), "push"),
+            home,
         };
         for push in early_pushes {
             link.open_push(&push);
@@ -281,8 +287,10 @@ struct Link {
     status: watch::Sender<RelayStatus>,
     stats: Arc<LinkStats>,
     inbox: mpsc::Sender<BridgeMessage>,
-    /// Opens the bridge's notifications; its high-water mark refuses replayed ones.
+    /// Opens the bridge's notifications; its high-water mark (kept in the device's
+    /// home across restarts) refuses replayed ones.
     push_opener: Opener,
+    home: DeviceHome,
 }
 
 impl Link {
@@ -469,6 +477,9 @@ impl Link {
             });
         match opened {
             Ok(notice) => {
+                if let Err(e) = self.home.set_push_counter(&self.bridge_id, self.push_opener.last_counter()) {
+                    tracing::warn!("cannot record the push counter: {e}");
+                }
                 self.stats.pushes.fetch_add(1, Ordering::Relaxed);
                 let mut notices = self.stats.notices.lock().unwrap_or_else(|p| p.into_inner());
                 if notices.len() == 64 {

@@ -12,6 +12,8 @@ use terminull_protocol::ids::BridgeId;
 pub const IDENTITY_FILE: &str = "device-identity.json";
 /// The paired bridges, under the device's home.
 pub const BRIDGES_FILE: &str = "paired-bridges.json";
+/// The highest push counter opened per bridge, under the device's home.
+pub const PUSH_STATE_FILE: &str = "push-counters.json";
 
 /// Why the device's files are unusable.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +127,28 @@ impl DeviceHome {
         all.push(record);
         let text = serde_json::to_vec_pretty(&all)
             .map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
+    }
+
+    /// The highest push counter opened from `bridge` (0 when none): a push at or
+    /// below it is a replay, also after this device restarts.
+    pub fn push_counter(&self, bridge: &BridgeId) -> u64 {
+        let path = self.dir.join(PUSH_STATE_FILE);
+        let Ok(bytes) = std::fs::read(path) else { return 0 };
+        serde_json::from_slice::<std::collections::BTreeMap<String, u64>>(&bytes)
+            .ok()
+            .and_then(|m| m.get(bridge.as_str()).copied())
+            .unwrap_or(0)
+    }
+
+    /// Records the highest push counter opened from `bridge`.
+    pub fn set_push_counter(&self, bridge: &BridgeId, counter: u64) -> Result<(), HomeError> {
+        let path = self.dir.join(PUSH_STATE_FILE);
+        let mut all: std::collections::BTreeMap<String, u64> =
+            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        all.insert(bridge.as_str().to_owned(), counter);
+        let text =
+            serde_json::to_vec(&all).map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
     }
 
