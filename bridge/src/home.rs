@@ -136,6 +136,17 @@ pub struct Config {
     /// The relay the bridge connects to (`[relay] url = "wss://…"`), if any.
     #[serde(default)]
     pub relay: Option<RelayConfig>,
+    /// The LAN server (`[lan] listen = "0.0.0.0:8478"`); present means enabled.
+    #[serde(default)]
+    pub lan: Option<LanSection>,
+}
+
+/// `[lan]` in the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanSection {
+    /// The address the LAN server binds.
+    pub listen: String,
 }
 
 /// `[relay]` in the configuration.

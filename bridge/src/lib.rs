@@ -7,7 +7,7 @@
 //! - [`conformance`], [`transcript`]: tools for adapter authors.
 //! - [`self_check`]: `terminull self-check`.
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
-//!   and the connection to a relay.
+//!   and the connection to a relay; [`lan`]: the same for devices on the local network.
 
 pub mod chat;
 pub mod client;
@@ -16,6 +16,7 @@ pub mod devices;
 pub mod history;
 pub mod home;
 pub mod host;
+pub mod lan;
 pub mod link;
 pub mod local;
 pub mod registry;

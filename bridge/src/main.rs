@@ -48,13 +48,20 @@ enum Command {
         /// Connect to this relay (overrides `[relay] url` in config.toml).
         #[arg(long, value_name = "URL")]
         relay: Option<String>,
+        /// Serve devices on the local network at ADDR (default `[lan] listen`, else 0.0.0.0:8478).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        lan: Option<String>,
     },
     /// Pair a device: show a QR code and link holding a one-time secret, then wait
     /// for the device and show the short code both sides must match.
     Pair {
         /// The relay the device will use (default: `[relay] url` in config.toml).
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_name = "URL", conflicts_with = "lan")]
         relay: Option<String>,
+        /// Pair on the local network instead: the URL of this bridge's LAN server as the
+        /// device will reach it (`ws://192.168.1.20:8478`); no relay is involved.
+        #[arg(long, value_name = "URL")]
+        lan: Option<String>,
         /// Seconds the offer stays valid.
         #[arg(long, default_value_t = terminull_bridge::devices::DEFAULT_OFFER_TTL_SECS, value_name = "SECS")]
         ttl: u64,
@@ -174,10 +181,13 @@ enum DeviceCommand {
 #[derive(Debug, Clone, Args)]
 struct RemoteArgs {
     /// Reach the bridge through this relay, as a paired device (see `terminull device pair`).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "lan")]
     relay: Option<String>,
+    /// Reach the bridge directly at its LAN server (`ws://host:port`), as a paired device.
+    #[arg(long, value_name = "URL")]
+    lan: Option<String>,
     /// Which paired bridge, when this device paired with several.
-    #[arg(long, value_name = "ID", requires = "relay")]
+    #[arg(long, value_name = "ID")]
     bridge: Option<String>,
 }
 
@@ -274,8 +284,8 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
-        Command::Up { home, log_level, relay } => up(home, &log_level, relay),
-        Command::Pair { relay, ttl, no_wait, json, home } => pair(home, relay, ttl, no_wait, json),
+        Command::Up { home, log_level, relay, lan } => up(home, &log_level, relay, lan),
+        Command::Pair { relay, lan, ttl, no_wait, json, home } => pair(home, relay.or(lan), ttl, no_wait, json),
         Command::Devices { action, json, home } => devices(home, action, json),
         Command::Device(DeviceCommand::Pair { link, name, home }) => device_pair(home, &link, &name),
         Command::Chat { agent, cwd, model, mode, prompt, json, permission, home, remote } => {
@@ -324,9 +334,10 @@ where
 {
     let home = Home::resolve(home)?;
     runtime()?.block_on(async move {
-        let (client, service) = match &remote.relay {
-            Some(relay) => (remote_client(&home, relay, remote.bridge.as_deref()).await?, None),
-            None => client_for(&home).await?,
+        let (client, service) = match (&remote.relay, &remote.lan) {
+            (Some(url), _) => (remote_client(&home, url, false, remote.bridge.as_deref()).await?, None),
+            (None, Some(url)) => (remote_client(&home, url, true, remote.bridge.as_deref()).await?, None),
+            (None, None) => client_for(&home).await?,
         };
         let outcome = run(client).await;
         if let Some(service) = service {
@@ -365,12 +376,16 @@ fn sessions(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 }
 
 /// Opens an encrypted link to a paired bridge through `relay`, as this home's device.
-async fn remote_client(home: &Home, relay: &str, bridge: Option<&str>) -> anyhow::Result<Client> {
+async fn remote_client(home: &Home, url: &str, lan: bool, bridge: Option<&str>) -> anyhow::Result<Client> {
+    use terminull_client::connection::Connection;
     let device = terminull_client::home::DeviceHome::at(home.device_dir());
     let record = device.bridge(bridge)?;
-    let connection = terminull_client::connection::Connection::open(&device, &record, Some(relay))
-        .await
-        .with_context(|| format!("connecting to bridge {} through {relay}", record.bridge_id))?;
+    let connection = if lan {
+        Connection::open_lan(&device, &record, url).await
+    } else {
+        Connection::open(&device, &record, Some(url)).await
+    };
+    let connection = connection.with_context(|| format!("connecting to bridge {} at {url}", record.bridge_id))?;
     Ok(Client::remote(connection))
 }
 
@@ -380,7 +395,7 @@ fn pair(home: Option<PathBuf>, relay: Option<String>, ttl: u64, no_wait: bool, j
     let home = Home::resolve(home)?;
     let config = home.load_config()?;
     let relay = relay.or(config.relay.map(|r| r.url)).context(
-        "no relay: pass --relay URL or set `[relay] url` in config.toml (pairing over the LAN comes with the LAN server)",
+        "no relay: pass --relay URL (or --lan URL for this bridge's LAN server) or set `[relay] url` in config.toml",
     )?;
     let identity = devices::bridge_identity(&home)?;
     let (secret, expires_at) = devices::create_offer(&home, ttl)?;
@@ -462,7 +477,7 @@ fn device_pair(home: Option<PathBuf>, link: &str, name: &str) -> anyhow::Result<
     Ok(ExitCode::SUCCESS)
 }
 
-fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>) -> anyhow::Result<ExitCode> {
+fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option<String>) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_level))
         .context("--log-level")?;
@@ -477,21 +492,50 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>) -> anyhow::
         std::fs::create_dir_all(home.root()).with_context(|| format!("creating {}", home.root().display()))?;
         let scan = ScanOptions::new(home.clone(), config.clone());
         let config_relay = config.relay.as_ref().map(|r| r.url.clone());
+        // `--lan` alone takes `[lan] listen`, else the default; `[lan]` alone enables it too.
+        let lan_listen = match (lan, config.lan.as_ref()) {
+            (Some(addr), _) if !addr.is_empty() => Some(addr),
+            (Some(_), Some(c)) | (None, Some(c)) => Some(c.listen.clone()),
+            (Some(_), None) => Some("0.0.0.0:8478".to_owned()),
+            (None, None) => None,
+        };
         let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
         // New or changed drop-ins are picked up without a restart.
         let watcher = tokio::spawn(service.clone().watch_drop_ins(Duration::from_secs(2)));
-        let relay_task = match relay.or(config_relay) {
-            Some(url) => {
-                let identity = terminull_bridge::devices::bridge_identity(&home)?;
-                tracing::info!("bridge id {}; relay {url}", identity.public().bridge_id());
-                let devices = terminull_bridge::devices::DeviceRegistry::open(&home);
-                let ctx = terminull_bridge::relay_client::context(identity, devices, service.clone());
-                Some(tokio::spawn(terminull_bridge::relay_client::run(ctx, home.clone(), url, Default::default())))
+        let relay_url = relay.or(config_relay);
+        let ctx = if relay_url.is_some() || lan_listen.is_some() {
+            let identity = terminull_bridge::devices::bridge_identity(&home)?;
+            tracing::info!("bridge id {}", identity.public().bridge_id());
+            let devices = terminull_bridge::devices::DeviceRegistry::open(&home);
+            Some(terminull_bridge::relay_client::context(identity, devices, service.clone()))
+        } else {
+            None
+        };
+        let relay_task = match (&relay_url, &ctx) {
+            (Some(url), Some(ctx)) => {
+                tracing::info!("relay {url}");
+                Some(tokio::spawn(terminull_bridge::relay_client::run(
+                    ctx.clone(),
+                    home.clone(),
+                    url.clone(),
+                    Default::default(),
+                )))
             }
-            None => None,
+            _ => None,
+        };
+        let lan_server = match (&lan_listen, &ctx) {
+            (Some(listen), Some(ctx)) => {
+                let addr: std::net::SocketAddr = listen.parse().with_context(|| format!("LAN address `{listen}`"))?;
+                let config = terminull_bridge::lan::LanConfig::new(addr);
+                let server = terminull_bridge::lan::start(ctx.clone(), home.clone(), config)
+                    .await
+                    .with_context(|| format!("binding the LAN server on {addr}"))?;
+                Some(server)
+            }
+            _ => None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
@@ -503,6 +547,9 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>) -> anyhow::
         watcher.abort();
         if let Some(task) = relay_task {
             task.abort();
+        }
+        if let Some(server) = lan_server {
+            server.stop();
         }
         service.shutdown().await;
         let _ = std::fs::remove_file(home.socket());

@@ -15,7 +15,6 @@ use terminull_bridge::devices;
 use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;
 use terminull_client::transcript::{Applied, Transcript};
-use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
 use terminull_protocol::crypto::pairing::PairingLink;
 use terminull_protocol::ids::{AgentId, SessionId};
@@ -76,41 +75,6 @@ async fn turn(client: &mut Client, session: &SessionId, text: &str, transcript: 
             }
         }
     }
-}
-
-/// Every block the bridge wrote for `session`, chunks included, from its history file.
-fn history(home: &Path, session: &SessionId) -> Vec<Block> {
-    let path = home.join("sessions").join(session.as_str()).join("blocks.jsonl");
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// No block lost or duplicated: seqs strictly increase; every seq of the history the
-/// client lacks was superseded by a later block of the same id that it holds (the
-/// bridge compacts replays); and the transcript equals the history's.
-fn assert_complete(client: &Transcript, history: &[Block]) {
-    let seqs = client.seqs();
-    for (i, block) in history.iter().enumerate() {
-        let seq = block.seq.unwrap();
-        if seqs.contains(&seq) {
-            continue;
-        }
-        let superseded = block.kind.replace_key().is_some_and(|key| {
-            history[i + 1..]
-                .iter()
-                .any(|later| later.kind.replace_key() == Some(key) && seqs.contains(&later.seq.unwrap()))
-        });
-        assert!(superseded, "seq {seq} ({}) was lost; the client holds {seqs:?}", block.block_type());
-    }
-    let mut expected = Transcript::new();
-    for block in history {
-        expected.apply(block.clone());
-    }
-    assert_eq!(client.last_seq(), expected.last_seq(), "the client is missing the newest blocks");
-    assert_eq!(client.entries(), expected.entries(), "the client's transcript differs from the bridge's history");
 }
 
 async fn start_session(client: &mut Client, cwd: &Path, transcript: &mut Transcript) -> SessionId {
@@ -194,8 +158,8 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
         .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
         .collect();
     assert!(texts.iter().any(|t| t == "You said: hello through the relay"), "{texts:?}");
-    let written = history(paired.bridge_home.path(), &session);
-    assert_complete(&transcript, &written);
+    let written = support::remote::history(paired.bridge_home.path(), &session);
+    support::remote::assert_complete(&transcript, &written);
 
     // The other paired device was offline during the turn: the relay held the bridge's
     // notification for it, sealed for that device, and delivers it when it connects.
@@ -256,7 +220,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
         }
     }
     assert!(done && live > 0 && older > 0, "live {live}, history {older}, replay_done {done}");
-    assert_complete(&view, &written);
+    support::remote::assert_complete(&view, &written);
     relay.shutdown().await;
 }
 
@@ -331,7 +295,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
             }
         }
     }
-    assert_complete(&transcript, &history(paired.bridge_home.path(), &session));
+    support::remote::assert_complete(&transcript, &support::remote::history(paired.bridge_home.path(), &session));
     if let Some(running) = relay {
         running.shutdown().await;
     }

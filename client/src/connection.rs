@@ -161,11 +161,26 @@ impl Connection {
         bridge: &PairedBridgeRecord,
         relay_url: Option<&str>,
     ) -> Result<Self, ConnectError> {
-        let identity = home.identity()?;
         let relay = relay_url.map(str::to_owned).or_else(|| bridge.relay.clone()).ok_or(ConnectError::NoRelay)?;
-        let url = format!("{}/v1/client", net::Endpoint::parse(&relay)?.ws_base());
+        Self::open_at(home, bridge, &relay, false).await
+    }
+
+    /// Opens a link directly to the bridge's LAN server at `lan_url` (no relay: no
+    /// resume tokens to wait for; the same envelopes and keys).
+    pub async fn open_lan(home: &DeviceHome, bridge: &PairedBridgeRecord, lan_url: &str) -> Result<Self, ConnectError> {
+        Self::open_at(home, bridge, lan_url, true).await
+    }
+
+    async fn open_at(
+        home: &DeviceHome,
+        bridge: &PairedBridgeRecord,
+        relay: &str,
+        direct: bool,
+    ) -> Result<Self, ConnectError> {
+        let identity = home.identity()?;
+        let url = format!("{}/v1/client", net::Endpoint::parse(relay)?.ws_base());
         let ws = net::websocket(&url).await?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge, home.clone()))
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge, home.clone(), direct))
             .await
             .map_err(|_| ConnectError::Handshake(format!("{url}: no answer within {HANDSHAKE_TIMEOUT:?}")))?
     }
@@ -175,6 +190,7 @@ impl Connection {
         identity: Identity,
         bridge: &PairedBridgeRecord,
         home: DeviceHome,
+        direct: bool,
     ) -> Result<Self, ConnectError> {
         let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
         let device_id = identity.public().device_id();
@@ -256,6 +272,7 @@ impl Connection {
             inbox: in_tx,
             push_opener: Opener::after(push_key, home.push_counter(&bridge.bridge_id), "push"),
             home,
+            direct,
         };
         for push in early_pushes {
             link.open_push(&push);
@@ -291,6 +308,8 @@ struct Link {
     /// home across restarts) refuses replayed ones.
     push_opener: Opener,
     home: DeviceHome,
+    /// Connected to the bridge itself (LAN): there are no resume tokens to wait for.
+    direct: bool,
 }
 
 impl Link {
@@ -349,6 +368,9 @@ impl Link {
 
     /// True when `value` names no session or the relay's token for it is held.
     fn sendable(&self, value: &Value) -> bool {
+        if self.direct {
+            return true;
+        }
         match value.get("session_id").and_then(Value::as_str) {
             None => true,
             Some(s) => self.status.borrow().resume_tokens.contains_key(&SessionId(s.to_owned())),

@@ -2,6 +2,7 @@
 //! service with the echo adapter, its identity and device registry, and a device
 //! home that paired with it (through the pairing functions, no relay needed).
 
+use std::path::Path;
 use std::time::Duration;
 
 use terminull_bridge::devices::{self, DeviceRegistry};
@@ -12,8 +13,11 @@ use terminull_bridge::relay_client;
 use terminull_bridge::service::Service;
 use terminull_bridge::session::SessionPolicy;
 use terminull_client::home::{DeviceHome, PairedBridgeRecord};
+use terminull_client::transcript::Transcript;
+use terminull_protocol::blocks::Block;
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairingLink};
+use terminull_protocol::ids::SessionId;
 
 /// A running bridge service and a device paired with it.
 pub struct Paired {
@@ -64,4 +68,39 @@ pub async fn paired_bridge() -> Paired {
     device.add_bridge(record.clone()).unwrap();
     let ctx = relay_client::context(identity, registry, service.clone());
     Paired { bridge_home, device_dir, device, record, service, ctx, device_identity }
+}
+
+/// Every block the bridge wrote for `session`, chunks included, from its history file.
+pub fn history(home: &Path, session: &SessionId) -> Vec<Block> {
+    let path = home.join("sessions").join(session.as_str()).join("blocks.jsonl");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// No block lost or duplicated: seqs strictly increase; every seq of the history the
+/// client lacks was superseded by a later block of the same id that it holds (the
+/// bridge compacts replays); and the transcript equals the history's.
+pub fn assert_complete(client: &Transcript, history: &[Block]) {
+    let seqs = client.seqs();
+    for (i, block) in history.iter().enumerate() {
+        let seq = block.seq.unwrap();
+        if seqs.contains(&seq) {
+            continue;
+        }
+        let superseded = block.kind.replace_key().is_some_and(|key| {
+            history[i + 1..]
+                .iter()
+                .any(|later| later.kind.replace_key() == Some(key) && seqs.contains(&later.seq.unwrap()))
+        });
+        assert!(superseded, "seq {seq} ({}) was lost; the client holds {seqs:?}", block.block_type());
+    }
+    let mut expected = Transcript::new();
+    for block in history {
+        expected.apply(block.clone());
+    }
+    assert_eq!(client.last_seq(), expected.last_seq(), "the client is missing the newest blocks");
+    assert_eq!(client.entries(), expected.entries(), "the client's transcript differs from the bridge's history");
 }

@@ -1,0 +1,116 @@
+//! The LAN server: a device on the local network pairs with the bridge and drives a
+//! session with no relay at all — the same envelopes, keys and checks as the relay
+//! path — and a stranger or a revoked device is refused.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use terminull_bridge::devices;
+use terminull_bridge::lan::{self, LanConfig};
+use terminull_client::connection::{ConnectError, Connection};
+use terminull_client::home::DeviceHome;
+use terminull_client::transcript::{Applied, Transcript};
+use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::crypto::pairing::PairingLink;
+use terminull_protocol::ids::SessionId;
+use terminull_protocol::relay::RelayErrorCode;
+
+async fn next(rx: &mut tokio::sync::mpsc::Receiver<BridgeMessage>) -> BridgeMessage {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a message in time").expect("open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
+    let paired = support::remote::paired_bridge().await;
+    let server = lan::start(paired.ctx.clone(), paired.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
+        .await
+        .expect("the LAN server binds");
+
+    // Pairing over the LAN: the link names the bridge's own server.
+    let (secret, expires_at) = devices::create_offer(&paired.home(), 60).unwrap();
+    let public = paired.ctx.identity.public();
+    let link = PairingLink {
+        bridge_id: public.bridge_id(),
+        bridge: public.to_wire(),
+        relay: Some(server.ws_url()),
+        secret,
+        expires_at,
+    };
+    let phone_dir = tempfile::tempdir().unwrap();
+    let phone = DeviceHome::at(phone_dir.path());
+    let paired_phone = terminull_client::pairing::pair(&phone, &link.to_url(&server.http_url()), "phone")
+        .await
+        .expect("pairs over the LAN");
+    assert_eq!(paired_phone.short_code, devices::offer_result(&paired.home(), &secret).unwrap().short_code);
+
+    let record = phone.bridge(None).unwrap();
+    let mut connection = Connection::open_lan(&phone, &record, &server.ws_url()).await.expect("link over the LAN");
+    let cwd = tempfile::tempdir().unwrap();
+    connection
+        .tx
+        .send(json!({"id": "r1", "type": "session_request", "agent": "echo", "cwd": cwd.path(), "app_pubkey": ""}))
+        .await
+        .unwrap();
+    let mut transcript = Transcript::new();
+    let session = loop {
+        match next(&mut connection.rx).await {
+            BridgeMessage::Reply(r) => match r.outcome {
+                ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } => break session_id,
+                other => panic!("{other:?}"),
+            },
+            BridgeMessage::Block { block, .. } => {
+                transcript.apply(block);
+            }
+            BridgeMessage::ReplayDone { .. } => {}
+        }
+    };
+    connection
+        .tx
+        .send(json!({"type": "user_message", "session_id": session, "text": "hello over the LAN"}))
+        .await
+        .unwrap();
+    loop {
+        if let BridgeMessage::Block { block, .. } = next(&mut connection.rx).await {
+            let end = block.block_type() == "session_end";
+            assert_eq!(transcript.apply(block), Applied::Added);
+            if end {
+                break;
+            }
+        }
+    }
+    let texts: Vec<String> = transcript
+        .entries()
+        .iter()
+        .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
+        .collect();
+    assert!(texts.iter().any(|t| t == "You said: hello over the LAN"), "{texts:?}");
+    support::remote::assert_complete(
+        &transcript,
+        &support::remote::history(paired.bridge_home.path(), &SessionId(session.to_string())),
+    );
+
+    // A device the bridge never paired is refused at the door.
+    let stranger_dir = tempfile::tempdir().unwrap();
+    let stranger = DeviceHome::at(stranger_dir.path());
+    stranger.add_bridge(record.clone()).unwrap();
+    match Connection::open_lan(&stranger, &record, &server.ws_url()).await {
+        Err(ConnectError::Refused { code: RelayErrorCode::UnknownDevice, .. }) => {}
+        other => panic!("a stranger got {other:?}"),
+    }
+
+    // Revoked: the live link is closed at its next message, and a new one is refused.
+    paired.ctx.devices.revoke(paired_phone_device(&phone).as_str()).unwrap();
+    connection.tx.send(json!({"type": "list_sessions"})).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), connection.rx.recv()).await.expect("closed in time").is_none()
+    );
+    assert!(Connection::open_lan(&phone, &record, &server.ws_url()).await.is_err());
+    assert_eq!(paired.service.resumable_session_ids().len(), 1, "no session from refused devices");
+    server.stop();
+}
+
+fn paired_phone_device(home: &DeviceHome) -> terminull_protocol::ids::DeviceId {
+    home.identity().unwrap().public().device_id()
+}
