@@ -23,25 +23,9 @@ use crate::home::Home;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DevicesError {
-    /// A file.
+    /// A file is unreadable, unwritable or not what it should be.
     #[error(transparent)]
     Home(#[from] HomeError),
-    /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A file is not what it should be.
-    #[error("{path}: {detail}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        detail: String,
-    },
     /// A pairing request was refused.
     #[error("pairing refused: {0}")]
     Refused(String),
@@ -83,9 +67,9 @@ impl DeviceRegistry {
     fn read(&self) -> Result<Vec<DeviceRecord>, DevicesError> {
         match std::fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| DevicesError::Corrupt { path: self.path.clone(), detail: e.to_string() }),
+                .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: self.path.clone(), detail: e.to_string() })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(DevicesError::Io { path: self.path.clone(), source }),
+            Err(source) => Err(DevicesError::Home(HomeError::Io { path: self.path.clone(), source })),
         }
     }
 
@@ -119,8 +103,9 @@ impl DeviceRegistry {
 
     fn write(&self, devices: &[DeviceRecord]) -> Result<(), DevicesError> {
         let text = serde_json::to_vec_pretty(devices)
-            .map_err(|e| DevicesError::Corrupt { path: self.path.clone(), detail: e.to_string() })?;
-        write_private(&self.path, &text).map_err(|source| DevicesError::Io { path: self.path.clone(), source })
+            .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: self.path.clone(), detail: e.to_string() }))?;
+        write_private(&self.path, &text)
+            .map_err(|source| DevicesError::Home(HomeError::Io { path: self.path.clone(), source }))
     }
 
     /// Adds (or re-pairs) a device.
@@ -174,8 +159,8 @@ pub fn create_offer(home: &Home, ttl_secs: u64) -> Result<([u8; 32], u64), Devic
     let expires_at = unix_now() + ttl_secs;
     let path = home.pairing_dir().join(format!("{}.json", pairing::pairing_id(&secret)));
     let text = serde_json::to_vec(&Offer { secret: b64url(&secret), expires_at })
-        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-    write_private(&path, &text).map_err(|source| DevicesError::Io { path, source })?;
+        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
+    write_private(&path, &text).map_err(|source| DevicesError::Home(HomeError::Io { path, source }))?;
     Ok((secret, expires_at))
 }
 
@@ -204,13 +189,13 @@ pub fn handle_pair_request(
     let path = home.pairing_dir().join(format!("{}.json", request.pairing_id));
     let bytes = std::fs::read(&path).map_err(|_| DevicesError::Refused("no open pairing offer has that id".into()))?;
     let offer: Offer = serde_json::from_slice(&bytes)
-        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
     if offer.expires_at < unix_now() {
         let _ = std::fs::remove_file(&path);
         return Err(DevicesError::Refused("the pairing offer expired".into()));
     }
     let secret = b64url_array::<32>("secret", &offer.secret)
-        .map_err(|e| DevicesError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
     let AcceptedDevice { response, device_id, keys, name, short_code } =
         pairing::accept(identity, &secret, request).map_err(|e| DevicesError::Refused(e.to_string()))?;
     registry.add(DeviceRecord { device_id: device_id.clone(), keys, name: name.clone(), revoked: false })?;

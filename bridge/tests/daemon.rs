@@ -7,7 +7,6 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -36,21 +35,7 @@ fn parse_lines(stdout: &[u8]) -> Vec<Value> {
 }
 
 fn up(home: &Path) -> Child {
-    let child = terminull()
-        .args(["up", "--log-level", "warn", "--home"])
-        .arg(home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = home.join("bridge.sock");
-    let start = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
+    support::daemon_up(home, &[])
 }
 
 #[test]

@@ -42,22 +42,7 @@ fn relay(data: &Path) -> (Running, String) {
 }
 
 fn up(home: &Path, relay: &str) -> Running {
-    support::echo_rs(); // the built-in `echo` next to the binary
-    let child = terminull()
-        .args(["up", "--log-level", "warn", "--relay", relay, "--home"])
-        .arg(home)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = home.join("bridge.sock");
-    let start = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Running(child)
+    Running(support::daemon_up(home, &["--relay", relay]))
 }
 
 /// Runs `command` until it succeeds (the bridge registers with the relay a moment

@@ -99,6 +99,28 @@ pub fn echo_only_exe_dir() -> PathBuf {
 
 pub mod remote;
 
+/// Starts `terminull up --home <home> <extra…>` (output discarded) and waits for its socket.
+pub fn daemon_up(home: &Path, extra: &[&str]) -> std::process::Child {
+    echo_rs(); // the built-in `echo` next to the binary
+    let child = Command::new(assert_cmd::cargo::cargo_bin("terminull"))
+        .args(["up", "--log-level", "warn"])
+        .args(extra)
+        .arg("--home")
+        .arg(home)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawning terminull up");
+    let socket = home.join("bridge.sock");
+    let start = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the daemon did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
 /// `target/<profile>/terminull-acp` (the generic ACP host), built on first use.
 pub fn terminull_acp() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
