@@ -68,6 +68,10 @@ impl Client {
         Client { inner: terminull_bridge::client::Client::in_process(service), next_id: 0 }
     }
 
+    fn remote(connection: terminull_client::connection::Connection) -> Self {
+        Client { inner: terminull_bridge::client::Client::remote(connection), next_id: 0 }
+    }
+
     async fn over_socket(path: &Path) -> Self {
         Client { inner: terminull_bridge::client::Client::connect(path).await.unwrap(), next_id: 0 }
     }
@@ -407,17 +411,71 @@ fn normalized_message(m: &BridgeMessage, session: &str) -> Value {
     v
 }
 
-#[tokio::test]
-async fn every_control_message_type_gives_the_same_result_over_the_socket_and_in_process() {
+/// The transports a client can reach the bridge by.
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    InProcess,
+    Socket,
+    Lan,
+    Relay,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_control_message_type_gives_the_same_result_on_every_transport() {
     let home = home();
     let service = service(home.path(), policy()).await;
     let socket = home.path().join("bridge.sock");
     tokio::spawn(local::serve(service.clone(), local::bind(&socket).await.unwrap()));
+    // The same bridge, reachable by a paired device on the LAN and through a relay.
+    let device = support::remote::pair_device(&Home::at(home.path()), &service);
+    let lan_config = terminull_bridge::lan::LanConfig::new("127.0.0.1:0".parse().unwrap());
+    let lan = terminull_bridge::lan::start(device.ctx.clone(), Home::at(home.path()), lan_config).await.unwrap();
+    let relay_data = tempfile::tempdir().unwrap();
+    let relay = terminull_relay::Relay::start(terminull_relay::RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        relay_data.path(),
+    ))
+    .await
+    .unwrap();
+    tokio::spawn(terminull_bridge::relay_client::run(
+        device.ctx.clone(),
+        Home::at(home.path()),
+        relay.ws_url(),
+        Default::default(),
+    ));
 
     let mut runs = Vec::new();
     let mut covered = std::collections::BTreeSet::new();
-    for over_socket in [false, true] {
-        let mut client = if over_socket { Client::over_socket(&socket).await } else { Client::in_process(&service) };
+    let transports = [Transport::InProcess, Transport::Socket, Transport::Lan, Transport::Relay];
+    for transport in transports {
+        let mut client = match transport {
+            Transport::InProcess => Client::in_process(&service),
+            Transport::Socket => Client::over_socket(&socket).await,
+            Transport::Lan => Client::remote(
+                terminull_client::connection::Connection::open_lan(&device.device, &device.record, &lan.ws_url())
+                    .await
+                    .unwrap(),
+            ),
+            Transport::Relay => {
+                let mut opened = None;
+                for _ in 0..100 {
+                    match terminull_client::connection::Connection::open(
+                        &device.device,
+                        &device.record,
+                        Some(&relay.ws_url()),
+                    )
+                    .await
+                    {
+                        Ok(c) => {
+                            opened = Some(c);
+                            break;
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+                Client::remote(opened.expect("a link through the relay"))
+            }
+        };
         let (session, _) = client.start("echo-py", home.path()).await;
         let s = session.as_str();
         let messages = [
@@ -459,7 +517,11 @@ async fn every_control_message_type_gives_the_same_result_over_the_socket_and_in
     for t in terminull_protocol::control::CONTROL_TYPES {
         assert!(covered.contains(*t), "control type `{t}` not exercised");
     }
-    assert_eq!(runs[0], runs[1]);
+    for (transport, run) in transports.iter().zip(&runs).skip(1) {
+        assert_eq!(&runs[0], run, "{transport:?} differs from in-process");
+    }
+    relay.shutdown().await;
+    lan.stop();
 }
 
 #[tokio::test]

@@ -53,21 +53,50 @@ pub async fn paired_bridge() -> Paired {
     scan.handshake_timeout = Duration::from_secs(10);
     let policy = SessionPolicy { handshake_timeout: Duration::from_secs(10), ..SessionPolicy::default() };
     let service = Service::start(home.clone(), Config::default(), scan, policy).await.unwrap();
-    let identity = devices::bridge_identity(&home).unwrap();
-    let registry = DeviceRegistry::open(&home);
-    let (secret, expires_at) = devices::create_offer(&home, 60).unwrap();
+    let device = pair_device(&home, &service);
+    Paired {
+        bridge_home,
+        device_dir: device.device_dir,
+        device: device.device,
+        record: device.record,
+        service,
+        ctx: device.ctx,
+        device_identity: device.device_identity,
+    }
+}
+
+/// A device paired with the bridge of `home`, and that bridge's link context.
+pub struct PairedDevice {
+    /// The device's home (kept alive).
+    pub device_dir: tempfile::TempDir,
+    /// The device.
+    pub device: DeviceHome,
+    /// The bridge as the device recorded it.
+    pub record: PairedBridgeRecord,
+    /// What the bridge's links share.
+    pub ctx: LinkContext,
+    /// The device's identity.
+    pub device_identity: Identity,
+}
+
+/// Pairs a new device with the bridge of `home` (through the pairing functions, no
+/// relay) and returns it with the bridge's link context over `service`.
+pub fn pair_device(home: &Home, service: &Service) -> PairedDevice {
+    let identity = devices::bridge_identity(home).unwrap();
+    let registry = DeviceRegistry::open(home);
+    let (secret, expires_at) = devices::create_offer(home, 60).unwrap();
     let public = identity.public();
     let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay: None, secret, expires_at };
     let device_dir = tempfile::tempdir().unwrap();
     let device = DeviceHome::at(device_dir.path());
     let device_identity = device.identity().unwrap();
     let (request, pending) = pairing::request(&link, &device_identity, "test-device").unwrap();
-    let response = devices::handle_pair_request(&home, &identity, &registry, &request).unwrap();
+    let response = devices::handle_pair_request(home, &identity, &registry, &request).unwrap();
     let paired = pending.finish(&response).unwrap();
     let record = PairedBridgeRecord { bridge_id: paired.bridge_id, keys: paired.keys, relay: None, paired_at: 0 };
     device.add_bridge(record.clone()).unwrap();
     let ctx = relay_client::context(identity, registry, service.clone());
-    Paired { bridge_home, device_dir, device, record, service, ctx, device_identity }
+    PairedDevice { device_dir, device, record, ctx, device_identity }
 }
 
 /// Every block the bridge wrote for `session`, chunks included, from its history file.
