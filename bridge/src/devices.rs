@@ -231,6 +231,7 @@ mod tests {
             bridge_id: bridge.public().bridge_id(),
             bridge: bridge.public().to_wire(),
             relay: None,
+            lan: None,
             secret,
             expires_at,
         };

@@ -111,6 +111,12 @@ impl Home {
         self.root.join("device")
     }
 
+    /// Where a running daemon writes the URL devices reach its LAN server at (removed
+    /// when it stops); `terminull pair` puts it in the link.
+    pub fn lan_url_file(&self) -> PathBuf {
+        self.root.join("lan-url")
+    }
+
     /// Reads `config.toml`; a missing file is the default configuration.
     pub fn load_config(&self) -> Result<Config, HomeError> {
         let path = self.config_file();
@@ -147,6 +153,13 @@ pub struct Config {
 pub struct LanSection {
     /// The address the LAN server binds.
     pub listen: String,
+    /// Advertise the LAN server by mDNS (`_terminull._tcp`); on by default.
+    #[serde(default = "advertise_by_default")]
+    pub mdns: bool,
+}
+
+fn advertise_by_default() -> bool {
+    true
 }
 
 /// `[relay]` in the configuration.

@@ -79,6 +79,8 @@ struct Lan {
     connections: Arc<Mutex<HashMap<DeviceId, usize>>>,
     total: Arc<std::sync::atomic::AtomicUsize>,
     pairings: Arc<Mutex<std::collections::VecDeque<Instant>>>,
+    /// Becomes true when the server stops; every connection ends on it.
+    stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// A running LAN server.
@@ -86,6 +88,7 @@ struct Lan {
 pub struct RunningLan {
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl RunningLan {
@@ -104,16 +107,34 @@ impl RunningLan {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting and drops every connection.
+    /// Stops accepting and drops every connection (devices see their socket close).
     pub fn stop(self) {
+        self.stop.send_replace(true);
         self.task.abort();
     }
+}
+
+/// The URL devices on the network reach a server bound to `addr` at: that address
+/// when it is a specific one, else this machine's address on the interface its
+/// default route uses (found by connecting a UDP socket, which sends nothing), else
+/// `None`.
+pub fn device_url(addr: SocketAddr) -> Option<String> {
+    let ip = if addr.ip().is_unspecified() {
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+        // TEST-NET-1 (RFC 5737): never routed; `connect` only picks the source address.
+        probe.connect("192.0.2.1:9").ok()?;
+        probe.local_addr().ok()?.ip()
+    } else {
+        addr.ip()
+    };
+    Some(format!("ws://{}", SocketAddr::new(ip, addr.port())))
 }
 
 /// Binds and serves until [`RunningLan::stop`].
 pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::Result<RunningLan> {
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let lan = Lan {
         ctx,
         home,
@@ -121,6 +142,7 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         connections: Arc::default(),
         total: Arc::default(),
         pairings: Arc::default(),
+        stopping,
     };
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -135,7 +157,7 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
             tracing::error!("the LAN server stopped: {e}");
         }
     });
-    Ok(RunningLan { addr, task })
+    Ok(RunningLan { addr, task, stop })
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -178,7 +200,11 @@ async fn device_socket(State(lan): State<Lan>, upgrade: WebSocketUpgrade) -> Res
     }
     let max = lan.config.max_message_bytes;
     upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
-        serve_device(lan.clone(), socket).await;
+        let mut stopping = lan.stopping.clone();
+        tokio::select! {
+            () = serve_device(lan.clone(), socket) => {}
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
         lan.total.fetch_sub(1, Ordering::SeqCst);
     })
 }

@@ -51,15 +51,19 @@ enum Command {
         /// Serve devices on the local network at ADDR (default `[lan] listen`, else 0.0.0.0:8478).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
         lan: Option<String>,
+        /// Do not advertise the LAN server by mDNS (`[lan] mdns = false`).
+        #[arg(long)]
+        no_mdns: bool,
     },
     /// Pair a device: show a QR code and link holding a one-time secret, then wait
     /// for the device and show the short code both sides must match.
     Pair {
         /// The relay the device will use (default: `[relay] url` in config.toml).
-        #[arg(long, value_name = "URL", conflicts_with = "lan")]
+        #[arg(long, value_name = "URL")]
         relay: Option<String>,
-        /// Pair on the local network instead: the URL of this bridge's LAN server as the
-        /// device will reach it (`ws://192.168.1.20:8478`); no relay is involved.
+        /// This bridge's LAN server as the device will reach it (`ws://192.168.1.20:8478`;
+        /// default: the address the running daemon serves at). With no relay, pairing
+        /// and everything after it stays on the local network.
         #[arg(long, value_name = "URL")]
         lan: Option<String>,
         /// Seconds the offer stays valid.
@@ -174,19 +178,28 @@ enum DeviceCommand {
         /// This device's home (its keys live in `<home>/device/`).
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+        /// Never look for the bridge by mDNS (when the link's addresses do not answer).
+        #[arg(long)]
+        no_discover: bool,
     },
 }
 
 /// Where a client command reaches its bridge.
 #[derive(Debug, Clone, Args)]
 struct RemoteArgs {
-    /// Reach the bridge through this relay, as a paired device (see `terminull device pair`).
-    #[arg(long, value_name = "URL", conflicts_with = "lan")]
+    /// As a paired device (see `terminull device pair`), choose the path by itself: the
+    /// bridge's LAN server first (its known address, else found by mDNS), the relay
+    /// otherwise, moving between them as they come and go.
+    #[arg(long)]
+    remote: bool,
+    /// Reach the bridge through this relay, as a paired device. With --lan too: LAN
+    /// first, this relay as the fallback.
+    #[arg(long, value_name = "URL")]
     relay: Option<String>,
     /// Reach the bridge directly at its LAN server (`ws://host:port`), as a paired device.
     #[arg(long, value_name = "URL")]
     lan: Option<String>,
-    /// Which paired bridge, when this device paired with several.
+    /// Which paired bridge, when this device paired with several (implies --remote).
     #[arg(long, value_name = "ID")]
     bridge: Option<String>,
 }
@@ -284,10 +297,12 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
         Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
-        Command::Up { home, log_level, relay, lan } => up(home, &log_level, relay, lan),
-        Command::Pair { relay, lan, ttl, no_wait, json, home } => pair(home, relay.or(lan), ttl, no_wait, json),
+        Command::Up { home, log_level, relay, lan, no_mdns } => up(home, &log_level, relay, lan, no_mdns),
+        Command::Pair { relay, lan, ttl, no_wait, json, home } => pair(home, relay, lan, ttl, no_wait, json),
         Command::Devices { action, json, home } => devices(home, action, json),
-        Command::Device(DeviceCommand::Pair { link, name, home }) => device_pair(home, &link, &name),
+        Command::Device(DeviceCommand::Pair { link, name, home, no_discover }) => {
+            device_pair(home, &link, &name, no_discover)
+        }
         Command::Chat { agent, cwd, model, mode, prompt, json, permission, home, remote } => {
             let cwd = match cwd {
                 Some(c) => c,
@@ -334,11 +349,12 @@ where
 {
     let home = Home::resolve(home)?;
     runtime()?.block_on(async move {
-        let (client, service) = match (&remote.relay, &remote.lan) {
-            (Some(url), _) => (remote_client(&home, url, false, remote.bridge.as_deref()).await?, None),
-            (None, Some(url)) => (remote_client(&home, url, true, remote.bridge.as_deref()).await?, None),
-            (None, None) => client_for(&home).await?,
-        };
+        let (client, service) =
+            if remote.remote || remote.relay.is_some() || remote.lan.is_some() || remote.bridge.is_some() {
+                (remote_client(&home, &remote).await?, None)
+            } else {
+                client_for(&home).await?
+            };
         let outcome = run(client).await;
         if let Some(service) = service {
             service.shutdown().await;
@@ -375,39 +391,61 @@ fn sessions(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Opens an encrypted link to a paired bridge through `relay`, as this home's device.
-async fn remote_client(home: &Home, url: &str, lan: bool, bridge: Option<&str>) -> anyhow::Result<Client> {
+/// Opens an encrypted link to a paired bridge, as this home's device: over the given
+/// path, or (`--remote`, or both paths given) LAN first with the relay as fallback.
+async fn remote_client(home: &Home, remote: &RemoteArgs) -> anyhow::Result<Client> {
     use terminull_client::connection::Connection;
+    use terminull_client::failover::{self, Routes};
     let device = terminull_client::home::DeviceHome::at(home.device_dir());
-    let record = device.bridge(bridge)?;
-    let connection = if lan {
-        Connection::open_lan(&device, &record, url).await
-    } else {
-        Connection::open(&device, &record, Some(url)).await
+    let record = device.bridge(remote.bridge.as_deref())?;
+    let connection = match (&remote.lan, &remote.relay) {
+        (Some(lan), None) if !remote.remote => Connection::open_lan(&device, &record, lan).await,
+        (None, Some(relay)) if !remote.remote => Connection::open(&device, &record, Some(relay)).await,
+        (lan, relay) => {
+            let mut routes = Routes::from_record(&record);
+            if lan.is_some() || relay.is_some() {
+                routes.lan = lan.clone().or(routes.lan);
+                routes.relay = relay.clone().or(routes.relay);
+            }
+            failover::open(&device, &record, routes, Default::default()).await
+        }
     };
-    let connection = connection.with_context(|| format!("connecting to bridge {} at {url}", record.bridge_id))?;
+    let connection = connection.with_context(|| format!("connecting to bridge {}", record.bridge_id))?;
+    let mut path = connection.info.path.clone();
+    eprintln!("connected to bridge {} over {}", record.bridge_id, *path.borrow());
+    tokio::spawn(async move {
+        while path.changed().await.is_ok() {
+            eprintln!("the link to the bridge moved to {}", *path.borrow());
+        }
+    });
     Ok(Client::remote(connection))
 }
 
-fn pair(home: Option<PathBuf>, relay: Option<String>, ttl: u64, no_wait: bool, json: bool) -> anyhow::Result<ExitCode> {
+fn pair(
+    home: Option<PathBuf>,
+    relay: Option<String>,
+    lan: Option<String>,
+    ttl: u64,
+    no_wait: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     use terminull_bridge::devices;
     use terminull_protocol::crypto::pairing::PairingLink;
     let home = Home::resolve(home)?;
     let config = home.load_config()?;
-    let relay = relay.or(config.relay.map(|r| r.url)).context(
-        "no relay: pass --relay URL (or --lan URL for this bridge's LAN server) or set `[relay] url` in config.toml",
-    )?;
+    let relay = relay.or(config.relay.map(|r| r.url));
+    // The running daemon's LAN server, as it computed its address at start.
+    let lan = lan.or_else(|| std::fs::read_to_string(home.lan_url_file()).ok().map(|u| u.trim().to_owned()));
+    let base = match (&relay, &lan) {
+        (Some(url), _) | (None, Some(url)) => terminull_client::net::Endpoint::parse(url)?.http_base(),
+        (None, None) => anyhow::bail!(
+            "no way for a device to reach this bridge: run `terminull up --lan` (or pass --lan ws://ADDR:PORT), or pass --relay URL / set `[relay] url` in config.toml"
+        ),
+    };
     let identity = devices::bridge_identity(&home)?;
     let (secret, expires_at) = devices::create_offer(&home, ttl)?;
     let public = identity.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: Some(relay.clone()),
-        secret,
-        expires_at,
-    };
-    let base = terminull_client::net::Endpoint::parse(&relay)?.http_base();
+    let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at };
     let url = link.to_url(&base);
     if json {
         write_stdout(
@@ -466,10 +504,11 @@ fn devices(home: Option<PathBuf>, action: Option<DevicesAction>, json: bool) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn device_pair(home: Option<PathBuf>, link: &str, name: &str) -> anyhow::Result<ExitCode> {
+fn device_pair(home: Option<PathBuf>, link: &str, name: &str, no_discover: bool) -> anyhow::Result<ExitCode> {
     let home = Home::resolve(home)?;
     let device = terminull_client::home::DeviceHome::at(home.device_dir());
-    let paired = runtime()?.block_on(terminull_client::pairing::pair(&device, link, name))?;
+    let discover = (!no_discover).then_some(terminull_client::mdns::MdnsScope::AllInterfaces);
+    let paired = runtime()?.block_on(terminull_client::pairing::pair(&device, link, name, discover))?;
     write_stdout(&format!(
         "Paired with bridge {}.\nShort code: {}  — check that the bridge shows the same code.",
         paired.bridge_id, paired.short_code
@@ -477,7 +516,13 @@ fn device_pair(home: Option<PathBuf>, link: &str, name: &str) -> anyhow::Result<
     Ok(ExitCode::SUCCESS)
 }
 
-fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option<String>) -> anyhow::Result<ExitCode> {
+fn up(
+    home: Option<PathBuf>,
+    log_level: &str,
+    relay: Option<String>,
+    lan: Option<String>,
+    no_mdns: bool,
+) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(log_level))
         .context("--log-level")?;
@@ -499,6 +544,7 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option
             (Some(_), None) => Some("0.0.0.0:8478".to_owned()),
             (None, None) => None,
         };
+        let advertise = !no_mdns && config.lan.as_ref().is_none_or(|c| c.mdns);
         let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
@@ -533,7 +579,29 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option
                 let server = terminull_bridge::lan::start(ctx.clone(), home.clone(), config)
                     .await
                     .with_context(|| format!("binding the LAN server on {addr}"))?;
+                if let Some(url) = terminull_bridge::lan::device_url(server.addr()) {
+                    let file = home.lan_url_file();
+                    std::fs::write(&file, &url).with_context(|| format!("writing {}", file.display()))?;
+                }
                 Some(server)
+            }
+            _ => None,
+        };
+        // Withdrawn (a goodbye packet) when dropped at shutdown.
+        let _advertisement = match (&lan_server, &ctx) {
+            (Some(server), Some(ctx)) if advertise => {
+                use terminull_client::mdns::{self, MdnsScope};
+                let advert =
+                    terminull_protocol::lan::LanAdvert::new(ctx.identity.public().bridge_id(), server.addr().port());
+                let scope =
+                    if server.addr().ip().is_loopback() { MdnsScope::LoopbackOnly } else { MdnsScope::AllInterfaces };
+                match mdns::advertise(&advert, server.addr().ip(), scope) {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        tracing::warn!("cannot advertise the LAN server by mDNS ({e}); devices need its address");
+                        None
+                    }
+                }
             }
             _ => None,
         };
@@ -548,8 +616,10 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option
         if let Some(task) = relay_task {
             task.abort();
         }
+        drop(_advertisement);
         if let Some(server) = lan_server {
             server.stop();
+            let _ = std::fs::remove_file(home.lan_url_file());
         }
         service.shutdown().await;
         let _ = std::fs::remove_file(home.socket());

@@ -4,7 +4,7 @@
 //! device list when it changes and sends notifications. On any failure it
 //! reconnects with exponential backoff and jitter.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use futures::{SinkExt, StreamExt};
 use terminull_client::net;
 use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
 use terminull_protocol::crypto::{b64, from_b64url};
+use terminull_protocol::ids::SessionId;
 use terminull_protocol::relay::{
-    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame,
+    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame, Sessions,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -109,6 +110,10 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
     let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
     let mut notices = ctx.service.notices();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // Live sessions are announced (the first tick announces every one, even those
+    // `register` could not list yet), so a session started over the LAN or the local
+    // socket gets resume tokens here too and a device can move it to the relay.
+    let mut live: HashSet<SessionId> = HashSet::new();
     loop {
         tokio::select! {
             frame = ws.next() => {
@@ -193,6 +198,13 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
             }
             Some(frame) = out_rx.recv() => write(&mut ws, &frame).await?,
             _ = tick.tick() => {
+                let now: HashSet<SessionId> = ctx.service.live_session_ids().await.into_iter().collect();
+                let mut started: Vec<SessionId> = now.difference(&live).cloned().collect();
+                live = now;
+                if !started.is_empty() {
+                    started.sort();
+                    write(&mut ws, &RelayFrame::Sessions(Sessions { resumable_session_ids: started })).await?;
+                }
                 let (devices, version) = ctx.devices.snapshot();
                 if version != devices_version {
                     devices_version = version;

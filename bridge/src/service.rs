@@ -167,6 +167,11 @@ impl Service {
         })
     }
 
+    /// The sessions running in this process now (from memory; cheap to poll).
+    pub async fn live_session_ids(&self) -> Vec<SessionId> {
+        self.inner.sessions.lock().await.keys().cloned().collect()
+    }
+
     /// The registered agents as apps see them.
     pub async fn agent_summaries(&self) -> Vec<AgentSummary> {
         self.inner

@@ -473,6 +473,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
             bridge_id: public.bridge_id(),
             bridge: public.to_wire(),
             relay: None,
+            lan: None,
             secret: terminull_protocol::crypto::random_bytes::<32>(),
             expires_at,
         };

@@ -34,18 +34,20 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
     let link = PairingLink {
         bridge_id: public.bridge_id(),
         bridge: public.to_wire(),
-        relay: Some(server.ws_url()),
+        relay: None,
+        lan: Some(server.ws_url()),
         secret,
         expires_at,
     };
     let phone_dir = tempfile::tempdir().unwrap();
     let phone = DeviceHome::at(phone_dir.path());
-    let paired_phone = terminull_client::pairing::pair(&phone, &link.to_url(&server.http_url()), "phone")
+    let paired_phone = terminull_client::pairing::pair(&phone, &link.to_url(&server.http_url()), "phone", None)
         .await
         .expect("pairs over the LAN");
     assert_eq!(paired_phone.short_code, devices::offer_result(&paired.home(), &secret).unwrap().short_code);
 
     let record = phone.bridge(None).unwrap();
+    assert_eq!(record.lan.as_deref(), Some(server.ws_url().as_str()), "the device keeps the LAN address");
     let mut connection = Connection::open_lan(&phone, &record, &server.ws_url()).await.expect("link over the LAN");
     let cwd = tempfile::tempdir().unwrap();
     connection

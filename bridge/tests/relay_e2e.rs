@@ -128,6 +128,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
         bridge_id: public.bridge_id(),
         bridge: public.to_wire(),
         relay: Some(relay.ws_url()),
+        lan: None,
         secret,
         expires_at,
     };
@@ -135,7 +136,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
     let phone = DeviceHome::at(phone_dir.path());
     let mut paired_phone = None;
     for _ in 0..100 {
-        match terminull_client::pairing::pair(&phone, &link.to_url(&relay.http_url()), "phone").await {
+        match terminull_client::pairing::pair(&phone, &link.to_url(&relay.http_url()), "phone", None).await {
             Ok(p) => {
                 paired_phone = Some(p);
                 break;

@@ -75,6 +75,27 @@ pub enum ConnectError {
     /// No relay URL was given and the pairing named none.
     #[error("no relay URL: pass --relay")]
     NoRelay,
+    /// Neither the LAN nor the relay could be reached (each attempt and why).
+    #[error("cannot reach the bridge: {0}")]
+    NoPath(String),
+}
+
+/// Which path carries a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkPath {
+    /// Directly to the bridge's LAN server at this URL.
+    Lan(String),
+    /// Through the relay at this URL.
+    Relay(String),
+}
+
+impl std::fmt::Display for LinkPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkPath::Lan(url) => write!(f, "LAN ({url})"),
+            LinkPath::Relay(url) => write!(f, "relay ({url})"),
+        }
+    }
 }
 
 /// Counters a caller (or a test) can read while the link runs.
@@ -112,6 +133,8 @@ pub struct LinkInfo {
     pub stats: Arc<LinkStats>,
     /// Why the link ended, once it has.
     pub closed: watch::Receiver<Option<String>>,
+    /// The path the link uses now (a [`crate::failover`] link moves between them).
+    pub path: watch::Receiver<LinkPath>,
 }
 
 /// An open link: send control values, receive the bridge's messages.
@@ -162,25 +185,30 @@ impl Connection {
         relay_url: Option<&str>,
     ) -> Result<Self, ConnectError> {
         let relay = relay_url.map(str::to_owned).or_else(|| bridge.relay.clone()).ok_or(ConnectError::NoRelay)?;
-        Self::open_at(home, bridge, &relay, false).await
+        Self::open_path(home, bridge, LinkPath::Relay(relay), Arc::default()).await
     }
 
     /// Opens a link directly to the bridge's LAN server at `lan_url` (no relay: no
     /// resume tokens to wait for; the same envelopes and keys).
     pub async fn open_lan(home: &DeviceHome, bridge: &PairedBridgeRecord, lan_url: &str) -> Result<Self, ConnectError> {
-        Self::open_at(home, bridge, lan_url, true).await
+        Self::open_path(home, bridge, LinkPath::Lan(lan_url.to_owned()), Arc::default()).await
     }
 
-    async fn open_at(
+    /// Opens a link over `path`, counting into `stats` (shared by the links a
+    /// [`crate::failover`] link moves between).
+    pub(crate) async fn open_path(
         home: &DeviceHome,
         bridge: &PairedBridgeRecord,
-        relay: &str,
-        direct: bool,
+        path: LinkPath,
+        stats: Arc<LinkStats>,
     ) -> Result<Self, ConnectError> {
         let identity = home.identity()?;
-        let url = format!("{}/v1/client", net::Endpoint::parse(relay)?.ws_base());
+        let base = match &path {
+            LinkPath::Lan(url) | LinkPath::Relay(url) => url,
+        };
+        let url = format!("{}{}", net::Endpoint::parse(base)?.ws_base(), terminull_protocol::lan::CLIENT_PATH);
         let ws = net::websocket(&url).await?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge, home.clone(), direct))
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, Self::handshake(ws, identity, bridge, home.clone(), path, stats))
             .await
             .map_err(|_| ConnectError::Handshake(format!("{url}: no answer within {HANDSHAKE_TIMEOUT:?}")))?
     }
@@ -190,8 +218,11 @@ impl Connection {
         identity: Identity,
         bridge: &PairedBridgeRecord,
         home: DeviceHome,
-        direct: bool,
+        path: LinkPath,
+        stats: Arc<LinkStats>,
     ) -> Result<Self, ConnectError> {
+        // On the LAN the device talks to the bridge itself: there are no resume tokens.
+        let direct = matches!(path, LinkPath::Lan(_));
         let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
         let device_id = identity.public().device_id();
         let bridge_id = bridge.bridge_id.clone();
@@ -246,7 +277,6 @@ impl Connection {
         )?;
         let shared = identity.agree(&bridge_public.x25519, "bridge x25519")?;
         let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), device_id.as_str());
-        let stats = Arc::new(LinkStats::default());
         let push_key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device_id.as_str());
         let (tx, out_rx) = mpsc::channel::<Value>(64);
         let (in_tx, rx) = mpsc::channel(INBOX);
@@ -257,6 +287,7 @@ impl Connection {
             status: status_rx,
             stats: stats.clone(),
             closed: closed_rx,
+            path: watch::channel(path).1,
         };
         let mut link = Link {
             identity,

@@ -50,6 +50,9 @@ pub struct PairedBridgeRecord {
     /// The relay it uses, from the pairing link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay: Option<String>,
+    /// Its LAN server, as last known (from the link, or found by mDNS since).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lan: Option<String>,
     /// When, Unix seconds.
     pub paired_at: u64,
 }

@@ -5,13 +5,17 @@
 //! - [`pairing`]: pairing through the relay's HTTP broker with a QR link.
 //! - [`connection`]: an authenticated, end-to-end encrypted link to the bridge through
 //!   the relay, presenting the bridge's messages decrypted and verified.
+//! - [`mdns`]: the LAN path's mDNS: a bridge advertises its LAN server, a device
+//!   browses for it.
 //! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule.
 //! - [`net`]: TCP/TLS, WebSocket and minimal HTTP to the relay.
 
 #![warn(missing_docs)]
 
 pub mod connection;
+pub mod failover;
 pub mod home;
+pub mod mdns;
 pub mod net;
 pub mod pairing;
 pub mod transcript;

@@ -7,10 +7,13 @@ use std::time::Duration;
 use terminull_protocol::crypto::pairing::{self, PairResponse, PairedBridge, PairingLink};
 
 use crate::home::{DeviceHome, HomeError, PairedBridgeRecord};
+use crate::mdns::{self, MdnsScope};
 use crate::net::{self, Endpoint, NetError};
 
 /// How long the broker may take (the bridge answers while its user watches).
 const PAIR_TIMEOUT: Duration = Duration::from_secs(40);
+/// How long to browse for the bridge by mDNS.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why pairing failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,9 +28,9 @@ pub enum PairError {
     /// Reaching the relay failed.
     #[error(transparent)]
     Net(#[from] NetError),
-    /// The link names no relay (pair over the LAN instead).
-    #[error("the pairing link names no relay")]
-    NoRelay,
+    /// Neither the link's addresses nor mDNS led to the bridge (each attempt and why).
+    #[error("cannot reach the bridge to pair: {0}")]
+    Unreachable(String),
     /// The relay or the bridge refused.
     #[error("pairing refused ({status}): {message}")]
     Refused {
@@ -40,7 +43,16 @@ pub enum PairError {
 
 /// Pairs this device with the bridge of `link_url` under `name`, records the bridge
 /// in the device's home, and returns the short code to compare with the bridge's.
-pub async fn pair(home: &DeviceHome, link_url: &str, name: &str) -> Result<PairedBridge, PairError> {
+///
+/// The request goes to the link's LAN server, else its relay; when neither answers
+/// (or the link names neither) and `discover` is set, to the bridge's LAN server found
+/// by mDNS. Only a failure to reach one moves on to the next: a refusal is final.
+pub async fn pair(
+    home: &DeviceHome,
+    link_url: &str,
+    name: &str,
+    discover: Option<MdnsScope>,
+) -> Result<PairedBridge, PairError> {
     let link = PairingLink::parse(link_url)?;
     let now = unix_now();
     if link.expires_at < now {
@@ -49,19 +61,44 @@ pub async fn pair(home: &DeviceHome, link_url: &str, name: &str) -> Result<Paire
             now - link.expires_at
         ))));
     }
-    let relay = link.relay.clone().ok_or(PairError::NoRelay)?;
     let identity = home.identity()?;
     let (request, pending) = pairing::request(&link, &identity, name)?;
-    let url = format!("{}/v1/bridges/{}/pair", Endpoint::parse(&relay)?.http_base(), link.bridge_id);
     let body = serde_json::to_vec(&request).map_err(|e| PairError::Refused { status: 0, message: e.to_string() })?;
-    let response = net::request_json("POST", &url, Some(&body), PAIR_TIMEOUT).await?;
-    if response.status != 200 {
-        let message = serde_json::from_slice::<serde_json::Value>(&response.body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&response.body).chars().take(200).collect());
-        return Err(PairError::Refused { status: response.status, message });
+    let mut tried = Vec::new();
+    let mut answered = None;
+    for (base, is_lan) in
+        link.lan.iter().map(|l| (l.clone(), true)).chain(link.relay.iter().map(|r| (r.clone(), false)))
+    {
+        match post_pair_request(&base, &link, &body).await {
+            Ok(response) => {
+                answered = Some((response, is_lan.then_some(base)));
+                break;
+            }
+            Err(PairError::Net(e)) => tried.push(format!("{base}: {e}")),
+            Err(e) => return Err(e),
+        }
     }
+    if answered.is_none()
+        && let Some(scope) = discover
+    {
+        let found = mdns::browse(scope, DISCOVER_TIMEOUT, Some(&link.bridge_id))
+            .await
+            .map_err(|e| PairError::Unreachable(e.to_string()))?;
+        match found.first().and_then(|b| b.url()) {
+            Some(url) => match post_pair_request(&url, &link, &body).await {
+                Ok(response) => answered = Some((response, Some(url))),
+                Err(PairError::Net(e)) => tried.push(format!("{url} (found by mDNS): {e}")),
+                Err(e) => return Err(e),
+            },
+            None => tried.push("mDNS found no LAN server of this bridge".into()),
+        }
+    }
+    let Some((response, lan)) = answered else {
+        if tried.is_empty() {
+            tried.push("the link names no relay and no LAN server, and discovery is off".into());
+        }
+        return Err(PairError::Unreachable(tried.join("; ")));
+    };
     let answer: PairResponse = serde_json::from_slice(&response.body)
         .map_err(|e| PairError::Refused { status: 200, message: format!("unreadable answer: {e}") })?;
     let paired = pending.finish(&answer)?;
@@ -69,9 +106,24 @@ pub async fn pair(home: &DeviceHome, link_url: &str, name: &str) -> Result<Paire
         bridge_id: paired.bridge_id.clone(),
         keys: paired.keys.clone(),
         relay: paired.relay.clone(),
+        lan: lan.or_else(|| paired.lan.clone()),
         paired_at: now,
     })?;
     Ok(paired)
+}
+
+/// POSTs a pairing request to the broker at `base` (a relay or a LAN server).
+async fn post_pair_request(base: &str, link: &PairingLink, body: &[u8]) -> Result<net::HttpResponse, PairError> {
+    let url = format!("{}/v1/bridges/{}/pair", Endpoint::parse(base)?.http_base(), link.bridge_id);
+    let response = net::request_json("POST", &url, Some(body), PAIR_TIMEOUT).await?;
+    if response.status != 200 {
+        let message = serde_json::from_slice::<serde_json::Value>(&response.body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&response.body).chars().take(200).collect());
+        return Err(PairError::Refused { status: response.status, message });
+    }
+    Ok(response)
 }
 
 pub(crate) fn unix_now() -> u64 {

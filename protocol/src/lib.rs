@@ -24,6 +24,7 @@ pub mod control;
 pub mod crypto;
 pub mod ids;
 pub mod jsonrpc;
+pub mod lan;
 pub mod ndjson;
 pub mod relay;
 pub mod samples;

@@ -35,6 +35,9 @@ pub enum RelayFrame {
     Registered(Registered),
     /// bridge → relay: the device registry changed (paired or revoked).
     Devices(Devices),
+    /// bridge → relay: the sessions it can resume now (sessions started since
+    /// `register`, e.g. over the LAN, become resumable through the relay too).
+    Sessions(Sessions),
     /// device → relay: prove the device key.
     Auth(Auth),
     /// relay → app: is the bridge there, what it runs, and the app's resume tokens.
@@ -69,7 +72,7 @@ pub enum RelayFrame {
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Every frame `type` of the relay protocol.
-pub const FRAME_TYPES: [&str; 18] = [
+pub const FRAME_TYPES: [&str; 19] = [
     "challenge",
     "register",
     "registered",
@@ -88,6 +91,7 @@ pub const FRAME_TYPES: [&str; 18] = [
     "close_conn",
     "conn_closed",
     "error",
+    "sessions",
 ];
 
 impl RelayFrame {
@@ -112,6 +116,7 @@ impl RelayFrame {
             RelayFrame::CloseConn(_) => 15,
             RelayFrame::ConnClosed(_) => 16,
             RelayFrame::Error(_) => 17,
+            RelayFrame::Sessions(_) => 18,
         };
         FRAME_TYPES[i]
     }
@@ -169,6 +174,15 @@ pub struct DeviceRecord {
 pub struct Devices {
     /// Every device the bridge has paired, revoked ones included.
     pub devices: Vec<DeviceRecord>,
+}
+
+/// Body of `sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct Sessions {
+    /// The sessions the bridge can resume, newest last (as in `register`). The relay
+    /// adds the ones it did not know; it forgets none it already issued tokens for.
+    pub resumable_session_ids: Vec<SessionId>,
 }
 
 /// Body of `auth`.

@@ -109,6 +109,10 @@ fn handle_frame(
             Ok(()) => true,
             Err((code, message)) => io.refuse(code, &message, None),
         },
+        RelayFrame::Sessions(sessions) => match hub.add_resumable(bridge_id, &sessions.resumable_session_ids) {
+            Ok(()) => true,
+            Err((code, message)) => io.refuse(code, &message, None),
+        },
         RelayFrame::Block(mut block) => {
             if let Err(e) = verify_block(key, &block) {
                 tracing::warn!(%bridge_id, session_id = %block.session_id, reason = %e, "refusing a block whose signature does not verify");

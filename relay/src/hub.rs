@@ -429,6 +429,34 @@ impl Hub {
     }
 
     /// The bridge's `devices` frame: replaces its registry.
+    /// The bridge's `sessions` frame: adds the sessions the relay did not know as
+    /// resumable (keeping the newest `max_resumable_sessions`), and gives every device
+    /// connection its tokens for them.
+    pub(crate) fn add_resumable(&self, bridge_id: &BridgeId, ids: &[SessionId]) -> Result<(), Refusal> {
+        if ids.len() > self.config.max_resumable_sessions {
+            return Err((
+                RelayErrorCode::BadFrame,
+                format!(
+                    "`sessions` lists {} sessions; this relay keeps at most {}",
+                    ids.len(),
+                    self.config.max_resumable_sessions
+                ),
+            ));
+        }
+        let mut state = self.lock();
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
+        let known: HashSet<&SessionId> = bridge.resumable.iter().collect();
+        let new: Vec<SessionId> = ids.iter().filter(|s| !known.contains(s)).cloned().collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let merged: Vec<SessionId> = bridge.resumable.iter().chain(new.iter()).cloned().collect();
+        bridge.resumable = bounded_sessions(&merged, self.config.max_resumable_sessions);
+        self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+        self.broadcast_status(&mut state, bridge_id);
+        Ok(())
+    }
+
     pub(crate) fn replace_devices(&self, bridge_id: &BridgeId, devices: Vec<DeviceRecord>) -> Result<(), Refusal> {
         let active =
             check_devices(&devices, self.config.max_devices_per_bridge).map_err(|m| (RelayErrorCode::BadFrame, m))?;

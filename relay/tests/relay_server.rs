@@ -367,6 +367,7 @@ async fn the_pairing_broker_round_trips_through_the_bridge_and_reports_refusals_
         bridge_id: bridge_key.public().bridge_id(),
         bridge: bridge_key.public().to_wire(),
         relay: Some(relay.ws_url()),
+        lan: None,
         secret: random_bytes::<32>(),
         expires_at: unix_now() + 300,
     };
@@ -440,6 +441,7 @@ async fn pairing_requests_are_rate_limited_per_address_and_time_out_without_an_a
         bridge_id: bridge_key.public().bridge_id(),
         bridge: bridge_key.public().to_wire(),
         relay: None,
+        lan: None,
         secret: [1; 32],
         expires_at: unix_now() + 300,
     };

@@ -86,14 +86,22 @@ pub fn pair_device(home: &Home, service: &Service) -> PairedDevice {
     let registry = DeviceRegistry::open(home);
     let (secret, expires_at) = devices::create_offer(home, 60).unwrap();
     let public = identity.public();
-    let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay: None, secret, expires_at };
+    let link = PairingLink {
+        bridge_id: public.bridge_id(),
+        bridge: public.to_wire(),
+        relay: None,
+        lan: None,
+        secret,
+        expires_at,
+    };
     let device_dir = tempfile::tempdir().unwrap();
     let device = DeviceHome::at(device_dir.path());
     let device_identity = device.identity().unwrap();
     let (request, pending) = pairing::request(&link, &device_identity, "test-device").unwrap();
     let response = devices::handle_pair_request(home, &identity, &registry, &request).unwrap();
     let paired = pending.finish(&response).unwrap();
-    let record = PairedBridgeRecord { bridge_id: paired.bridge_id, keys: paired.keys, relay: None, paired_at: 0 };
+    let record =
+        PairedBridgeRecord { bridge_id: paired.bridge_id, keys: paired.keys, relay: None, lan: None, paired_at: 0 };
     device.add_bridge(record.clone()).unwrap();
     let ctx = relay_client::context(identity, registry, service.clone());
     PairedDevice { device_dir, device, record, ctx, device_identity }

@@ -34,6 +34,9 @@ pub struct PairingLink {
     pub bridge: PublicKeys,
     /// The relay's WebSocket URL, when the bridge uses one.
     pub relay: Option<String>,
+    /// The bridge's LAN server (`ws://host:port`), when it runs one: a hint, like an
+    /// mDNS advertisement (the device finds it again by mDNS if it moves).
+    pub lan: Option<String>,
     /// The one-time secret.
     pub secret: [u8; SECRET_LEN],
     /// When the offer expires, Unix seconds.
@@ -42,12 +45,16 @@ pub struct PairingLink {
 
 impl std::fmt::Debug for PairingLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PairingLink").field("bridge_id", &self.bridge_id).field("relay", &self.relay).finish()
+        f.debug_struct("PairingLink")
+            .field("bridge_id", &self.bridge_id)
+            .field("relay", &self.relay)
+            .field("lan", &self.lan)
+            .finish()
     }
 }
 
 impl PairingLink {
-    /// `<base>/pair#v=1&b=<bridge id>&e=<ed25519>&x=<x25519>&s=<secret>&t=<expiry>[&r=<relay>]`.
+    /// `<base>/pair#v=1&b=<bridge id>&e=<ed25519>&x=<x25519>&s=<secret>&t=<expiry>[&r=<relay>][&l=<lan>]`.
     /// The secret travels in the fragment, which browsers never send to a server.
     pub fn to_url(&self, base: &str) -> String {
         let mut url = format!(
@@ -62,6 +69,10 @@ impl PairingLink {
         if let Some(relay) = &self.relay {
             url.push_str("&r=");
             url.push_str(&percent_encode(relay));
+        }
+        if let Some(lan) = &self.lan {
+            url.push_str("&l=");
+            url.push_str(&percent_encode(lan));
         }
         url
     }
@@ -93,6 +104,7 @@ impl PairingLink {
             bridge_id,
             bridge,
             relay: fields.get("r").map(|r| percent_decode(r)).transpose()?,
+            lan: fields.get("l").map(|l| percent_decode(l)).transpose()?,
             secret: b64url_array("s", get("s")?)?,
             expires_at: get("t")?.parse().map_err(|_| bad("`t` is not a Unix time"))?,
         })
@@ -254,6 +266,8 @@ pub struct PairedBridge {
     pub keys: PublicKeys,
     /// The relay URL from the link.
     pub relay: Option<String>,
+    /// The LAN server URL from the link.
+    pub lan: Option<String>,
     /// The short code both sides show.
     pub short_code: String,
 }
@@ -278,6 +292,7 @@ impl PendingPairing {
             bridge_id: self.link.bridge_id.clone(),
             keys: self.link.bridge.clone(),
             relay: self.link.relay.clone(),
+            lan: self.link.lan.clone(),
             short_code: short_code(&t),
         })
     }
@@ -387,6 +402,7 @@ mod tests {
             bridge_id: bridge.public().bridge_id(),
             bridge: bridge.public().to_wire(),
             relay: Some("ws://127.0.0.1:7000/v1?x=1&y".into()),
+            lan: Some("ws://192.168.1.20:8478".into()),
             secret: [42; 32],
             expires_at: 1_900_000_000,
         }
@@ -398,6 +414,7 @@ mod tests {
         let device = Identity::generate();
         let link = PairingLink::parse(&link(&bridge).to_url("https://relay.example")).unwrap();
         assert_eq!(link.relay.as_deref(), Some("ws://127.0.0.1:7000/v1?x=1&y"));
+        assert_eq!(link.lan.as_deref(), Some("ws://192.168.1.20:8478"));
         let (req, pending) = request(&link, &device, "phone").unwrap();
         let accepted = accept(&bridge, &link.secret, &req).unwrap();
         let paired = pending.finish(&accepted.response).unwrap();

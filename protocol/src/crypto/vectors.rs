@@ -45,6 +45,7 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
         bridge_id: bridge_id.clone(),
         bridge: bp.to_wire(),
         relay: Some("wss://relay.example".into()),
+        lan: None,
         secret,
         expires_at: 1_767_225_600,
     };

@@ -12,7 +12,7 @@
 //! See docs/agent-tests.md.
 
 pub mod agents;
-pub mod netns;
+pub use terminull_netns as netns;
 pub mod rig;
 pub mod scenarios;
 pub mod workspace;
