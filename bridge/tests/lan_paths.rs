@@ -87,17 +87,9 @@ async fn until_turn_end(client: &mut Client, transcript: &mut Transcript) -> usi
     }
 }
 
-fn in_private_netns(name: &str) -> bool {
-    match terminull_netns::run_isolated(name) {
-        None => true,
-        Some(Ok(_)) => false,
-        Some(Err(output)) => panic!("{name} failed in its private network namespace:\n{output}"),
-    }
-}
-
 #[test]
 fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
-    if !in_private_netns("a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn") {
+    if !terminull_netns::body_runs_here("a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn") {
         return;
     }
     logs();
@@ -265,7 +257,7 @@ fn terminull(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn the_cli_pairs_over_the_lan_and_a_remote_chat_finds_the_daemon_by_mdns() {
-    if !in_private_netns("the_cli_pairs_over_the_lan_and_a_remote_chat_finds_the_daemon_by_mdns") {
+    if !terminull_netns::body_runs_here("the_cli_pairs_over_the_lan_and_a_remote_chat_finds_the_daemon_by_mdns") {
         return;
     }
     let bridge = tempfile::tempdir().unwrap();

@@ -8,17 +8,9 @@ use terminull_client::mdns::{self, MdnsScope};
 use terminull_protocol::ids::BridgeId;
 use terminull_protocol::lan::LanAdvert;
 
-fn in_private_netns(name: &str) -> bool {
-    match terminull_netns::run_isolated(name) {
-        None => true,
-        Some(Ok(_)) => false,
-        Some(Err(output)) => panic!("{name} failed in its private network namespace:\n{output}"),
-    }
-}
-
 #[test]
 fn a_device_browsing_finds_the_advertised_bridge_with_its_port_and_id() {
-    if !in_private_netns("a_device_browsing_finds_the_advertised_bridge_with_its_port_and_id") {
+    if !terminull_netns::body_runs_here("a_device_browsing_finds_the_advertised_bridge_with_its_port_and_id") {
         return;
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

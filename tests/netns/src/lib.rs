@@ -57,3 +57,17 @@ pub fn run_in_netns(command: &mut Command) -> Result<String, String> {
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     if output.status.success() { Ok(text) } else { Err(format!("{} in the private namespace:\n{text}", output.status)) }
 }
+
+/// For a test body that must run in a private namespace: true inside it (run the
+/// body); outside, runs the test `name` there, prints its output and returns false
+/// when it passed, and panics with its output when it failed.
+pub fn body_runs_here(name: &str) -> bool {
+    match run_isolated(name) {
+        None => true,
+        Some(Ok(output)) => {
+            println!("{output}");
+            false
+        }
+        Some(Err(output)) => panic!("{name} failed in its private network namespace:\n{output}"),
+    }
+}
