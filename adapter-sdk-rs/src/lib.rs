@@ -38,7 +38,7 @@ pub mod prelude {
     pub use crate::tools::ToolCallTracker;
     pub use terminull_protocol::BlockKind;
     pub use terminull_protocol::adapter::{HandoffHook, InitParam, LeaseKind, ModelInfo, StartParams};
-    pub use terminull_protocol::blocks::{EndReason, Usage, UserMessage};
+    pub use terminull_protocol::blocks::{EndReason, PermissionOption, PermissionOptionKind, Usage, UserMessage};
 }
 
 use terminull_protocol::adapter::Declaration;

@@ -148,6 +148,8 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/client", get(device_socket))
         .route("/v1/bridges/{bridge_id}/pair", post(pair))
+        // The phone web app: the pairing link opens it on this server.
+        .merge(terminull_web::routes("lan"))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint on this bridge") })
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);

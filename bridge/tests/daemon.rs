@@ -140,3 +140,23 @@ fn permission_requests_are_answered_by_the_flag_and_denied_without_one() {
         assert!(last_text["text"].as_str().unwrap().ends_with(expected), "{flag:?}: {last_text}");
     }
 }
+
+#[test]
+fn the_echo_adapter_asks_before_echoing_a_message_that_starts_with_ask() {
+    let home = home_with_python_drop_in();
+    for (flag, expected) in [("allow", "You said: ask nicely"), ("deny", "Denied: nothing echoed.")] {
+        let out = terminull()
+            .args(["chat", "echo", "-p", "ask nicely", "--json", "--permission", flag, "--home"])
+            .arg(home.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{flag}: {}", String::from_utf8_lossy(&out.stderr));
+        let blocks = parse_lines(&out.stdout);
+        let asked = blocks.iter().find(|b| b["type"] == "permission_request").expect("a permission request");
+        let options: Vec<&str> =
+            asked["options"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+        assert_eq!(options, ["allow", "deny"]);
+        let last_text = blocks.iter().rev().find(|b| b["type"] == "text").unwrap();
+        assert_eq!(last_text["text"], expected, "{flag}");
+    }
+}

@@ -1,8 +1,9 @@
 //! `echo-rs`: the spec's EchoAdapter (developer-docs §2.2) with the Rust SDK.
 //!
 //! Replies "You said: <text>", streamed word by word. A message starting with
-//! `slow` streams slowly so an interrupt can be tried; `/status`-style usage is
-//! counted per session.
+//! `slow` streams slowly so an interrupt can be tried; one starting with `ask` first
+//! asks permission (options `allow` and `deny`) and, denied, says so instead;
+//! `/status`-style usage is counted per session.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -24,7 +25,7 @@ impl Adapter for Echo {
         images: false,
         documents: false,
         thinking: false,
-        permissions: false,
+        permissions: true,
         subagents: false,
         interrupt: true,
         input_during_turn: false,
@@ -45,6 +46,26 @@ impl Adapter for Echo {
     async fn send(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         self.turns += 1;
         let pace = if message.text.starts_with("slow") { Duration::from_millis(200) } else { Duration::ZERO };
+        if message.text.starts_with("ask") {
+            let options = vec![
+                PermissionOption { id: "allow".into(), label: "Allow".into(), kind: PermissionOptionKind::AllowOnce },
+                PermissionOption { id: "deny".into(), label: "Deny".into(), kind: PermissionOptionKind::RejectOnce },
+            ];
+            let input = serde_json::json!({ "text": message.text });
+            match turn.ask_permission("echo", input, options, None).await {
+                Ok(choice) if choice == "allow" => {}
+                Ok(_) => {
+                    let mut text = TextStreamer::new_text(mint_id("msg"));
+                    turn.emit(text.push("Denied: nothing echoed.")).await.map_err(AdapterError::agent)?;
+                    if let Some(last) = text.finish() {
+                        turn.emit(last).await.map_err(AdapterError::agent)?;
+                    }
+                    return Ok(EndReason::Completed);
+                }
+                Err(TurnError::Interrupted) => return Ok(EndReason::Interrupted),
+                Err(e) => return Err(AdapterError::agent(e)),
+            }
+        }
         let reply = format!("You said: {}", message.text);
         let mut text = TextStreamer::new_text(mint_id("msg"));
         for (i, word) in reply.split_inclusive(' ').enumerate() {

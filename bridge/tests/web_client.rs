@@ -1,0 +1,249 @@
+//! The phone web app in a real browser: Debian's Chromium driven by Playwright
+//! (`web/test/browser.mjs`) at a phone-sized viewport, against a bridge's LAN server
+//! and against a relay, both serving the embedded app. The script pairs by opening the
+//! QR link, runs a turn with the echo adapter, approves a permission, interrupts a
+//! long turn and reloads mid-stream; this test then checks the page's blocks against
+//! the bridge's history. Everything runs in a private network namespace (the browser
+//! cannot reach anything but loopback). Screenshots of each state are kept under
+//! `target/tmp/browser-screenshots/<path>/`.
+//!
+//! `.ci/run` installs Chromium and the app's npm packages and sets
+//! `TERMINULL_BROWSER_TESTS=1`: then a browser test that cannot run fails. Without it,
+//! and without Chromium or `web/node_modules`, the tests say so and pass.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use terminull_bridge::devices;
+use terminull_bridge::lan::{self, LanConfig};
+use terminull_protocol::blocks::Block;
+use terminull_protocol::crypto::pairing::PairingLink;
+use terminull_protocol::ids::SessionId;
+use terminull_relay::{Relay, RelayConfig};
+
+const REQUIRED_ENV: &str = "TERMINULL_BROWSER_TESTS";
+
+fn web_dir() -> PathBuf {
+    support::workspace().join("web")
+}
+
+/// Whether the browser tests can run here; panics when they must and cannot.
+fn browser_available() -> bool {
+    available(true)
+}
+
+/// Whether the web app's npm packages (and, with `chromium`, the browser) are here;
+/// panics when the tests must run and cannot.
+fn available(chromium: bool) -> bool {
+    let missing: Vec<&str> = [
+        (chromium && !Path::new("/usr/bin/chromium").exists()).then_some("/usr/bin/chromium"),
+        (!web_dir().join("node_modules/playwright-core").exists()).then_some("web/node_modules (npm ci in web/)"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(std::env::var_os(REQUIRED_ENV).is_none(), "{REQUIRED_ENV} is set but {missing:?} missing");
+    eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
+    false
+}
+
+/// What the browser script reports.
+#[derive(Debug, serde::Deserialize)]
+struct Report {
+    ok: bool,
+    session_id: String,
+    seqs: Vec<u64>,
+    path: String,
+    screenshots: Vec<String>,
+}
+
+/// Runs the browser script on `link` and returns its report.
+async fn run_browser(link: &str, expect_path: &str) -> Report {
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots").join(expect_path);
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new("node");
+    command
+        .arg(web_dir().join("test/browser.mjs"))
+        .args(["--link", link, "--expect-path", expect_path, "--screenshots"])
+        .arg(&shots)
+        .arg("--cwd")
+        .arg(cwd.path())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .expect("the browser script finished in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
+    let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
+    let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
+    assert!(report.ok, "{stdout}");
+    println!("{expect_path}: screenshots {:?}", report.screenshots);
+    report
+}
+
+/// The page holds every block of the session's history, once, in order — except
+/// streamed chunks that a later block of the same id superseded (a resume re-sends
+/// only the newest).
+fn assert_page_complete(seqs: &[u64], history: &[Block]) {
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
+    let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
+    assert!(seqs.iter().all(|s| known.contains(s)), "the page shows blocks the bridge never wrote: {seqs:?}");
+    for (i, block) in history.iter().enumerate() {
+        let seq = block.seq.unwrap();
+        if seqs.contains(&seq) {
+            continue;
+        }
+        let superseded = block.kind.replace_key().is_some_and(|key| {
+            history[i + 1..]
+                .iter()
+                .any(|later| later.kind.replace_key() == Some(key) && seqs.contains(&later.seq.unwrap()))
+        });
+        assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
+    }
+    assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
+}
+
+fn offer(home: &terminull_bridge::home::Home, relay: Option<String>, lan: Option<String>, base: &str) -> String {
+    let identity = devices::bridge_identity(home).unwrap();
+    let (secret, expires_at) = devices::create_offer(home, 300).unwrap();
+    let public = identity.public();
+    PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at }.to_url(base)
+}
+
+#[test]
+fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
+    if !browser_available()
+        || !terminull_netns::body_runs_here("the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium")
+    {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let bridge = support::remote::paired_bridge().await;
+        let server = lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
+            .await
+            .expect("the LAN server binds");
+        let link = offer(&bridge.home(), None, Some(server.ws_url()), &server.http_url());
+        let report = run_browser(&link, "lan").await;
+        assert_eq!(report.path, "lan");
+        let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
+        assert_page_complete(&report.seqs, &history);
+        server.stop();
+    });
+}
+
+#[test]
+fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
+    if !browser_available()
+        || !terminull_netns::body_runs_here("the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium")
+    {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let data = tempfile::tempdir().unwrap();
+        let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
+        let bridge = support::remote::paired_bridge().await;
+        let backoff =
+            terminull_bridge::relay_client::Backoff { min: Duration::from_millis(50), max: Duration::from_millis(400) };
+        tokio::spawn(terminull_bridge::relay_client::run(bridge.ctx.clone(), bridge.home(), relay.ws_url(), backoff));
+        // The bridge registers before the phone arrives.
+        let mut online = false;
+        for _ in 0..100 {
+            let url = format!("{}/v1/bridges/{}/devices", relay.http_url(), bridge.record.bridge_id);
+            if terminull_client::net::request_json("GET", &url, None, Duration::from_secs(2))
+                .await
+                .is_ok_and(|r| r.status == 200)
+            {
+                online = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(online, "the bridge never registered with the relay");
+        let link = offer(&bridge.home(), Some(relay.ws_url()), None, &relay.http_url());
+        let report = run_browser(&link, "relay").await;
+        assert_eq!(report.path, "relay");
+        let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
+        assert_page_complete(&report.seqs, &history);
+        relay.shutdown().await;
+    });
+}
+
+#[test]
+fn the_apps_javascript_tests_pass_and_its_crypto_reproduces_the_envelope_vectors() {
+    // They launch Chromium against an in-process fake bridge: in a namespace too.
+    if !available(true)
+        || !terminull_netns::body_runs_here(
+            "the_apps_javascript_tests_pass_and_its_crypto_reproduces_the_envelope_vectors",
+        )
+    {
+        return;
+    }
+    let output = std::process::Command::new("node")
+        .args(["--test", "test/"])
+        .current_dir(web_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "node --test web/test/ failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{}", stdout.lines().filter(|l| l.starts_with("# ")).collect::<Vec<_>>().join("\n"));
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+}
+
+#[test]
+fn the_committed_app_is_what_its_sources_build_to() {
+    if !available(false) {
+        return;
+    }
+    // Build a copy of the sources, so a failing check leaves web/dist as committed.
+    let copy = tempfile::tempdir().unwrap();
+    let web = web_dir();
+    for file in ["build.mjs", "index.html", "style.css", "package.json"] {
+        std::fs::copy(web.join(file), copy.path().join(file)).unwrap();
+    }
+    copy_dir(&web.join("src"), &copy.path().join("src"));
+    std::os::unix::fs::symlink(web.join("node_modules"), copy.path().join("node_modules")).unwrap();
+    let output = std::process::Command::new("node")
+        .arg("build.mjs")
+        .current_dir(copy.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("node runs");
+    assert!(output.status.success(), "the build failed: {}", String::from_utf8_lossy(&output.stderr));
+    for file in ["app.js", "index.html", "style.css"] {
+        let built = std::fs::read(copy.path().join("dist").join(file)).unwrap();
+        let committed = std::fs::read(web.join("dist").join(file)).unwrap();
+        assert!(
+            built == committed,
+            "web/dist/{file} differs from what web/src builds to; run `npm run build` in web/ and commit web/dist"
+        );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

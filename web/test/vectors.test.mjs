@@ -1,0 +1,180 @@
+// The browser crypto module reproduces docs/vectors/envelope.json byte for byte.
+// Run: node --test web/test/   (from the repository root) or `npm test` in web/.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import * as c from '../src/crypto.js';
+
+const V = JSON.parse(readFileSync(fileURLToPath(new URL('../../docs/vectors/envelope.json', import.meta.url)), 'utf8'));
+
+const bridge = c.identityFromBytes(c.fromHex(V.bridge.ed25519_seed_hex), c.fromHex(V.bridge.x25519_secret_hex));
+const device = c.identityFromBytes(c.fromHex(V.device.ed25519_seed_hex), c.fromHex(V.device.x25519_secret_hex));
+const bridgeId = V.bridge.bridge_id;
+const deviceId = V.device.device_id;
+
+test('transcript framing', () => {
+  assert.deepEqual([...c.transcript(['ab', ''])], [0, 0, 0, 2, 0x61, 0x62, 0, 0, 0, 0]);
+});
+
+test('encodings round-trip and refuse malformed input', () => {
+  for (let n = 0; n < 40; n++) {
+    const bytes = c.randomBytes(n);
+    assert.deepEqual(c.fromB64(c.b64(bytes)), bytes);
+    assert.deepEqual(c.fromB64url(c.b64url(bytes)), bytes);
+    assert.equal(c.b64(bytes), Buffer.from(bytes).toString('base64'));
+    assert.equal(c.b64url(bytes), Buffer.from(bytes).toString('base64url'));
+  }
+  assert.deepEqual(c.fromB64url('AQ=='), Uint8Array.of(1), 'padding tolerated in base64url');
+  assert.throws(() => c.fromB64('***'), /not valid base64/);
+  assert.throws(() => c.fromB64('AQ'), /not valid base64/, 'standard base64 needs its padding');
+  assert.throws(() => c.fromB64urlN('AAAA', 32, 'ed25519'), /must be 32 bytes, got 3/);
+  assert.throws(() => c.fromB64url(42), /not valid base64url/);
+});
+
+test('keys and ids from the fixed secrets', () => {
+  assert.deepEqual(c.publicKeysWire(bridge), V.bridge.keys);
+  assert.deepEqual(c.publicKeysWire(device), V.device.keys);
+  assert.equal(c.bridgeIdOf(bridge.ed25519Public), bridgeId);
+  assert.equal(c.deviceIdOf(device.ed25519Public), deviceId);
+  const secrets = c.identitySecrets(device);
+  assert.deepEqual(c.publicKeysWire(c.identityFromSecrets(secrets)), V.device.keys);
+});
+
+test('pairing: link, pairing id, request MAC and signature, response, short code', () => {
+  const P = V.pairing;
+  const link = c.parsePairingLink(P.link);
+  assert.equal(link.bridgeId, bridgeId);
+  assert.equal(link.relay, 'wss://relay.example');
+  assert.equal(link.lan, null);
+  assert.equal(c.hex(link.secret), P.secret_hex);
+  assert.equal(link.expiresAt, 1767225600);
+  assert.equal(c.pairingLinkUrl(link, 'https://relay.example'), P.link);
+  assert.equal(c.pairingId(link.secret), P.pairing_id);
+
+  const { request, pending } = c.pairRequest(link, device, 'phone', c.fromHex(P.device_nonce_hex));
+  assert.deepEqual(request, P.request);
+
+  const paired = c.finishPairing(pending, P.response);
+  assert.equal(paired.shortCode, P.short_code);
+  assert.equal(paired.bridgeId, bridgeId);
+
+  // A tampered answer, another secret, a bad signature: refused.
+  assert.throws(() => c.finishPairing(pending, { ...P.response, bridge_nonce: c.b64url(new Uint8Array(16)) }), /MAC/);
+  const other = c.pairRequest({ ...link, secret: new Uint8Array(32) }, device, 'phone', c.fromHex(P.device_nonce_hex));
+  assert.throws(() => c.finishPairing(other.pending, P.response), /MAC/);
+  const badSig = c.fromB64url(P.response.sig);
+  badSig[0] ^= 1;
+  assert.throws(() => c.finishPairing(pending, { ...P.response, sig: c.b64url(badSig) }), /signature/);
+  assert.throws(() => c.finishPairing(pending, { ...P.response, device_id: 'dev_x' }), /another bridge or device/);
+
+  // The link is checked.
+  assert.throws(() => c.parsePairingLink(P.link.replace('v=1', 'v=2')), /version/);
+  assert.throws(() => c.parsePairingLink(P.link.replace('b=brg_bidgb52ljguith2f', 'b=brg_aaaaaaaaaaaaaaaa')), /does not match/);
+  assert.throws(() => c.parsePairingLink('https://x/pair'), /no `v` field|no `=`/);
+  const withLan = c.parsePairingLink(P.link + '&l=' + c.percentEncode('http://192.168.1.20:8478'));
+  assert.equal(withLan.lan, 'http://192.168.1.20:8478');
+});
+
+test('relay authentication signatures', () => {
+  const R = V.relay_auth;
+  const challenge = c.fromHex(R.challenge_hex);
+  const bridgeSig = c.sign(bridge, c.relayAuthBytes('bridge', bridgeId, bridgeId, challenge));
+  assert.equal(c.b64(bridgeSig), R.bridge_sig);
+  const auth = c.authFrame(device, bridgeId, c.b64url(challenge));
+  assert.deepEqual(auth, { type: 'auth', bridge_id: bridgeId, device_id: deviceId, sig: R.device_sig });
+  assert.ok(c.verify(device.ed25519Public, c.relayAuthBytes('device', deviceId, bridgeId, challenge), c.fromB64(R.device_sig)));
+});
+
+test('link: hello, accept, keys, control seal and signature, reply open', () => {
+  const L = V.link;
+  const clientNonce = c.fromB64url(L.link_hello.client_nonce);
+  assert.deepEqual(c.hex(clientNonce), '11'.repeat(16));
+  assert.deepEqual(c.linkHelloFrame(device, bridgeId, clientNonce), L.link_hello);
+
+  const shared = c.agree(device.x25519Secret, bridge.x25519Public);
+  assert.equal(c.hex(shared), L.shared_secret_hex);
+  assert.equal(c.hex(c.agree(bridge.x25519Secret, device.x25519Public)), L.shared_secret_hex);
+
+  const link = c.acceptLink(device, V.bridge.keys, bridgeId, clientNonce, L.link_accept);
+  assert.equal(c.hex(link.keys.appToBridge), L.app_to_bridge_key_hex);
+  assert.equal(c.hex(link.keys.bridgeToApp), L.bridge_to_app_key_hex);
+  // The bridge's side of the accept signs the same bytes.
+  const bridgeNonce = c.fromB64url(L.link_accept.bridge_nonce);
+  assert.equal(
+    c.b64(c.sign(bridge, c.linkAcceptBytes(bridgeId, deviceId, clientNonce, bridgeNonce))),
+    L.link_accept.sig,
+  );
+  // A forged accept is refused.
+  assert.throws(
+    () => c.acceptLink(device, V.bridge.keys, bridgeId, clientNonce, { ...L.link_accept, bridge_nonce: c.b64url(new Uint8Array(16)) }),
+    /signature/,
+  );
+
+  const control = c.sealControl(link.sealer, device, bridgeId, null, null, L.control_plaintext);
+  assert.deepEqual(control, L.control);
+  assert.ok(c.verifyControl(device.ed25519Public, bridgeId, control));
+  assert.ok(!c.verifyControl(device.ed25519Public, 'brg_other', control), 'bound to the bridge');
+  // The bridge opens it.
+  const bridgeOpener = new c.Opener(link.keys.appToBridge, 'link');
+  const opened = bridgeOpener.open(c.controlAad(bridgeId, deviceId, null), c.fromB64(control.body));
+  assert.equal(c.fromUtf8(opened), L.control_plaintext);
+
+  // The reply.
+  const replyBytes = c.openReply(link.opener, bridgeId, deviceId, L.reply_body);
+  assert.equal(c.fromUtf8(replyBytes), L.reply_plaintext);
+  const bridgeSealer = new c.Sealer(link.keys.bridgeToApp, 'link');
+  assert.equal(c.sealReply(bridgeSealer, bridgeId, deviceId, L.reply_plaintext), L.reply_body);
+  // Replayed: refused by the counter.
+  assert.throws(() => c.openReply(link.opener, bridgeId, deviceId, L.reply_body), /counter 1 is not above the last accepted 1/);
+});
+
+test('session keys, block seal, signature and open', () => {
+  const S = V.session;
+  const app = c.appSessionKey(c.fromHex(S.app_secret_hex));
+  assert.equal(c.b64url(app.public), S.app_pubkey);
+  const reply = JSON.parse(V.link.reply_plaintext);
+  assert.equal(c.hex(c.fromB64url(reply.attach.attach_nonce)), S.attach_nonce_hex);
+  const shared = c.agree(app.secret, bridge.x25519Public);
+  assert.equal(c.hex(shared), S.shared_secret_hex);
+  const keys = c.sessionKeys(shared, S.session_id, app.public, c.fromHex(S.attach_nonce_hex));
+  assert.equal(c.hex(keys.appToBridge), S.app_to_bridge_key_hex);
+  assert.equal(c.hex(keys.bridgeToApp), S.bridge_to_app_key_hex);
+
+  const sealed = c.sealBlock(new c.Sealer(keys.bridgeToApp, 'block'), bridge, S.session_id, 'text', false, 1767225611.25, S.block_plaintext);
+  assert.deepEqual(sealed, S.block);
+  assert.ok(c.verifyBlock(bridge.ed25519Public, S.block));
+
+  const opener = new c.Opener(keys.bridgeToApp, 'block');
+  // Relabelled / flipped / other timestamp: the AAD refuses, and the counter does not move.
+  assert.throws(() => c.openBlock(opener, { ...S.block, block_type: 'error' }), /authentication failed/);
+  assert.throws(() => c.openBlock(opener, { ...S.block, replay: true }), /authentication failed/);
+  assert.throws(() => c.openBlock(opener, { ...S.block, server_ts: 1767225611.5 }), /authentication failed/);
+  assert.ok(!c.verifyBlock(bridge.ed25519Public, { ...S.block, block_type: 'error' }));
+  const plain = c.openBlock(opener, S.block);
+  assert.equal(c.fromUtf8(plain), S.block_plaintext);
+  assert.throws(() => c.openBlock(opener, S.block), /replayed or reordered/);
+  // Malformed input is an error, not a crash.
+  assert.throws(() => c.openBlock(opener, { ...S.block, enc: 'AAAA' }), /at least 28 bytes/);
+  assert.throws(() => c.openBlock(opener, null), /malformed/);
+});
+
+test('push key and payload', () => {
+  const P = V.push;
+  const shared = c.agree(device.x25519Secret, bridge.x25519Public);
+  const key = c.pushKey(shared, bridgeId, deviceId);
+  assert.equal(c.hex(key), P.key_hex);
+  const frame = { type: 'push', device_id: deviceId, kind: P.kind, payload: P.payload };
+  const opener = new c.Opener(key, 'push');
+  assert.equal(c.fromUtf8(c.openPush(opener, bridgeId, deviceId, frame)), P.plaintext);
+  assert.equal(opener.last, BigInt(P.counter));
+  const sealer = new c.Sealer(key, 'push', BigInt(P.counter));
+  assert.equal(c.b64(sealer.seal(c.pushAad(bridgeId, deviceId, P.kind), c.utf8(P.plaintext))), P.payload);
+  assert.throws(() => c.openPush(new c.Opener(key, 'push'), bridgeId, deviceId, { ...frame, kind: 'error' }), /authentication failed/);
+  assert.throws(() => c.openPush(opener, bridgeId, deviceId, frame), /replayed/);
+});
+
+test('a low-order x25519 key is refused', () => {
+  assert.throws(() => c.agree(device.x25519Secret, new Uint8Array(32)), /not a valid public key/);
+});
