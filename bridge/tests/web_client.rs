@@ -86,13 +86,13 @@ async fn run_browser(link: &str, expect_path: &str) -> Report {
     let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
     let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
     assert!(report.ok, "{stdout}");
-    println!("{expect_path}: screenshots {:?}", report.screenshots);
+    eprintln!("{expect_path}: screenshots {:?}", report.screenshots);
     report
 }
 
 /// The page holds every block of the session's history, once, in order — except
 /// streamed chunks that a later block of the same id superseded (a resume re-sends
-/// only the newest).
+/// only the newest) and tool-call updates, which the page shows as one card.
 fn assert_page_complete(seqs: &[u64], history: &[Block]) {
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
     let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
@@ -102,14 +102,23 @@ fn assert_page_complete(seqs: &[u64], history: &[Block]) {
         if seqs.contains(&seq) {
             continue;
         }
-        let superseded = block.kind.replace_key().is_some_and(|key| {
-            history[i + 1..]
-                .iter()
-                .any(|later| later.kind.replace_key() == Some(key) && seqs.contains(&later.seq.unwrap()))
-        });
+        let key = page_key(block);
+        let superseded = key.is_some()
+            && history[i + 1..].iter().any(|later| page_key(later) == key && seqs.contains(&later.seq.unwrap()));
         assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
     }
     assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
+}
+
+/// What a later block replaces this one by on the page: the protocol's replace key
+/// (streamed text, thinking, progress), or a tool call's id (its status updates).
+fn page_key(block: &Block) -> Option<(String, String)> {
+    if let Some((kind, id)) = block.kind.replace_key() {
+        return Some((kind.to_string(), id.to_string()));
+    }
+    let value = serde_json::to_value(block).ok()?;
+    (value["type"] == "tool_call")
+        .then(|| ("tool_call".to_owned(), value["id"].as_str().unwrap_or_default().to_owned()))
 }
 
 fn offer(home: &terminull_bridge::home::Home, relay: Option<String>, lan: Option<String>, base: &str) -> String {
@@ -201,7 +210,7 @@ fn the_apps_javascript_tests_pass_and_its_crypto_reproduces_the_envelope_vectors
         "node --test web/test/ failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    println!("{}", stdout.lines().filter(|l| l.starts_with("# ")).collect::<Vec<_>>().join("\n"));
+    eprintln!("{}", stdout.lines().filter(|l| l.starts_with("# ")).collect::<Vec<_>>().join("\n"));
     assert!(stdout.contains("# fail 0"), "{stdout}");
 }
 
