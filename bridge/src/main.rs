@@ -13,7 +13,6 @@ use terminull_bridge::home::Home;
 use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
 use terminull_bridge::service::Service;
-use terminull_bridge::session::SessionPolicy;
 use terminull_bridge::transcript;
 use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 
@@ -323,7 +322,8 @@ async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
     }
     let config = home.load_config()?;
     let scan = ScanOptions::new(home.clone(), config.clone());
-    let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+    let policy = config.session_policy();
+    let service = Service::start(home.clone(), config, scan, policy).await?;
     Ok((Client::in_process(&service), Some(service)))
 }
 
@@ -499,7 +499,8 @@ fn up(home: Option<PathBuf>, log_level: &str, relay: Option<String>, lan: Option
             (Some(_), None) => Some("0.0.0.0:8478".to_owned()),
             (None, None) => None,
         };
-        let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+        let policy = config.session_policy();
+        let service = Service::start(home.clone(), config, scan, policy).await?;
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
