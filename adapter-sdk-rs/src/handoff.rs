@@ -196,12 +196,23 @@ pub fn native_owner(
     self_pid: u32,
     accept: impl Fn(&ProcInfo) -> bool,
 ) -> Option<u32> {
+    let named = |p: &ProcInfo| p.program_names().iter().any(|n| names.contains(&n.as_str())) && accept(p);
+    native_owner_where(table, cwd, self_pid, named)
+}
+
+/// [`native_owner`] with the whole test on the process left to `is_agent` (for a CLI
+/// known by its package path rather than its name, say).
+pub fn native_owner_where(
+    table: &ProcessTable,
+    cwd: &Path,
+    self_pid: u32,
+    is_agent: impl Fn(&ProcInfo) -> bool,
+) -> Option<u32> {
     let mut owners: Vec<u32> = table
         .iter()
-        .filter(|p| p.program_names().iter().any(|n| names.contains(&n.as_str())))
         .filter(|p| p.cwd.as_deref().is_some_and(|d| same_dir(d, cwd)))
+        .filter(|p| is_agent(p))
         .filter(|p| !table.is_terminulls(p.pid, self_pid))
-        .filter(|p| accept(p))
         .map(|p| p.pid)
         .collect();
     owners.sort_unstable();
@@ -211,6 +222,11 @@ pub fn native_owner(
 /// [`native_owner`] over the live `/proc`, excluding this process and its children.
 pub fn find_native_owner(names: &[&str], cwd: &Path, accept: impl Fn(&ProcInfo) -> bool) -> Option<u32> {
     native_owner(&ProcessTable::read(), names, cwd, std::process::id(), accept)
+}
+
+/// [`native_owner_where`] over the live `/proc`, excluding this process and its children.
+pub fn find_native_owner_where(cwd: &Path, is_agent: impl Fn(&ProcInfo) -> bool) -> Option<u32> {
+    native_owner_where(&ProcessTable::read(), cwd, std::process::id(), is_agent)
 }
 
 /// True when `argv` is only a version or help probe, which drives no session.

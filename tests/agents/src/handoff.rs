@@ -50,6 +50,10 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         }
         (Agent::Codex, None) => words(&["codex", "exec", "--json", "--skip-git-repo-check", prompt]),
         (Agent::Codex, Some(id)) => words(&["codex", "exec", "resume", "--json", "--skip-git-repo-check", id, prompt]),
+        (Agent::Pi, None) => words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", prompt]),
+        (Agent::Pi, Some(id)) => {
+            words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
+        }
         (other, _) => bail!("no live handoff test for {}", other.id()),
     })
 }
@@ -57,7 +61,9 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
 /// The resume command as returned, made non-interactive: `claude --resume <id>` gets
 /// `-p <prompt>` and the JSON output flags appended (the same command, in print mode);
 /// Codex's interactive `codex resume <id>` has the non-interactive form
-/// `codex exec resume <id> <prompt>`. An interactive TUI cannot run without a terminal.
+/// `codex exec resume <id> <prompt>`; pi's `pi --session <id>` gets `--mode json -p
+/// --model <the test model> <prompt>` appended. An interactive TUI cannot run without
+/// a terminal.
 pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Result<Vec<String>> {
     let mut argv = argv.to_vec();
     match agent {
@@ -72,6 +78,9 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
                     .chain([argv[2].clone(), prompt.to_owned()])
                     .collect();
         }
+        Agent::Pi => {
+            argv.extend(["--mode", "json", "-p", "--model", "mockant/mock-claude", prompt].map(str::to_owned));
+        }
         other => bail!("no live handoff test for {}", other.id()),
     }
     Ok(argv)
@@ -79,11 +88,17 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
 
 /// The agent's own session id in a CLI's JSON output.
 fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
-    let key = if agent == Agent::Codex { "thread_id" } else { "session_id" };
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
+    let lines = stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    match agent {
+        // `{"type":"session","version":3,"id":…}` first.
+        Agent::Pi => lines
+            .filter(|v| v["type"] == "session")
+            .find_map(|v| v.get("id").and_then(Value::as_str).map(str::to_owned)),
+        _ => {
+            let key = if agent == Agent::Codex { "thread_id" } else { "session_id" };
+            lines.into_iter().find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
+        }
+    }
 }
 
 fn run_native(rig: &Rig, argv: &[String]) -> anyhow::Result<String> {

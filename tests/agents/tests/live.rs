@@ -131,6 +131,11 @@ fn codex_terminal_session_is_parked_mirrored_then_continued_with_the_queued_mess
     live_handoff(Agent::Codex, "codex_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live");
 }
 
+#[test]
+fn pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(Agent::Pi, "pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live");
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
