@@ -50,6 +50,12 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         }
         (Agent::Codex, None) => words(&["codex", "exec", "--json", "--skip-git-repo-check", prompt]),
         (Agent::Codex, Some(id)) => words(&["codex", "exec", "resume", "--json", "--skip-git-repo-check", id, prompt]),
+        (Agent::Gemini, None) => {
+            words(&["gemini", "-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"])
+        }
+        (Agent::Gemini, Some(id)) => {
+            words(&["gemini", "-r", id, "-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"])
+        }
         (Agent::Pi, None) => words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", prompt]),
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
@@ -62,7 +68,8 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
 /// `-p <prompt>` and the JSON output flags appended (the same command, in print mode);
 /// Codex's interactive `codex resume <id>` has the non-interactive form
 /// `codex exec resume <id> <prompt>`; pi's `pi --session <id>` gets `--mode json -p
-/// --model <the test model> <prompt>` appended. An interactive TUI cannot run without
+/// --model <the test model> <prompt>` appended, Gemini CLI's `gemini --resume <id>`
+/// `-p <prompt> --output-format stream-json --yolo --skip-trust`. An interactive TUI cannot run without
 /// a terminal.
 pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Result<Vec<String>> {
     let mut argv = argv.to_vec();
@@ -80,6 +87,9 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         }
         Agent::Pi => {
             argv.extend(["--mode", "json", "-p", "--model", "mockant/mock-claude", prompt].map(str::to_owned));
+        }
+        Agent::Gemini => {
+            argv.extend(["-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"].map(str::to_owned));
         }
         other => bail!("no live handoff test for {}", other.id()),
     }

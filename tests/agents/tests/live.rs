@@ -136,6 +136,14 @@ fn pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message
     live_handoff(Agent::Pi, "pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live");
 }
 
+#[test]
+fn gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(
+        Agent::Gemini,
+        "gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live",
+    );
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
