@@ -9,8 +9,11 @@
 //!    empty) while the terminal owns it;
 //! 4. once the CLI exits, the bridge attaches and delivers the queued message; the model
 //!    server sees it with both earlier turns in the request (the same conversation);
-//! 5. `continue_in_terminal` returns the resume command; running it (in print mode, see
-//!    [`terminal_run`]) continues the same conversation: the model sees the app's turn.
+//! 5. `continue_in_terminal` returns the resume command; running it continues the same
+//!    conversation: the model sees the app's turn. For Claude Code and Codex the returned
+//!    shell line runs exactly as given, in a pseudo-terminal (`script`), and the prompt
+//!    is typed into the TUI ([`run_in_terminal`]); for the others in print mode
+//!    ([`terminal_run`]).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -94,6 +97,109 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         other => bail!("no live handoff test for {}", other.id()),
     }
     Ok(argv)
+}
+
+/// Runs the shell line `command` exactly as given in a pseudo-terminal (util-linux
+/// `script`), as a user at a terminal would, waits for the CLI's input prompt, types
+/// `prompt` and Enter, waits until the model server has the request, then ends it.
+async fn run_in_terminal(rig: &Rig, command: &str, prompt: &str, ready: &str) -> anyhow::Result<()> {
+    use std::io::{Read, Write};
+    use std::os::unix::process::CommandExt;
+    let mut child = rig
+        .native_command("script")
+        .args(["-q", "-f", "-c", command, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("starting `script` (util-linux)")?;
+    let mut stdout = child.stdout.take().context("script's stdout")?;
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel::<()>();
+    let wanted = ready.to_owned();
+    let reader = std::thread::spawn(move || {
+        let mut screen = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut signalled = false;
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            screen.extend_from_slice(&buf[..n]);
+            if !signalled && String::from_utf8_lossy(&screen).contains(&wanted) {
+                signalled = true;
+                let _ = seen_tx.send(());
+            }
+        }
+        String::from_utf8_lossy(&screen).into_owned()
+    });
+    let outcome = async {
+        let waited = tokio::task::spawn_blocking(move || seen_rx.recv_timeout(Duration::from_secs(120))).await?;
+        ensure!(waited.is_ok(), "the CLI never showed its input prompt `{ready}` in the terminal");
+        let mut stdin = child.stdin.take().context("script's stdin")?;
+        stdin.write_all(prompt.as_bytes())?;
+        stdin.flush()?;
+        // A TUI takes a pasted line and Enter apart.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stdin.write_all(b"\r")?;
+        stdin.flush()?;
+        let mut polls = 0;
+        while requests_with(rig, prompt).await?.is_empty() {
+            polls += 1;
+            ensure!(polls < 1200, "the prompt typed in the terminal never reached the model");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Give the CLI a moment to write its transcript before the terminal closes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    }
+    .await;
+    if let Ok(pgid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = child.wait();
+    let screen = reader.join().unwrap_or_default();
+    outcome.with_context(|| {
+        format!(
+            "the terminal showed:\n{}",
+            screen.chars().rev().take(2000).collect::<String>().chars().rev().collect::<String>()
+        )
+    })
+}
+
+/// Marks Claude Code's throwaway HOME as that of a user who has used its TUI in `ws`
+/// before (onboarding done, the API key approved, the folder trusted), so that its TUI
+/// opens straight to the prompt.
+fn claude_tui_ready(home: &std::path::Path, ws: &str) -> anyhow::Result<()> {
+    let path = home.join(".claude.json");
+    let mut config: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    let object = config.as_object_mut().context("~/.claude.json is an object")?;
+    object.insert("hasCompletedOnboarding".into(), true.into());
+    object.insert("theme".into(), "dark".into());
+    let key = "sk-ant-mock-key";
+    object.insert(
+        "customApiKeyResponses".into(),
+        serde_json::json!({"approved": [&key[key.len().saturating_sub(20)..]], "rejected": []}),
+    );
+    object.insert(
+        "projects".into(),
+        serde_json::json!({ ws: {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true, "allowedTools": []} }),
+    );
+    std::fs::write(path, serde_json::to_string(&config)?)?;
+    Ok(())
+}
+
+/// Marks the workspace trusted in Codex's config, as a user who answered its TUI's
+/// trust question once would have it, so that its TUI opens straight to the prompt.
+fn codex_tui_ready(home: &std::path::Path, ws: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut config = std::fs::OpenOptions::new().append(true).open(home.join(".codex/config.toml"))?;
+    writeln!(config, "\n[projects.{}]\ntrust_level = \"trusted\"", serde_json::to_string(ws)?)?;
+    Ok(())
 }
 
 /// The agent's own session id in a CLI's JSON output.
@@ -318,14 +424,28 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let ReplyResult::TerminalCommand { argv, cwd, command } = handed else { bail!("continue_in_terminal: {handed:?}") };
     ensure!(cwd.as_deref() == Some(ws.as_str()), "cwd {cwd:?}");
     out.transcript.push(format!("app: continue_in_terminal → {command}"));
-    let back = terminal_run(agent, &argv, "mock:plain back in the terminal")?;
-    run_native(&rig, &back)?;
+    if matches!(agent, Agent::ClaudeCode | Agent::Codex) {
+        let ready = if agent == Agent::ClaudeCode {
+            claude_tui_ready(&rig.root().join("home"), &ws)?;
+            "❯"
+        } else {
+            codex_tui_ready(&rig.root().join("home"), &ws)?;
+            // Codex's TUI reports its state to the terminal (OSC 7501) once it takes input.
+            "state=idle"
+        };
+        run_in_terminal(&rig, &command, "mock:plain back in the terminal", ready).await?;
+        out.transcript.push(format!("terminal: ran `{command}` as given in a pseudo-terminal and typed a prompt"));
+    } else {
+        let back = terminal_run(agent, &argv, "mock:plain back in the terminal")?;
+        run_native(&rig, &back)?;
+        out.transcript.push(format!("terminal: ran {back:?}"));
+    }
     let resumed = requests_with(&rig, "back in the terminal").await?;
     ensure!(
-        resumed.first().is_some_and(|b| b.contains("from the phone") && b.contains("first native turn")),
+        resumed.iter().any(|b| b.contains("from the phone") && b.contains("first native turn")),
         "the terminal did not continue the same conversation"
     );
-    out.transcript.push(format!("terminal: {back:?} continued the conversation with the app's turn in it"));
+    out.transcript.push("model: the terminal's turn arrived with the app's turn in its history".into());
     until(&mut rig, &mut seen, "the terminal's turn after continue_in_terminal", |b| {
         mirrored_prompt(b, "back in the terminal")
     })
