@@ -204,6 +204,8 @@ async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_t
     let s = session_id.as_str().to_owned();
     rig.call(json!({"type": "user_message", "session_id": s, "text": "hello"})).await;
     rig.until("the reply", |b| text_is(b, "You said: hello (conversation fresh-conversation)")).await;
+    // Only between turns.
+    rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
 
     let result = rig.call(json!({"type": "continue_in_terminal", "session_id": s})).await;
     let ReplyResult::TerminalCommand { argv, cwd, command } = result else { panic!("{result:?}") };
