@@ -542,14 +542,27 @@ impl Actor {
         self.spec.hooks.contains(&hook)
     }
 
-    /// A class-level hook call on a short-lived adapter process.
-    async fn hook<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, String> {
-        let mut adapter = launch(self.spec.command.clone(), self.spec.policy.handshake_timeout)
+    /// A short-lived adapter process for class-level hook calls.
+    async fn hook_process(&self) -> Result<HostedAdapter, String> {
+        launch(self.spec.command.clone(), self.spec.policy.handshake_timeout)
             .await
-            .map_err(|e| format!("{}: {e}", self.label()))?;
-        let result = adapter.call::<M>(params).await.map_err(|e| format!("{}: {}: {e}", self.label(), M::METHOD));
+            .map_err(|e| format!("{}: {e}", self.label()))
+    }
+
+    /// One class-level hook call on its own short-lived adapter process.
+    async fn hook<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, String> {
+        let mut adapter = self.hook_process().await?;
+        let result = self.hook_on::<M>(&adapter, params).await;
         adapter.shutdown().await;
         result
+    }
+
+    async fn hook_on<M: AdapterRequest>(
+        &self,
+        adapter: &HostedAdapter,
+        params: &M::Params,
+    ) -> Result<M::Result, String> {
+        adapter.call::<M>(params).await.map_err(|e| format!("{}: {}: {e}", self.label(), M::METHOD))
     }
 
     /// `Some(pid)` when a native agent process (not terminull's) drives the session's
@@ -559,44 +572,83 @@ impl Actor {
         if !self.has_hook(HandoffHook::IsCwdExternallyOwned) {
             return None;
         }
+        let owner = match self.hook_process().await {
+            Ok(mut adapter) => {
+                let owner = self.terminal_owner_on(&adapter).await;
+                adapter.shutdown().await;
+                owner
+            }
+            Err(e) => Err(e),
+        };
+        owner.unwrap_or_else(|e| {
+            tracing::warn!(session = %self.spec.meta.session_id, "is_cwd_externally_owned failed: {e}");
+            None
+        })
+    }
+
+    /// `Ok(Some(pid))` owned, `Ok(None)` not owned (or no hook), `Err` unknown.
+    async fn terminal_owner_on(&self, adapter: &HostedAdapter) -> Result<Option<Option<u32>>, String> {
+        if !self.has_hook(HandoffHook::IsCwdExternallyOwned) {
+            return Ok(None);
+        }
         let params = proto::IsCwdExternallyOwnedParams {
             cwd: self.spec.meta.cwd.clone(),
             agent_session_id: self.spec.meta.agent_session_id.clone(),
         };
-        match self.hook::<proto::IsCwdExternallyOwned>(&params).await {
-            Ok(r) if r.owned => Some(r.pid),
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(session = %self.spec.meta.session_id, "is_cwd_externally_owned failed: {e}");
-                None
-            }
-        }
+        let r = self.hook_on::<proto::IsCwdExternallyOwned>(adapter, &params).await?;
+        Ok(r.owned.then_some(r.pid))
     }
 
     /// Publishes the transcript entries the terminal wrote since the cursor.
     async fn mirror(&mut self) {
+        self.read_mirror(true).await;
+    }
+
+    /// Moves the mirror's cursor to the end of the transcript without publishing, so
+    /// terminull's own turns are not mirrored back.
+    async fn skip_mirror(&mut self) {
+        self.read_mirror(false).await;
+    }
+
+    async fn read_mirror(&mut self, publish: bool) {
+        if !self.has_hook(HandoffHook::Mirror) || self.spec.meta.agent_session_id.is_none() {
+            return;
+        }
+        match self.hook_process().await {
+            Ok(mut adapter) => {
+                self.read_mirror_on(&adapter, publish).await;
+                adapter.shutdown().await;
+            }
+            Err(e) => tracing::warn!(session = %self.spec.meta.session_id, "mirror: {e}"),
+        }
+    }
+
+    /// Reads the transcript from the cursor to its end (a huge one over a few calls,
+    /// bounded; the rest at the next poll), publishing the blocks when `publish`.
+    async fn read_mirror_on(&mut self, adapter: &HostedAdapter, publish: bool) {
         if !self.has_hook(HandoffHook::Mirror) {
             return;
         }
         let Some(sid) = self.spec.meta.agent_session_id.clone() else { return };
-        // Bounded: a huge transcript arrives over a few calls, the rest at the next poll.
         for _ in 0..8 {
             let params = proto::MirrorParams {
                 cwd: self.spec.meta.cwd.clone(),
                 agent_session_id: sid.clone(),
                 cursor: self.mirror_cursor.clone(),
             };
-            match self.hook::<proto::Mirror>(&params).await {
+            match self.hook_on::<proto::Mirror>(adapter, &params).await {
                 Ok(r) => {
                     let done = r.blocks.is_empty() || Some(&r.cursor) == self.mirror_cursor.as_ref();
                     self.mirror_cursor = Some(r.cursor);
-                    for mut block in r.blocks {
-                        if matches!(block.kind, BlockKind::SessionState(_) | BlockKind::AgentInfo(_)) {
-                            continue;
+                    if publish {
+                        for mut block in r.blocks {
+                            if matches!(block.kind, BlockKind::SessionState(_) | BlockKind::AgentInfo(_)) {
+                                continue;
+                            }
+                            block.seq = None;
+                            block.meta.get_or_insert_with(Default::default).insert("mirrored".into(), true.into());
+                            self.publish_block(block);
                         }
-                        block.seq = None;
-                        block.meta.get_or_insert_with(Default::default).insert("mirrored".into(), true.into());
-                        self.publish_block(block);
                     }
                     if done {
                         return;
@@ -604,35 +656,6 @@ impl Actor {
                 }
                 Err(e) => {
                     tracing::warn!(session = %self.spec.meta.session_id, "mirror failed: {e}");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Moves the mirror's cursor to the end of the transcript without publishing, so
-    /// terminull's own turns are not mirrored back.
-    async fn skip_mirror(&mut self) {
-        if !self.has_hook(HandoffHook::Mirror) {
-            return;
-        }
-        let Some(sid) = self.spec.meta.agent_session_id.clone() else { return };
-        for _ in 0..8 {
-            let params = proto::MirrorParams {
-                cwd: self.spec.meta.cwd.clone(),
-                agent_session_id: sid.clone(),
-                cursor: self.mirror_cursor.clone(),
-            };
-            match self.hook::<proto::Mirror>(&params).await {
-                Ok(r) => {
-                    let done = r.blocks.is_empty() || Some(&r.cursor) == self.mirror_cursor.as_ref();
-                    self.mirror_cursor = Some(r.cursor);
-                    if done {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(session = %self.spec.meta.session_id, "mirror (skip) failed: {e}");
                     return;
                 }
             }
@@ -704,10 +727,26 @@ impl Actor {
     /// One poll of a parked session: who owns it, what the terminal wrote, and attach
     /// when the terminal is done.
     async fn poll_parked(&mut self) {
-        let owner = self.terminal_owner().await;
-        // Mirrored after the ownership check, so a terminal that just exited has its
-        // last turn shown before terminull writes.
-        self.mirror().await;
+        // One short-lived adapter process for both questions of this poll.
+        let owner = match self.hook_process().await {
+            Ok(mut adapter) => {
+                let owner = self.terminal_owner_on(&adapter).await;
+                // Mirrored after the ownership check, so a terminal that just exited has
+                // its last turn shown before terminull writes.
+                self.read_mirror_on(&adapter, true).await;
+                adapter.shutdown().await;
+                owner
+            }
+            Err(e) => Err(e),
+        };
+        let owner = match owner {
+            Ok(owner) => owner,
+            Err(e) => {
+                // Unknown: stay parked rather than risk a second writer; ask again next poll.
+                tracing::warn!(session = %self.spec.meta.session_id, "handoff poll: {e}");
+                return;
+            }
+        };
         let Some(parked) = self.parked.as_mut() else { return };
         if let Some(pid) = owner {
             parked.seen_owner = true;
