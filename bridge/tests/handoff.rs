@@ -261,3 +261,28 @@ async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_
     assert_eq!(log.last().map(String::as_str), Some("send two"));
     let _ = Path::new(&ws);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_session_stays_parked_while_ownership_cannot_be_known() {
+    let mut rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    rig.set("head", "conv-1");
+    rig.set("owned", "5");
+    let started = rig
+        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
+        .await;
+    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
+    let s = session_id.as_str().to_owned();
+    rig.until("parked", parked).await;
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "waiting"})).await;
+    // The terminal may or may not still run: the check fails, so nothing is sent.
+    rig.set("broken", "");
+    std::fs::remove_file(rig.state("owned")).unwrap();
+    rig.terminal_writes("still mirrored");
+    rig.until("a poll after the check broke", |b| text_is(b, "still mirrored")).await;
+    assert!(rig.agent_log().is_empty(), "sent while ownership was unknown: {:?}", rig.agent_log());
+    assert_eq!(rig.state_of(&s).await, SessionState::Parked);
+    // Known again, and nobody owns it: the queue drains.
+    std::fs::remove_file(rig.state("broken")).unwrap();
+    rig.until("the queued reply", |b| text_is(b, "You said: waiting (conversation conv-1)")).await;
+}
