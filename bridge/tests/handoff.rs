@@ -286,3 +286,88 @@ async fn a_parked_session_stays_parked_while_ownership_cannot_be_known() {
     std::fs::remove_file(rig.state("broken")).unwrap();
     rig.until("the queued reply", |b| text_is(b, "You said: waiting (conversation conv-1)")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_external_sessions_and_refuses_to_hand_over_a_stopped_session() {
+    let mut rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    rig.set("head", "conv-cli");
+    let out = assert_cmd::Command::cargo_bin("terminull")
+        .unwrap()
+        .args(["external", "--agent", "handoff-echo", "--cwd", &ws, "--json", "--home"])
+        .arg(rig.home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed[0]["agent_id"], "handoff-echo");
+    assert_eq!(listed[0]["agent_session_id"], "conv-cli");
+
+    // A session with a conversation, then handed over from the command line (another
+    // bridge over the same home: the session is revived from history).
+    let started =
+        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
+    let s = session_id.as_str().to_owned();
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "hi"})).await;
+    rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
+    rig.call(json!({"type": "stop_session", "session_id": s})).await;
+    let out = assert_cmd::Command::cargo_bin("terminull")
+        .unwrap()
+        .args(["continue-in-terminal", &s, "--home"])
+        .arg(rig.home.path())
+        .output()
+        .unwrap();
+    // A stopped session cannot be handed over: the error names it.
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daemons_session() {
+    let rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    // The daemon over the rig's home (its drop-in included); the rig's own bridge is idle.
+    let mut daemon = support::daemon_up(rig.home.path(), &[]);
+    let mut client = terminull_bridge::client::Client::connect(&rig.home.path().join("bridge.sock")).await.unwrap();
+    let mut kept = Vec::new();
+    let request =
+        terminull_protocol::control::ControlMessage::SessionRequest(terminull_protocol::control::SessionRequest {
+            agent: "handoff-echo".into(),
+            cwd: ws.clone(),
+            model: None,
+            effort: None,
+            permission_mode: None,
+            app_pubkey: String::new(),
+        });
+    let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.unwrap() else { panic!() };
+    let message = terminull_protocol::control::ControlMessage::UserMessage(terminull_protocol::control::UserMessage {
+        session_id: session_id.clone(),
+        text: "hi".into(),
+        attachments: vec![],
+    });
+    client.call(message, &mut kept).await.unwrap();
+    loop {
+        let ended = kept
+            .iter()
+            .any(|m| matches!(m, BridgeMessage::Block { block, .. } if matches!(block.kind, BlockKind::SessionEnd(_))));
+        if ended {
+            break;
+        }
+        let next = tokio::time::timeout(Duration::from_secs(30), client.next()).await.unwrap().unwrap();
+        kept.push(next);
+    }
+
+    let out = assert_cmd::Command::cargo_bin("terminull")
+        .unwrap()
+        .args(["continue-in-terminal", session_id.as_str(), "--home"])
+        .arg(rig.home.path())
+        .output()
+        .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(printed.trim(), format!("cd '{ws}' && 'handoff-echo' '--resume' 'fresh-conversation'"));
+    assert_eq!(rig.agent_log(), ["start None", "send hi", "release", "stop"]);
+}
