@@ -255,6 +255,7 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         ever_started: false,
         parked: None,
         mirror_cursor: None,
+        next_poll: Instant::now(),
     };
     if start_now {
         actor.ensure_adapter().await?;
@@ -286,6 +287,9 @@ struct Actor {
     parked: Option<Parked>,
     /// Where the mirror of the agent's transcript stopped (opaque, the adapter's).
     mirror_cursor: Option<String>,
+    /// When a parked session polls next (a deadline, so that commands arriving in
+    /// between do not postpone it).
+    next_poll: Instant,
 }
 
 /// The state of a parked session.
@@ -315,9 +319,13 @@ impl Actor {
     }
 
     fn publish_block(&mut self, block: Block) {
+        // The terminal's own turns, mirrored, are not news for the user's devices.
+        let mirrored = block.meta.as_ref().is_some_and(|m| m.get("mirrored") == Some(&serde_json::Value::Bool(true)));
         match self.log.append(block) {
             Ok(stamped) => {
-                self.announce(&stamped.kind);
+                if !mirrored {
+                    self.announce(&stamped.kind);
+                }
                 let _ = self.live.send(stamped);
             }
             Err(e) => tracing::error!(session = %self.spec.meta.session_id, "cannot write history: {e}"),
@@ -399,7 +407,7 @@ impl Actor {
         loop {
             let watching = matches!(self.state, SessionState::Running);
             let parked = self.parked.is_some();
-            let poll = self.spec.policy.handoff_poll;
+            let next_poll = self.next_poll;
             let deadline = self.last_output + self.spec.policy.liveness;
             tokio::select! {
                 command = rx.recv() => match command {
@@ -416,7 +424,11 @@ impl Actor {
                 },
                 event = next_event(&mut self.adapter) => self.event(event).await,
                 () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
-                () = tokio::time::sleep(poll), if parked => self.poll_parked().await,
+                () = tokio::time::sleep_until(next_poll), if parked => {
+                    self.poll_parked().await;
+                    // From the end of this poll: a slow hook does not stack polls up.
+                    self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
+                }
             }
         }
     }
@@ -691,6 +703,7 @@ impl Actor {
             self.skip_mirror().await;
         }
         self.parked = Some(parked);
+        self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();
         // What the terminal already wrote.
@@ -844,6 +857,7 @@ impl Actor {
         }
         let seen_owner = self.parked.as_ref().is_some_and(|p| p.seen_owner);
         self.parked = Some(Parked { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
+        self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();
         Ok(command)
