@@ -232,6 +232,13 @@ impl AgentProcess {
         let spawn_error =
             |source: io::Error| SpawnError::Spawn { program: program_path.to_string_lossy().into_owned(), source };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+        // Marks the child (and what it starts) as terminull's own, so the handoff hooks
+        // never take it for a native agent driving its directory.
+        let marker =
+            std::env::var(crate::handoff::SESSION_MARKER_ENV).unwrap_or_else(|_| std::process::id().to_string());
+        if !cmd.as_std().get_envs().any(|(k, _)| k == crate::handoff::SESSION_MARKER_ENV) {
+            cmd.env(crate::handoff::SESSION_MARKER_ENV, marker);
+        }
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = |what: &str| spawn_error(io::Error::other(format!("the child's {what} was not captured")));
         let pid = child.id().ok_or_else(|| missing("pid"))?;

@@ -17,6 +17,7 @@
 pub mod adapter;
 pub mod child;
 pub mod detect;
+pub mod handoff;
 pub mod serve;
 pub mod session;
 pub mod streamer;

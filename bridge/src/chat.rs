@@ -143,6 +143,19 @@ fn describe(kind: &BlockKind) -> Option<String> {
         BlockKind::BgTask(t) => format!("⧗ {}", t.title),
         BlockKind::Error(e) => format!("error: {}", e.message),
         BlockKind::SessionSummary(s) => format!("── {} ──", s.title.as_deref().unwrap_or("summary")),
+        BlockKind::SessionState(s) => {
+            let mut line = format!(
+                "── {} ──",
+                s.message.as_deref().unwrap_or(match s.state {
+                    terminull_protocol::blocks::Ownership::Parked => "parked: a terminal drives this session",
+                    terminull_protocol::blocks::Ownership::Live => "live",
+                })
+            );
+            if let Some(argv) = &s.resume_command {
+                line.push_str(&format!("\n   continue in a terminal: {}", argv.join(" ")));
+            }
+            line
+        }
         BlockKind::SessionEnd(e) => match e.reason {
             EndReason::Completed => return None,
             other => format!("── turn ended: {other:?} ──").to_lowercase(),

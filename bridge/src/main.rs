@@ -13,7 +13,6 @@ use terminull_bridge::home::Home;
 use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
 use terminull_bridge::service::Service;
-use terminull_bridge::session::SessionPolicy;
 use terminull_bridge::transcript;
 use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 
@@ -139,6 +138,34 @@ enum Command {
     /// List sessions, live and in history.
     Sessions {
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List the sessions the agents' CLIs started outside terminull (in a terminal),
+    /// from each CLI's own session store (docs/session-handoff.md).
+    External {
+        /// Only this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only this working directory.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// Hand an idle session to the agent's CLI in a terminal: terminull lets the agent
+    /// go, observes the session from now on, and prints the command to run.
+    ContinueInTerminal {
+        /// The session id (see `terminull sessions`).
+        session: String,
+        /// Print JSON (`{argv, cwd, command}`).
         #[arg(long)]
         json: bool,
         /// The bridge's home.
@@ -325,6 +352,8 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
             chat::attach(&mut client, &session, json).await.map(|ok| (ok, client))
         }),
         Command::Sessions { json, home } => sessions(json, home),
+        Command::External { agent, cwd, json, home } => external(agent, cwd, json, home),
+        Command::ContinueInTerminal { session, json, home } => continue_in_terminal(session, json, home),
     }
 }
 
@@ -338,7 +367,8 @@ async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
     }
     let config = home.load_config()?;
     let scan = ScanOptions::new(home.clone(), config.clone());
-    let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+    let policy = config.session_policy();
+    let service = Service::start(home.clone(), config, scan, policy).await?;
     Ok((Client::in_process(&service), Some(service)))
 }
 
@@ -391,6 +421,64 @@ fn sessions(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn external(agent: Option<String>, cwd: Option<String>, json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    runtime()?.block_on(async move {
+        let (mut client, service) = client_for(&home).await?;
+        let mut kept = Vec::new();
+        let message =
+            ControlMessage::ScanExternalSessions(control::ScanExternalSessions { agent: agent.map(Into::into), cwd });
+        let result = client.call(message, &mut kept).await;
+        if let Some(service) = service {
+            service.shutdown().await;
+        }
+        let ReplyResult::ExternalSessions { sessions } = result? else {
+            anyhow::bail!("unexpected reply to scan_external_sessions")
+        };
+        if json {
+            write_stdout(&serde_json::to_string_pretty(&sessions)?)?;
+        } else {
+            let mut out = format!("{:<12} {:<40} {:>8}  {:<40} {}\n", "AGENT", "SESSION", "MESSAGES", "CWD", "TITLE");
+            for s in &sessions {
+                let count = s.session.message_count.map_or_else(|| "?".to_owned(), |n| n.to_string());
+                out.push_str(&format!(
+                    "{:<12} {:<40} {:>8}  {:<40} {}\n",
+                    s.agent_id,
+                    s.session.agent_session_id,
+                    count,
+                    s.session.cwd.as_deref().unwrap_or("?"),
+                    s.session.title.as_deref().unwrap_or("")
+                ));
+            }
+            write_stdout(out.trim_end())?;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn continue_in_terminal(session: String, json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let home = Home::resolve(home)?;
+    runtime()?.block_on(async move {
+        let (mut client, service) = client_for(&home).await?;
+        let mut kept = Vec::new();
+        let message = ControlMessage::ContinueInTerminal(control::ContinueInTerminal { session_id: session.into() });
+        let result = client.call(message, &mut kept).await;
+        if let Some(service) = service {
+            service.shutdown().await;
+        }
+        let ReplyResult::TerminalCommand { argv, cwd, command } = result? else {
+            anyhow::bail!("unexpected reply to continue_in_terminal")
+        };
+        if json {
+            write_stdout(&serde_json::to_string_pretty(
+                &serde_json::json!({"argv": argv, "cwd": cwd, "command": command}),
+            )?)?;
+        } else {
+            write_stdout(&command)?;
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
 /// Opens an encrypted link to a paired bridge, as this home's device: over the given
 /// path, or (`--remote`, or both paths given) LAN first with the relay as fallback.
 async fn remote_client(home: &Home, remote: &RemoteArgs) -> anyhow::Result<Client> {
@@ -545,7 +633,8 @@ fn up(
             (None, None) => None,
         };
         let advertise = !no_mdns && config.lan.as_ref().is_none_or(|c| c.mdns);
-        let service = Service::start(home.clone(), config, scan, SessionPolicy::default()).await?;
+        let policy = config.session_policy();
+        let service = Service::start(home.clone(), config, scan, policy).await?;
         let listener = local::bind(&home.socket()).await?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
-use terminull_protocol::adapter as proto;
+use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::UserMessage;
 use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
 use terminull_protocol::control::{
@@ -52,6 +52,19 @@ pub struct Notice {
     pub title: String,
     /// Detail.
     pub body: String,
+}
+
+/// The most sessions asked of each agent by `scan_external_sessions`.
+const EXTERNAL_SCAN_LIMIT: u32 = 200;
+
+/// `argv` as one POSIX shell line (each word single-quoted), after a `cd` to `cwd`.
+pub fn shell_line(argv: &[String], cwd: Option<&str>) -> String {
+    let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+    let command = argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ");
+    match cwd {
+        Some(dir) => format!("cd {} && {command}", quote(dir)),
+        None => command,
+    }
 }
 
 /// Notices buffered for slow listeners (older ones are dropped for them).
@@ -240,7 +253,7 @@ impl Service {
             return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
         }
         let log = self.inner.history.open_session(id).map_err(unknown)?;
-        let handle = self.spawn(meta, log, false).await?;
+        let handle = self.spawn(meta, log, false, false).await?;
         sessions.insert(id.clone(), handle.clone());
         Ok(handle)
     }
@@ -250,6 +263,7 @@ impl Service {
         meta: SessionMeta,
         log: crate::history::SessionLog,
         start_now: bool,
+        attach: bool,
     ) -> Result<SessionHandle, ReplyError> {
         let registry = self.inner.registry.read().await;
         let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
@@ -262,6 +276,8 @@ impl Service {
             policy: self.inner.policy.clone(),
             store: self.inner.history.clone(),
             notices: self.inner.notices.clone(),
+            hooks: agent.declaration.handoff_hooks.clone(),
+            attach,
         };
         drop(registry);
         spawn_session(spec, log, start_now).await
@@ -297,7 +313,7 @@ impl Service {
                     .history
                     .create(meta.clone())
                     .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-                let handle = self.spawn(meta, log, true).await?;
+                let handle = self.spawn(meta, log, true, false).await?;
                 let following = handle.follow(Some(0), None).await?;
                 self.inner.sessions.lock().await.insert(session_id.clone(), handle);
                 Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))
@@ -336,13 +352,109 @@ impl Service {
                 Ok((ReplyResult::Usage { usage }, None))
             }
             ControlMessage::SlashCommand(m) => self.slash(m).await.map(|r| (r, None)),
-            ControlMessage::ScanExternalSessions(_)
-            | ControlMessage::AttachExternal(_)
-            | ControlMessage::ContinueInTerminal(_) => Err(error(
-                ReplyErrorCode::NotSupported,
-                "terminal handoff is not available in this version of the bridge",
-            )),
+            ControlMessage::ScanExternalSessions(m) => {
+                let sessions = self.scan_external(m.agent.as_ref().map(|a| a.as_str()), m.cwd).await?;
+                Ok((ReplyResult::ExternalSessions { sessions }, None))
+            }
+            ControlMessage::AttachExternal(m) => {
+                let hooks = self.hooks_of(m.agent.as_str()).await?;
+                for needed in [HandoffHook::IsCwdExternallyOwned, HandoffHook::Mirror] {
+                    if !hooks.contains(&needed) {
+                        return Err(error(
+                            ReplyErrorCode::NotSupported,
+                            format!("agent `{}` cannot attach to its CLI's sessions (no {needed:?} hook)", m.agent),
+                        ));
+                    }
+                }
+                if !Path::new(&m.cwd).is_dir() {
+                    return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{}` is not a directory", m.cwd)));
+                }
+                let session_id = SessionId(format!("s-{}", uuid::Uuid::now_v7().simple()));
+                let mut meta = SessionMeta::new(session_id.clone(), m.agent, m.cwd);
+                meta.agent_session_id = Some(m.agent_session_id);
+                let log = self
+                    .inner
+                    .history
+                    .create(meta.clone())
+                    .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
+                let handle = self.spawn(meta, log, false, true).await?;
+                let following = handle.follow(Some(0), None).await?;
+                self.inner.sessions.lock().await.insert(session_id.clone(), handle);
+                Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))
+            }
+            ControlMessage::ContinueInTerminal(m) => {
+                let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
+                let line = shell_line(&command.argv, command.cwd.as_deref());
+                Ok((ReplyResult::TerminalCommand { argv: command.argv, cwd: command.cwd, command: line }, None))
+            }
         }
+    }
+
+    async fn hooks_of(&self, agent_id: &str) -> Result<Vec<HandoffHook>, ReplyError> {
+        let registry = self.inner.registry.read().await;
+        let agent = registry
+            .get(agent_id)
+            .ok_or_else(|| error(ReplyErrorCode::UnknownAgent, format!("agent `{agent_id}` is not registered")))?;
+        Ok(agent.declaration.handoff_hooks.clone())
+    }
+
+    /// `scan_external_sessions` of one agent, or of every agent with the hook.
+    async fn scan_external(
+        &self,
+        agent: Option<&str>,
+        cwd: Option<String>,
+    ) -> Result<Vec<control::ExternalSessionListing>, ReplyError> {
+        let targets: Vec<(terminull_protocol::ids::AgentId, crate::host::AdapterCommand)> = {
+            let registry = self.inner.registry.read().await;
+            if let Some(agent) = agent {
+                let a = registry
+                    .get(agent)
+                    .ok_or_else(|| error(ReplyErrorCode::UnknownAgent, format!("agent `{agent}` is not registered")))?;
+                if !a.declaration.handoff_hooks.contains(&HandoffHook::ScanExternalSessions) {
+                    return Err(error(
+                        ReplyErrorCode::NotSupported,
+                        format!("agent `{agent}` does not list its CLI's sessions"),
+                    ));
+                }
+            }
+            registry
+                .agents
+                .iter()
+                .filter(|a| agent.is_none_or(|want| a.declaration.agent_id.as_str() == want))
+                .filter(|a| a.declaration.handoff_hooks.contains(&HandoffHook::ScanExternalSessions))
+                .map(|a| (a.declaration.agent_id.clone(), a.command.clone()))
+                .collect()
+        };
+        let params = proto::ScanExternalSessionsParams { cwd, limit: Some(EXTERNAL_SCAN_LIMIT) };
+        let scans = targets.into_iter().map(|(agent_id, command)| {
+            let params = params.clone();
+            let timeout = self.inner.policy.handshake_timeout;
+            async move {
+                let mut adapter = match launch(command, timeout).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!("scan_external_sessions: {agent_id}: {e}");
+                        return Vec::new();
+                    }
+                };
+                let result = adapter.call::<proto::ScanExternalSessions>(&params).await;
+                adapter.shutdown().await;
+                match result {
+                    Ok(r) => r
+                        .sessions
+                        .into_iter()
+                        .map(|session| control::ExternalSessionListing { agent_id: agent_id.clone(), session })
+                        .collect(),
+                    Err(e) => {
+                        tracing::warn!("scan_external_sessions: {agent_id}: {e}");
+                        Vec::new()
+                    }
+                }
+            }
+        });
+        let mut all: Vec<_> = futures::future::join_all(scans).await.into_iter().flatten().collect();
+        all.sort_by(|a, b| b.session.updated_at.total_cmp(&a.session.updated_at));
+        Ok(all)
     }
 
     async fn models(&self, agent_id: &str) -> Result<Vec<proto::ModelInfo>, ReplyError> {
@@ -453,5 +565,17 @@ impl Service {
             "new" => output("start a new session with session_request (the same agent and cwd)".into()),
             other => Err(error(ReplyErrorCode::NotSupported, format!("/{other} is not handled here"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_terminal_command_is_one_quoted_shell_line() {
+        let argv = ["claude".to_owned(), "--resume".to_owned(), "it's".to_owned()];
+        assert_eq!(shell_line(&argv, Some("/home/a b")), r"cd '/home/a b' && 'claude' '--resume' 'it'\''s'");
+        assert_eq!(shell_line(&argv[..1], None), "'claude'");
     }
 }

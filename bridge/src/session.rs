@@ -12,13 +12,21 @@
 //!   and restarts the adapter on the next message, resuming with the agent's own
 //!   session id — unless the crash budget is spent;
 //! - queues messages sent during a turn when the adapter lacks
-//!   `cap_input_during_turn` and delivers them in order after `session_end`.
+//!   `cap_input_during_turn` and delivers them in order after `session_end`;
+//! - never becomes a second writer to a conversation a terminal drives
+//!   (docs/session-handoff.md): for an agent with the handoff hooks, a message is
+//!   delivered only after `is_cwd_externally_owned` says no native process drives the
+//!   directory; otherwise the session is *parked*: messages queue, a `session_state`
+//!   block tells the app, the terminal's transcript is mirrored read-only, and once the
+//!   terminal is idle the lineage head is re-resolved and the queue drained in order.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use terminull_protocol::adapter::{self as proto, Declaration, InitParam, StartParams};
-use terminull_protocol::blocks::{Block, BlockKind, EndReason, Usage, UserMessage, now_ts};
+use terminull_protocol::adapter::{self as proto, AdapterRequest, Declaration, HandoffHook, InitParam, StartParams};
+use terminull_protocol::blocks::{
+    Block, BlockKind, EndReason, Ownership, SessionStateNotice, Usage, UserMessage, now_ts,
+};
 use terminull_protocol::commands::with_universal_first;
 use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionListing, SessionState};
 use terminull_protocol::ids::{AgentSessionId, PermissionRequestId, SessionId};
@@ -40,6 +48,9 @@ pub struct SessionPolicy {
     pub crash_budget: usize,
     /// … within this window before automatic restarts stop.
     pub crash_window: Duration,
+    /// How often a parked session asks whether the terminal still owns it and reads
+    /// the terminal's transcript.
+    pub handoff_poll: Duration,
 }
 
 impl Default for SessionPolicy {
@@ -49,6 +60,7 @@ impl Default for SessionPolicy {
             handshake_timeout: Duration::from_secs(120),
             crash_budget: 5,
             crash_window: Duration::from_secs(180),
+            handoff_poll: Duration::from_secs(2),
         }
     }
 }
@@ -57,6 +69,25 @@ impl Default for SessionPolicy {
 /// automatic restart at `now`.
 pub fn may_restart(crashes: &VecDeque<Instant>, now: Instant, policy: &SessionPolicy) -> bool {
     crashes.iter().filter(|t| now.duration_since(**t) <= policy.crash_window).count() < policy.crash_budget
+}
+
+/// What a parked session does at a poll, given whether a terminal owns the
+/// conversation now, whether one was seen owning it since the session was parked, and
+/// how many messages wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParkedStep {
+    /// Stay parked (mirroring).
+    Stay,
+    /// Attach: re-resolve the lineage head, go live, drain the queue.
+    Attach,
+}
+
+/// The parking policy: attach once no terminal owns the conversation and either a
+/// terminal was seen owning it (it went idle) or a message waits. A session handed to
+/// the terminal by `continue_in_terminal` therefore stays parked until the terminal has
+/// taken it and let it go, or until the user writes from the app again.
+pub fn parked_step(owned: bool, seen_owner: bool, queued: usize) -> ParkedStep {
+    if !owned && (seen_owner || queued > 0) { ParkedStep::Attach } else { ParkedStep::Stay }
 }
 
 /// Blocks buffered for followers before a slow one lags; a lagging follower resumes
@@ -93,6 +124,9 @@ pub enum SessionCommand {
     Stop(oneshot::Sender<Result<(), ReplyError>>),
     /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
     Detach(oneshot::Sender<()>),
+    /// Hand the idle conversation to a terminal: release the agent, park the session,
+    /// answer the resume command.
+    ContinueInTerminal(oneshot::Sender<Result<proto::TerminalResumeCommandResult, ReplyError>>),
 }
 
 /// The most older-history blocks a resume by `since_ts` sends after `replay_done`.
@@ -170,6 +204,11 @@ impl SessionHandle {
     pub async fn detach(&self) {
         let _ = self.ask(SessionCommand::Detach).await;
     }
+
+    /// Hands the conversation to a terminal; the command that continues it there.
+    pub async fn continue_in_terminal(&self) -> Result<proto::TerminalResumeCommandResult, ReplyError> {
+        self.ask(SessionCommand::ContinueInTerminal).await.unwrap_or_else(|| Err(gone()))
+    }
 }
 
 /// Everything needed to (re)start a session's adapter.
@@ -187,6 +226,12 @@ pub struct SessionSpec {
     pub store: HistoryStore,
     /// Where turn ends, permission requests and errors are announced.
     pub notices: tokio::sync::broadcast::Sender<crate::service::Notice>,
+    /// The handoff hooks the agent's adapter declares.
+    pub hooks: Vec<HandoffHook>,
+    /// Bound to a conversation the agent's CLI started (`attach_external`): its
+    /// transcript is mirrored into the history first, and the session parks when a
+    /// terminal drives it.
+    pub attach: bool,
 }
 
 /// Starts a session actor and returns its handle. With `start_now` the adapter is
@@ -208,11 +253,17 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         queued: VecDeque::new(),
         crashes: VecDeque::new(),
         ever_started: false,
+        parked: None,
+        mirror_cursor: None,
+        next_poll: Instant::now(),
     };
     if start_now {
         actor.ensure_adapter().await?;
     } else {
         actor.state = SessionState::Detached;
+    }
+    if actor.spec.attach {
+        actor.attach_external().await?;
     }
     let handle =
         SessionHandle { id: actor.spec.meta.session_id.clone(), agent_id: actor.spec.meta.agent_id.to_string(), tx };
@@ -232,6 +283,24 @@ struct Actor {
     queued: VecDeque<UserMessage>,
     crashes: VecDeque<Instant>,
     ever_started: bool,
+    /// Set while a terminal owns the conversation (or was handed it).
+    parked: Option<Parked>,
+    /// Where the mirror of the agent's transcript stopped (opaque, the adapter's).
+    mirror_cursor: Option<String>,
+    /// When a parked session polls next (a deadline, so that commands arriving in
+    /// between do not postpone it).
+    next_poll: Instant,
+}
+
+/// The state of a parked session.
+#[derive(Debug, Clone, Default)]
+struct Parked {
+    /// A terminal was seen owning the conversation since it was parked.
+    seen_owner: bool,
+    /// The terminal's process, when last seen.
+    owner_pid: Option<u32>,
+    /// The command given to the user (`continue_in_terminal`).
+    resume_command: Option<Vec<String>>,
 }
 
 fn agent_failed(message: impl Into<String>) -> ReplyError {
@@ -250,9 +319,13 @@ impl Actor {
     }
 
     fn publish_block(&mut self, block: Block) {
+        // The terminal's own turns, mirrored, are not news for the user's devices.
+        let mirrored = block.meta.as_ref().is_some_and(|m| m.get("mirrored") == Some(&serde_json::Value::Bool(true)));
         match self.log.append(block) {
             Ok(stamped) => {
-                self.announce(&stamped.kind);
+                if !mirrored {
+                    self.announce(&stamped.kind);
+                }
                 let _ = self.live.send(stamped);
             }
             Err(e) => tracing::error!(session = %self.spec.meta.session_id, "cannot write history: {e}"),
@@ -333,6 +406,8 @@ impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<SessionCommand>) {
         loop {
             let watching = matches!(self.state, SessionState::Running);
+            let parked = self.parked.is_some();
+            let next_poll = self.next_poll;
             let deadline = self.last_output + self.spec.policy.liveness;
             tokio::select! {
                 command = rx.recv() => match command {
@@ -349,6 +424,11 @@ impl Actor {
                 },
                 event = next_event(&mut self.adapter) => self.event(event).await,
                 () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
+                () = tokio::time::sleep_until(next_poll), if parked => {
+                    self.poll_parked().await;
+                    // From the end of this poll: a slow hook does not stack polls up.
+                    self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
+                }
             }
         }
     }
@@ -423,6 +503,10 @@ impl Actor {
                 let _ = reply.send(());
                 return true;
             }
+            SessionCommand::ContinueInTerminal(reply) => {
+                let result = self.continue_in_terminal().await;
+                let _ = reply.send(result);
+            }
             SessionCommand::Stop(reply) => {
                 if self.turn.is_some() {
                     self.end_turn(EndReason::Stopped, None);
@@ -442,11 +526,341 @@ impl Actor {
         let in_turn = matches!(self.state, SessionState::Running | SessionState::AwaitingPermission);
         let takes_input = self.declaration.as_ref().is_some_and(|d| d.capabilities.cap_input_during_turn);
         self.publish(BlockKind::UserMessage(message.clone()));
+        if self.parked.is_some() {
+            // Never sent while a terminal owns the conversation: it waits for the attach.
+            self.queued.push_back(message);
+            self.announce_parked();
+            return Ok(());
+        }
         if in_turn && !takes_input {
             self.queued.push_back(message);
             return Ok(());
         }
+        self.guarded_deliver(message).await
+    }
+
+    /// Delivers `message` unless a terminal drives the conversation, in which case the
+    /// session parks and the message waits at the head of the queue.
+    async fn guarded_deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
+        if let Some(owner) = self.terminal_owner().await {
+            self.queued.push_front(message);
+            self.park(Parked { seen_owner: true, owner_pid: owner, resume_command: None }).await;
+            return Ok(());
+        }
         self.deliver(message).await
+    }
+
+    fn has_hook(&self, hook: HandoffHook) -> bool {
+        self.spec.hooks.contains(&hook)
+    }
+
+    /// A short-lived adapter process for class-level hook calls.
+    async fn hook_process(&self) -> Result<HostedAdapter, String> {
+        launch(self.spec.command.clone(), self.spec.policy.handshake_timeout)
+            .await
+            .map_err(|e| format!("{}: {e}", self.label()))
+    }
+
+    /// One class-level hook call on its own short-lived adapter process.
+    async fn hook<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, String> {
+        let mut adapter = self.hook_process().await?;
+        let result = self.hook_on::<M>(&adapter, params).await;
+        adapter.shutdown().await;
+        result
+    }
+
+    async fn hook_on<M: AdapterRequest>(
+        &self,
+        adapter: &HostedAdapter,
+        params: &M::Params,
+    ) -> Result<M::Result, String> {
+        adapter.call::<M>(params).await.map_err(|e| format!("{}: {}: {e}", self.label(), M::METHOD))
+    }
+
+    /// `Some(pid)` when a native agent process (not terminull's) drives the session's
+    /// directory now. An adapter without the hook, or a failing hook, owns nothing
+    /// (logged): the guard cannot know better than the adapter.
+    async fn terminal_owner(&self) -> Option<Option<u32>> {
+        if !self.has_hook(HandoffHook::IsCwdExternallyOwned) {
+            return None;
+        }
+        let owner = match self.hook_process().await {
+            Ok(mut adapter) => {
+                let owner = self.terminal_owner_on(&adapter).await;
+                adapter.shutdown().await;
+                owner
+            }
+            Err(e) => Err(e),
+        };
+        owner.unwrap_or_else(|e| {
+            tracing::warn!(session = %self.spec.meta.session_id, "is_cwd_externally_owned failed: {e}");
+            None
+        })
+    }
+
+    /// `Ok(Some(pid))` owned, `Ok(None)` not owned (or no hook), `Err` unknown.
+    async fn terminal_owner_on(&self, adapter: &HostedAdapter) -> Result<Option<Option<u32>>, String> {
+        if !self.has_hook(HandoffHook::IsCwdExternallyOwned) {
+            return Ok(None);
+        }
+        let params = proto::IsCwdExternallyOwnedParams {
+            cwd: self.spec.meta.cwd.clone(),
+            agent_session_id: self.spec.meta.agent_session_id.clone(),
+        };
+        let r = self.hook_on::<proto::IsCwdExternallyOwned>(adapter, &params).await?;
+        Ok(r.owned.then_some(r.pid))
+    }
+
+    /// Publishes the transcript entries the terminal wrote since the cursor.
+    async fn mirror(&mut self) {
+        self.read_mirror(true).await;
+    }
+
+    /// Moves the mirror's cursor to the end of the transcript without publishing, so
+    /// terminull's own turns are not mirrored back.
+    async fn skip_mirror(&mut self) {
+        self.read_mirror(false).await;
+    }
+
+    async fn read_mirror(&mut self, publish: bool) {
+        if !self.has_hook(HandoffHook::Mirror) || self.spec.meta.agent_session_id.is_none() {
+            return;
+        }
+        match self.hook_process().await {
+            Ok(mut adapter) => {
+                self.read_mirror_on(&adapter, publish).await;
+                adapter.shutdown().await;
+            }
+            Err(e) => tracing::warn!(session = %self.spec.meta.session_id, "mirror: {e}"),
+        }
+    }
+
+    /// Reads the transcript from the cursor to its end (a huge one over a few calls,
+    /// bounded; the rest at the next poll), publishing the blocks when `publish`.
+    async fn read_mirror_on(&mut self, adapter: &HostedAdapter, publish: bool) {
+        if !self.has_hook(HandoffHook::Mirror) {
+            return;
+        }
+        let Some(sid) = self.spec.meta.agent_session_id.clone() else { return };
+        for _ in 0..8 {
+            let params = proto::MirrorParams {
+                cwd: self.spec.meta.cwd.clone(),
+                agent_session_id: sid.clone(),
+                cursor: self.mirror_cursor.clone(),
+            };
+            match self.hook_on::<proto::Mirror>(adapter, &params).await {
+                Ok(r) => {
+                    let done = r.blocks.is_empty() || Some(&r.cursor) == self.mirror_cursor.as_ref();
+                    self.mirror_cursor = Some(r.cursor);
+                    if publish {
+                        for mut block in r.blocks {
+                            if matches!(block.kind, BlockKind::SessionState(_) | BlockKind::AgentInfo(_)) {
+                                continue;
+                            }
+                            block.seq = None;
+                            block.meta.get_or_insert_with(Default::default).insert("mirrored".into(), true.into());
+                            self.publish_block(block);
+                        }
+                    }
+                    if done {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(session = %self.spec.meta.session_id, "mirror failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The first steps of an `attach_external` session: mirror the conversation so far
+    /// into the history, then park when a terminal drives it.
+    async fn attach_external(&mut self) -> Result<(), ReplyError> {
+        self.mirror().await;
+        match self.terminal_owner().await {
+            Some(owner) => self.park(Parked { seen_owner: true, owner_pid: owner, resume_command: None }).await,
+            None => {
+                self.state = SessionState::Idle;
+                self.publish(BlockKind::SessionState(SessionStateNotice {
+                    state: Ownership::Live,
+                    message: Some("attached: no terminal drives this conversation; terminull continues it".into()),
+                    owner_pid: None,
+                    queued: 0,
+                    resume_command: None,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parks the session: from now on nothing is sent to the agent until the terminal
+    /// lets go.
+    async fn park(&mut self, parked: Parked) {
+        if self.mirror_cursor.is_none() {
+            // Without a cursor the whole transcript would be mirrored again on top of the
+            // history: start from its end.
+            self.skip_mirror().await;
+        }
+        self.parked = Some(parked);
+        self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
+        self.state = SessionState::Parked;
+        self.announce_parked();
+        // What the terminal already wrote.
+        self.mirror().await;
+    }
+
+    fn announce_parked(&mut self) {
+        let Some(p) = self.parked.clone() else { return };
+        let agent = &self.spec.meta.agent_id;
+        let message = match (&p.resume_command, p.owner_pid) {
+            (Some(argv), _) => format!(
+                "handed to the terminal: run `{}` in {}; terminull observes and queues your messages",
+                argv.join(" "),
+                self.spec.meta.cwd
+            ),
+            (None, Some(pid)) => format!(
+                "{agent} (pid {pid}) drives this conversation in a terminal; terminull observes it and queues your messages"
+            ),
+            (None, None) => {
+                format!(
+                    "{agent} drives this conversation in a terminal; terminull observes it and queues your messages"
+                )
+            }
+        };
+        self.publish(BlockKind::SessionState(SessionStateNotice {
+            state: Ownership::Parked,
+            message: Some(message),
+            owner_pid: p.owner_pid,
+            queued: u32::try_from(self.queued.len()).unwrap_or(u32::MAX),
+            resume_command: p.resume_command,
+        }));
+    }
+
+    /// One poll of a parked session: who owns it, what the terminal wrote, and attach
+    /// when the terminal is done.
+    async fn poll_parked(&mut self) {
+        // One short-lived adapter process for both questions of this poll.
+        let owner = match self.hook_process().await {
+            Ok(mut adapter) => {
+                let owner = self.terminal_owner_on(&adapter).await;
+                // Mirrored after the ownership check, so a terminal that just exited has
+                // its last turn shown before terminull writes.
+                self.read_mirror_on(&adapter, true).await;
+                adapter.shutdown().await;
+                owner
+            }
+            Err(e) => Err(e),
+        };
+        let owner = match owner {
+            Ok(owner) => owner,
+            Err(e) => {
+                // Unknown: stay parked rather than risk a second writer; ask again next poll.
+                tracing::warn!(session = %self.spec.meta.session_id, "handoff poll: {e}");
+                return;
+            }
+        };
+        let Some(parked) = self.parked.as_mut() else { return };
+        if let Some(pid) = owner {
+            parked.seen_owner = true;
+            if parked.owner_pid != pid && pid.is_some() {
+                parked.owner_pid = pid;
+                self.announce_parked();
+            }
+            return;
+        }
+        if parked_step(false, parked.seen_owner, self.queued.len()) == ParkedStep::Attach {
+            self.attach().await;
+        }
+    }
+
+    /// The terminal let go: re-resolve the lineage head, go live, drain the queue.
+    async fn attach(&mut self) {
+        if self.has_hook(HandoffHook::LatestSidForCwd) {
+            let params = proto::LatestSidForCwdParams { cwd: self.spec.meta.cwd.clone() };
+            match self.hook::<proto::LatestSidForCwd>(&params).await {
+                Ok(r) => {
+                    if let Some(head) = r.agent_session_id
+                        && self.spec.meta.agent_session_id.as_ref() != Some(&head)
+                    {
+                        tracing::info!(session = %self.spec.meta.session_id, "lineage head is now {head}");
+                        self.spec.meta.agent_session_id = Some(head);
+                        self.save_meta();
+                        // Another transcript: its cursor means nothing here.
+                        self.mirror_cursor = None;
+                        self.skip_mirror().await;
+                    }
+                }
+                Err(e) => tracing::warn!(session = %self.spec.meta.session_id, "latest_sid_for_cwd failed: {e}"),
+            }
+        }
+        // The agent may hold a stale view of the conversation; the next message starts
+        // it afresh with the head.
+        self.shutdown_adapter(true).await;
+        self.parked = None;
+        self.state = SessionState::Idle;
+        let queued = u32::try_from(self.queued.len()).unwrap_or(u32::MAX);
+        self.publish(BlockKind::SessionState(SessionStateNotice {
+            state: Ownership::Live,
+            message: Some(if queued == 0 {
+                "the terminal is idle; terminull continues this conversation".into()
+            } else {
+                format!(
+                    "the terminal is idle; terminull continues this conversation with your {queued} queued message(s)"
+                )
+            }),
+            owner_pid: None,
+            queued,
+            resume_command: None,
+        }));
+        if let Some(next) = self.queued.pop_front() {
+            let _ = self.deliver(next).await;
+        }
+    }
+
+    /// `continue_in_terminal`: only between turns; releases the agent and parks.
+    async fn continue_in_terminal(&mut self) -> Result<proto::TerminalResumeCommandResult, ReplyError> {
+        let unsupported = |what: &str| ReplyError {
+            code: ReplyErrorCode::NotSupported,
+            message: format!("{} cannot continue in a terminal: {what}", self.spec.meta.agent_id),
+        };
+        if !self.has_hook(HandoffHook::TerminalResumeCommand) {
+            return Err(unsupported("its adapter has no terminal_resume_command"));
+        }
+        if matches!(self.state, SessionState::Running | SessionState::AwaitingPermission) {
+            return Err(ReplyError {
+                code: ReplyErrorCode::Busy,
+                message: "a turn is running; interrupt it or wait for it to end".into(),
+            });
+        }
+        let Some(sid) = self.spec.meta.agent_session_id.clone() else {
+            return Err(unsupported("the agent has not reported its session id yet (send a message first)"));
+        };
+        let params =
+            proto::TerminalResumeCommandParams { agent_session_id: sid, cwd: Some(self.spec.meta.cwd.clone()) };
+        let command = self.hook::<proto::TerminalResumeCommand>(&params).await.map_err(agent_failed)?;
+        if self.parked.as_ref().is_some_and(|p| p.resume_command.as_ref() == Some(&command.argv)) {
+            return Ok(command);
+        }
+        // Release: a persistent adapter lets its CLI go; then the adapter itself goes, so
+        // nothing of terminull holds the conversation while the terminal has it.
+        if let Some(adapter) = self.adapter.as_ref()
+            && adapter.declaration().handoff_hooks.contains(&HandoffHook::Release)
+            && let Err(e) = adapter.call::<proto::Release>(&proto::Empty {}).await
+        {
+            tracing::warn!(session = %self.spec.meta.session_id, "release failed ({e}); stopping the adapter");
+        }
+        self.shutdown_adapter(true).await;
+        if self.mirror_cursor.is_none() || self.parked.is_none() {
+            // Terminull's own turns are in the history already.
+            self.skip_mirror().await;
+        }
+        let seen_owner = self.parked.as_ref().is_some_and(|p| p.seen_owner);
+        self.parked = Some(Parked { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
+        self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
+        self.state = SessionState::Parked;
+        self.announce_parked();
+        Ok(command)
     }
 
     async fn deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
@@ -547,6 +961,10 @@ impl Actor {
     async fn block(&mut self, mut block: Block) {
         self.last_output = Instant::now();
         block.seq = None;
+        if matches!(block.kind, BlockKind::SessionState(_)) {
+            tracing::warn!(adapter = %self.label(), "dropped a `session_state` block: only the bridge sends those");
+            return;
+        }
         let Some(mut tracker) = self.turn.take() else {
             // Outside a turn only informational blocks make sense.
             match block.kind {
@@ -585,7 +1003,10 @@ impl Actor {
         if ended {
             self.state = SessionState::Idle;
             if let Some(next) = self.queued.pop_front() {
-                let _ = self.deliver(next).await;
+                let _ = self.guarded_deliver(next).await;
+            } else if self.has_hook(HandoffHook::Mirror) {
+                // Terminull's own turn is in the history: the mirror starts after it.
+                self.skip_mirror().await;
             }
         } else {
             self.turn = Some(tracker);
@@ -651,6 +1072,20 @@ async fn next_event(adapter: &mut Option<HostedAdapter>) -> Option<AdapterEvent>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parked_session_attaches_only_once_the_terminal_is_gone_and_there_is_a_reason() {
+        use ParkedStep::{Attach, Stay};
+        // Owned: never, whatever waits.
+        assert_eq!(parked_step(true, true, 3), Stay);
+        assert_eq!(parked_step(true, false, 0), Stay);
+        // The terminal was seen and is gone: attach, queue or not.
+        assert_eq!(parked_step(false, true, 0), Attach);
+        assert_eq!(parked_step(false, true, 2), Attach);
+        // Handed over but the terminal has not started yet: wait, unless the user writes.
+        assert_eq!(parked_step(false, false, 0), Stay);
+        assert_eq!(parked_step(false, false, 1), Attach);
+    }
 
     #[test]
     fn crash_budget_counts_only_recent_crashes() {

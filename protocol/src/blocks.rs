@@ -132,6 +132,8 @@ block_kinds! {
     "error" => Error(ErrorBlock),
     /// Title, cost and token totals of the session so far.
     "session_summary" => SessionSummary(SessionSummary),
+    /// Who writes to the conversation now: terminull, or a terminal it observes (handoff).
+    "session_state" => SessionState(SessionStateNotice),
     /// The end of one turn. Every turn ends with exactly one.
     "session_end" => SessionEnd(SessionEnd),
 }
@@ -432,6 +434,41 @@ pub struct ErrorBlock {
     /// A machine-readable code (`adapter_crashed`, `model_error`, …), when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+}
+
+/// Body of `session_state`: sent by the bridge (never by an adapter) when a session
+/// changes hands between terminull and the agent's own CLI in a terminal
+/// (docs/session-handoff.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct SessionStateNotice {
+    /// `parked`: a terminal drives the conversation and terminull only observes it
+    /// (messages queue); `live`: terminull drives it.
+    pub state: Ownership,
+    /// Detail for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The terminal's agent process, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_pid: Option<u32>,
+    /// Messages waiting for the terminal to go idle.
+    #[serde(default)]
+    pub queued: u32,
+    /// The command that continues the conversation in a terminal, when terminull
+    /// handed it over (`continue_in_terminal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
+}
+
+/// Who writes to a conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum Ownership {
+    /// A terminal does; terminull mirrors it read-only and queues messages.
+    Parked,
+    /// terminull does.
+    Live,
 }
 
 /// Body of `session_summary`.
@@ -752,6 +789,6 @@ mod tests {
         for t in BLOCK_TYPES {
             assert!(text.contains(&format!("\"const\":\"{t}\"")), "{t} missing from schema");
         }
-        assert_eq!(BLOCK_TYPES.len(), 14);
+        assert_eq!(BLOCK_TYPES.len(), 15);
     }
 }

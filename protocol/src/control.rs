@@ -209,7 +209,13 @@ pub enum BridgeMessage {
         last_seq: Option<u64>,
     },
     /// The answer to one control message.
-    Reply(Reply),
+    Reply(
+        #[cfg_attr(
+            test,
+            proptest(strategy = "proptest::strategy::Strategy::boxed(proptest::prelude::any::<Reply>())")
+        )]
+        Reply,
+    ),
 }
 
 /// The answer to a control message, carrying its `id`.
@@ -309,6 +315,39 @@ pub enum ReplyResult {
         /// The output, for a person.
         text: String,
     },
+    /// Answer to `scan_external_sessions`.
+    ExternalSessions {
+        /// Sessions the agents' CLIs started outside the bridge, newest first.
+        #[cfg_attr(
+            test,
+            proptest(
+                strategy = "proptest::strategy::Strategy::boxed(proptest::collection::vec(proptest::prelude::any::<ExternalSessionListing>(), 0..3))"
+            )
+        )]
+        sessions: Vec<ExternalSessionListing>,
+    },
+    /// Answer to `continue_in_terminal`: run this in a terminal to continue the
+    /// conversation there.
+    TerminalCommand {
+        /// Program and arguments (`["claude", "--resume", "…"]`).
+        argv: Vec<String>,
+        /// The directory to run it in.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// The same as one shell line, quoted, with a `cd` first when `cwd` is known.
+        command: String,
+    },
+}
+
+/// One session an agent's CLI started outside the bridge, as `scan_external_sessions` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct ExternalSessionListing {
+    /// The agent whose CLI holds it.
+    pub agent_id: AgentId,
+    /// The session, as the agent's adapter described it.
+    #[serde(flatten)]
+    pub session: crate::adapter::ExternalSession,
 }
 
 /// One session as listed by `list_sessions`.
@@ -343,6 +382,9 @@ pub enum SessionState {
     AwaitingPermission,
     /// The adapter is gone (crashed or stopped); the next message restarts it.
     Detached,
+    /// A terminal drives the conversation: terminull mirrors it read-only and queues
+    /// messages until the terminal goes idle (docs/session-handoff.md).
+    Parked,
     /// Ended by `stop_session`.
     Stopped,
 }

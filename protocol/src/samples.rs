@@ -90,6 +90,13 @@ pub fn one_of_each_block(ts: f64) -> Vec<Block> {
                 ..Usage::default()
             }),
         }),
+        BlockKind::SessionState(SessionStateNotice {
+            state: Ownership::Parked,
+            message: Some("a terminal drives this session".into()),
+            owner_pid: Some(4242),
+            queued: 1,
+            resume_command: None,
+        }),
         BlockKind::SessionEnd(SessionEnd { reason: EndReason::Completed, usage: None, message: None }),
     ];
     kinds.into_iter().map(|kind| Block { seq: None, ts, meta: None, kind }).collect()

@@ -18,7 +18,11 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::DetectResult;
+use terminull_protocol::adapter::{
+    DetectResult, ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{Progress, SessionEnd};
 
 use crate::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT};
@@ -328,9 +332,44 @@ impl<P: AcpProfile> Adapter for AcpAdapter<P> {
     const CAPS: Caps = P::CAPS;
     const LEASE: LeaseKind = P::LEASE;
     const INIT_PARAMS: &'static [InitParam] = P::INIT_PARAMS;
+    const HANDOFF_HOOKS: &'static [HandoffHook] = P::HANDOFF_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;
+
+    /// Lets the agent process go; the next `send` starts it again and loads the session.
+    async fn release(&mut self) -> Result<(), AdapterError> {
+        self.let_go().await;
+        Ok(())
+    }
+
+    fn scan_external_sessions(
+        params: ScanExternalSessionsParams,
+    ) -> impl std::future::Future<Output = Result<Vec<ExternalSession>, AdapterError>> {
+        P::scan_external_sessions(params)
+    }
+
+    fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> impl std::future::Future<Output = Result<IsCwdExternallyOwnedResult, AdapterError>> {
+        P::is_cwd_externally_owned(params)
+    }
+
+    fn mirror(params: MirrorParams) -> impl std::future::Future<Output = Result<MirrorResult, AdapterError>> {
+        P::mirror(params)
+    }
+
+    fn latest_sid_for_cwd(
+        params: LatestSidForCwdParams,
+    ) -> impl std::future::Future<Output = Result<LatestSidForCwdResult, AdapterError>> {
+        P::latest_sid_for_cwd(params)
+    }
+
+    fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> impl std::future::Future<Output = Result<TerminalResumeCommandResult, AdapterError>> {
+        P::terminal_resume_command(params)
+    }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let permission_mode = match P::PERMISSION_MODES {

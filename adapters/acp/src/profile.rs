@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::DetectResult;
+use terminull_protocol::adapter::{
+    DetectResult, ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 
 use crate::mapping::{ChunkRewrite, keep_chunk};
 
@@ -99,6 +103,49 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
 
     /// Rewrites each thought chunk (default: unchanged).
     const REWRITE_THOUGHT: ChunkRewrite = keep_chunk;
+
+    /// The handoff hooks the profile implements (default: none). `release` is the
+    /// host's (it lets the agent process go); the others are the profile's functions
+    /// below, which read the agent's own session store.
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[];
+
+    /// `scan_external_sessions` (only when declared in [`Self::HANDOFF_HOOKS`]).
+    fn scan_external_sessions(
+        params: ScanExternalSessionsParams,
+    ) -> impl Future<Output = Result<Vec<ExternalSession>, AdapterError>> + Send {
+        let _ = params;
+        async { Err(AdapterError::not_supported("scan_external_sessions")) }
+    }
+
+    /// `is_cwd_externally_owned` (only when declared).
+    fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> impl Future<Output = Result<IsCwdExternallyOwnedResult, AdapterError>> + Send {
+        let _ = params;
+        async { Err(AdapterError::not_supported("is_cwd_externally_owned")) }
+    }
+
+    /// `mirror` (only when declared).
+    fn mirror(params: MirrorParams) -> impl Future<Output = Result<MirrorResult, AdapterError>> + Send {
+        let _ = params;
+        async { Err(AdapterError::not_supported("mirror")) }
+    }
+
+    /// `latest_sid_for_cwd` (only when declared).
+    fn latest_sid_for_cwd(
+        params: LatestSidForCwdParams,
+    ) -> impl Future<Output = Result<LatestSidForCwdResult, AdapterError>> + Send {
+        let _ = params;
+        async { Err(AdapterError::not_supported("latest_sid_for_cwd")) }
+    }
+
+    /// `terminal_resume_command` (only when declared).
+    fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> impl Future<Output = Result<TerminalResumeCommandResult, AdapterError>> + Send {
+        let _ = params;
+        async { Err(AdapterError::not_supported("terminal_resume_command")) }
+    }
 
     /// Is the agent installed here. Default: `CLI_BINARY --version`, reduced to the
     /// version number.

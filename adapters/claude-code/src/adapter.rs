@@ -19,12 +19,18 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{CommandSource, ErrorBlock, Progress, SlashCommand};
 use terminull_protocol::jsonrpc::codes;
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::events::{ControlResponseBody, Event};
+use crate::handoff;
 use crate::mapping::{self, Action, Mapper, PermissionAsk};
 
 /// The permission modes `claude --permission-mode` accepts.
@@ -626,6 +632,15 @@ impl Adapter for ClaudeCode {
         InitParam::PermissionMode,
     ];
 
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+        HandoffHook::Release,
+    ];
+
     type Models = Provided;
     type Usage = Provided;
 
@@ -710,6 +725,43 @@ impl Adapter for ClaudeCode {
             let outcome = cli.process.shutdown(SHUTDOWN_GRACE).await;
             tracing::debug!(?outcome, "Claude Code stopped");
         }
+    }
+
+    /// Ends the `claude` process so a terminal can `--resume` the conversation; the
+    /// next `send` starts a new one that resumes it (the session's id is kept).
+    async fn release(&mut self) -> Result<(), AdapterError> {
+        if let Some(mut cli) = self.cli.take() {
+            let outcome = cli.process.shutdown(SHUTDOWN_GRACE).await;
+            tracing::info!(?outcome, "Claude Code released for the terminal");
+        }
+        Ok(())
+    }
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
+        Ok(handoff::scan(&root, &params))
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(&params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
+        handoff::mirror(&root, &params)
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
+        Ok(handoff::latest(&root, &params))
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(&params)
     }
 }
 

@@ -16,6 +16,7 @@
 
 pub mod adapter;
 pub mod events;
+pub mod handoff;
 pub mod mapping;
 
 pub use adapter::ClaudeCode;

@@ -22,6 +22,11 @@ use base64::Engine;
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{Attachment, SessionEnd};
 use terminull_protocol::ids::ToolCallId;
 use tokio::io::AsyncReadExt;
@@ -29,6 +34,7 @@ use tokio::process::Command;
 
 use crate::command::{PermissionMode, Settings, check_effort, turn_args};
 use crate::events::parse_event;
+use crate::handoff;
 use crate::mapping::{Action, DiffRequest, FileContent, MAX_DIFF_FILE_BYTES, TurnMapper, content_note, diff_block};
 
 /// How long `<binary> --version` may take at `start`.
@@ -87,8 +93,40 @@ impl Adapter for Codex {
         InitParam::PermissionMode,
     ];
 
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+    ];
+
     type Models = NotProvided;
     type Usage = Provided;
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        Ok(handoff::scan(&home()?, &params))
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(&params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        handoff::mirror(&home()?, &params)
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        Ok(handoff::latest(&home()?, &params))
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(&params)
+    }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;
@@ -266,6 +304,11 @@ fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
 
 /// Streams one block. A block the SDK refuses as a contract breach is logged and
 /// dropped (the mapper should never produce one); a closed bridge ends the turn.
+/// `$CODEX_HOME` or `~/.codex`.
+fn home() -> Result<PathBuf, AdapterError> {
+    handoff::codex_home().ok_or_else(|| AdapterError::agent("neither CODEX_HOME nor HOME is set"))
+}
+
 async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
     match turn.emit(kind).await {
         Ok(()) => Ok(()),

@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod command;
 pub mod events;
+pub mod handoff;
 pub mod mapping;
 
 pub use adapter::Codex;

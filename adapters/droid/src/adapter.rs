@@ -31,12 +31,18 @@ use std::time::Duration;
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{ErrorBlock, SessionEnd};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
 use crate::command::{Continue, PermissionMode, Settings, check_effort, check_value, turn_args};
 use crate::events::parse_event;
+use crate::handoff;
 use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long `<binary> --version` may take at `start`.
@@ -77,6 +83,11 @@ enum Run {
     },
 }
 
+/// `~/.factory`.
+fn factory_dir() -> Result<PathBuf, AdapterError> {
+    handoff::factory_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
+}
+
 impl Adapter for Droid {
     const AGENT_ID: &'static str = "droid";
     const DISPLAY_NAME: &'static str = "Droid";
@@ -107,8 +118,40 @@ impl Adapter for Droid {
         InitParam::PermissionMode,
     ];
 
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+    ];
+
     type Models = NotProvided;
     type Usage = Provided;
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        Ok(handoff::scan(&factory_dir()?, &params))
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(&params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        handoff::mirror(&factory_dir()?, &params)
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        Ok(handoff::latest(&factory_dir()?, &params))
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(&params)
+    }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;

@@ -7,8 +7,22 @@
 #![warn(missing_docs)]
 
 use std::ffi::OsString;
+use std::path::PathBuf;
+
 use terminull_acp::profile::{self, AcpProfile, Launch, Settings, Via};
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
+
+pub mod handoff;
+
+/// `~/.gemini`.
+fn gemini_dir() -> Result<PathBuf, AdapterError> {
+    handoff::gemini_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
+}
 
 /// Gemini CLI's approval modes, as its ACP session modes name them.
 pub const PERMISSION_MODES: &[&str] = &["default", "autoEdit", "yolo", "plan"];
@@ -35,6 +49,38 @@ impl AcpProfile for Gemini {
     };
     const PERMISSION_MODES: Option<&'static [&'static str]> = Some(PERMISSION_MODES);
     const REWRITE_THOUGHT: terminull_acp::mapping::ChunkRewrite = rewrite_thought;
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+        HandoffHook::Release,
+    ];
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        Ok(handoff::scan(&gemini_dir()?, &params))
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(&params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        handoff::mirror(&gemini_dir()?, &params)
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        Ok(handoff::latest(&gemini_dir()?, &params))
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(&params)
+    }
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
         let program = profile::program(settings, "gemini", "Gemini CLI")?;

@@ -24,12 +24,18 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, Lines, SpawnOptions, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{Attachment, CommandSource, ErrorBlock, SessionEnd, SlashCommand};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::command::{self, PermissionMode, Settings, check_effort, check_value, launch_args};
 use crate::events::{Event, State, parse_line};
+use crate::handoff;
 use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long pi has to answer `get_state` after it was started (it loads its extensions,
@@ -283,8 +289,48 @@ impl Adapter for Pi {
         InitParam::PermissionMode,
     ];
 
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+        HandoffHook::Release,
+    ];
+
     type Models = NotProvided;
     type Usage = Provided;
+
+    /// Ends the `pi` process so a terminal can continue the session; the next `send`
+    /// starts one with `--session <id>`.
+    async fn release(&mut self) -> Result<(), AdapterError> {
+        self.drop_cli().await;
+        Ok(())
+    }
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        Ok(handoff::scan(&agent_dir()?, &params))
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(&params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        handoff::mirror(&agent_dir()?, &params)
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        Ok(handoff::latest(&agent_dir()?, &params))
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(&params)
+    }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;
@@ -433,6 +479,11 @@ impl Adapter for Pi {
     async fn stop(&mut self) {
         self.drop_cli().await;
     }
+}
+
+/// pi's agent dir (`$PI_CODING_AGENT_DIR` or `~/.pi/agent`).
+fn agent_dir() -> Result<PathBuf, AdapterError> {
+    handoff::agent_dir().ok_or_else(|| AdapterError::agent("neither PI_CODING_AGENT_DIR nor HOME is set"))
 }
 
 impl GetUsage for Pi {

@@ -85,16 +85,47 @@ pub fn broken(mode: &str) -> (PathBuf, Vec<String>) {
 /// `terminull` started from there) sees the echo built-in and no other built-in adapter
 /// that happens to be built in `target/`.
 pub fn echo_only_exe_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        std::fs::copy(echo_rs(), dir.path().join("echo-rs")).expect("copying echo-rs");
-        let terminull = assert_cmd::cargo::cargo_bin("terminull");
-        std::fs::copy(terminull, dir.path().join("terminull")).expect("copying terminull");
-        dir
+        exe_dir("echo-only", &[(echo_rs(), "echo-rs"), (assert_cmd::cargo::cargo_bin("terminull"), "terminull")])
     })
-    .path()
-    .to_path_buf()
+    .clone()
+}
+
+/// A directory under `target/tmp` holding copies of `files` (source, name), named by
+/// the sources' sizes and times: made once per build of them and shared by every test
+/// process, never left behind in /tmp. Made under a temporary name and renamed, so a
+/// process never sees it half copied.
+fn exe_dir(kind: &str, files: &[(PathBuf, &str)]) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut stamp = std::collections::hash_map::DefaultHasher::new();
+    for (source, name) in files {
+        let meta = std::fs::metadata(source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        (name, meta.len(), meta.modified().ok()).hash(&mut stamp);
+    }
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("exe-dirs");
+    let dir = root.join(format!("{kind}-{:016x}", stamp.finish()));
+    if dir.exists() {
+        return dir;
+    }
+    let staging = root.join(format!("{kind}.{}.tmp", std::process::id()));
+    std::fs::create_dir_all(&staging).expect("a staging dir");
+    for (source, name) in files {
+        std::fs::copy(source, staging.join(name)).unwrap_or_else(|e| panic!("copying {}: {e}", source.display()));
+    }
+    if std::fs::rename(&staging, &dir).is_err() {
+        // Another test process made it first.
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    // Copies of older builds are never used again.
+    let prefix = format!("{kind}-");
+    for old in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let name = old.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && old.path() != dir {
+            let _ = std::fs::remove_dir_all(old.path());
+        }
+    }
+    dir
 }
 
 pub mod remote;
@@ -150,15 +181,16 @@ pub fn fake_acp_agent() -> PathBuf {
 /// A directory holding copies of `terminull`, `echo-rs` and `terminull-acp` only: the
 /// echo built-in plus the host of the ACP agents declared in config.
 pub fn acp_exe_dir() -> PathBuf {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        std::fs::copy(echo_rs(), dir.path().join("echo-rs")).expect("copying echo-rs");
-        std::fs::copy(terminull_acp(), dir.path().join("terminull-acp")).expect("copying terminull-acp");
-        let terminull = assert_cmd::cargo::cargo_bin("terminull");
-        std::fs::copy(terminull, dir.path().join("terminull")).expect("copying terminull");
-        dir
+        exe_dir(
+            "acp",
+            &[
+                (echo_rs(), "echo-rs"),
+                (terminull_acp(), "terminull-acp"),
+                (assert_cmd::cargo::cargo_bin("terminull"), "terminull"),
+            ],
+        )
     })
-    .path()
-    .to_path_buf()
+    .clone()
 }

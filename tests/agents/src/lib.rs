@@ -12,6 +12,7 @@
 //! See docs/agent-tests.md.
 
 pub mod agents;
+pub mod handoff;
 pub use terminull_netns as netns;
 pub mod rig;
 pub mod scenarios;

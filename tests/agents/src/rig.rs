@@ -81,11 +81,27 @@ pub struct Rig {
     /// In the last turn, the time from sending the message to the first block that
     /// came from the agent (anything but the echoed `user_message`).
     pub last_first_block: Option<Duration>,
+    /// The environment the daemon (and so the CLIs) got, PATH included.
+    cli_env: Vec<(String, std::ffi::OsString)>,
+}
+
+/// Options of [`Rig::start_with`].
+#[derive(Debug, Clone, Default)]
+pub struct RigOptions {
+    /// Written as the daemon's `config.toml`.
+    pub config_toml: Option<String>,
+    /// The model server's pause between `mock:slow` stream events (live).
+    pub slow_delay: Option<Duration>,
 }
 
 impl Rig {
     /// Starts the model server (live), the daemon and a client.
     pub async fn start(agent: Agent, mode: Mode) -> anyhow::Result<Rig> {
+        Self::start_with(agent, mode, RigOptions::default()).await
+    }
+
+    /// [`Rig::start`] with options.
+    pub async fn start_with(agent: Agent, mode: Mode, options: RigOptions) -> anyhow::Result<Rig> {
         let bins = crate::workspace::bin_dir();
         let root = tempfile::Builder::new().prefix("terminull-agent-").tempdir()?;
         let (home, state, workspace, fakes) = (
@@ -100,7 +116,7 @@ impl Rig {
         let mut model = None;
         let (cli_dir, model_url) = match &mode {
             Mode::Live { cli_dir } => {
-                let addr = start_model_server(&workspace).await?;
+                let addr = start_model_server_with(&workspace, options.slow_delay).await?;
                 model = Some(addr);
                 (cli_dir.clone(), format!("http://{addr}"))
             }
@@ -113,6 +129,12 @@ impl Rig {
         let path = std::env::join_paths(
             std::iter::once(cli_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
         )?;
+        if let Some(config) = &options.config_toml {
+            std::fs::write(state.join("config.toml"), config)?;
+        }
+        let mut cli_env: Vec<(String, std::ffi::OsString)> =
+            agent.environment(&home, &model_url)?.into_iter().map(|(k, v)| (k, v.into())).collect();
+        cli_env.push(("PATH".into(), path.clone()));
         let mut command = Command::new(bins.join("terminull"));
         command
             .args(["up", "--log-level", "info", "--home"])
@@ -143,7 +165,18 @@ impl Rig {
                 }
             }
         };
-        Ok(Rig { agent, mode, root, daemon, client, model, session: None, taken: Vec::new(), last_first_block: None })
+        Ok(Rig {
+            agent,
+            mode,
+            root,
+            daemon,
+            client,
+            model,
+            session: None,
+            taken: Vec::new(),
+            last_first_block: None,
+            cli_env,
+        })
     }
 
     /// True when the real CLI runs (not a replay).
@@ -159,6 +192,45 @@ impl Rig {
     /// The session's working directory.
     pub fn workspace(&self) -> PathBuf {
         self.root.path().join("ws")
+    }
+
+    /// A command running `program` the way a user would in a terminal: in the
+    /// session's workspace, with the CLI's environment (its HOME, the model server) and
+    /// the pinned CLIs first on PATH, and nothing of terminull's.
+    pub fn native_command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command
+            .current_dir(self.workspace())
+            .env_remove(terminull_adapter_sdk::handoff::SESSION_MARKER_ENV)
+            .stdin(Stdio::null());
+        for (k, v) in &self.cli_env {
+            command.env(k, v);
+        }
+        command
+    }
+
+    /// The client, to send any control message.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// The next message from the daemon (failing after a long silence).
+    pub async fn next_message(&mut self) -> anyhow::Result<BridgeMessage> {
+        loop {
+            if let Some(m) = self.next_block().await? {
+                return Ok(m);
+            }
+        }
+    }
+
+    /// The directory where the adapters record the CLI processes they start.
+    pub fn tap_dir(&self) -> PathBuf {
+        self.root.path().join("tap")
+    }
+
+    /// Whether the model server has answered a request with `scenario` (live only).
+    pub async fn model_saw(&self, scenario: &str) -> anyhow::Result<bool> {
+        model_saw(self.model.context("no model server in a replay")?, scenario).await
     }
 
     /// The daemon's log so far, for failure messages.
@@ -351,12 +423,20 @@ fn block_of(message: BridgeMessage) -> Option<Block> {
 /// Starts the scripted model server on 127.0.0.1 port 0 in this process; its write
 /// scenario targets `workspace/made_by_agent.txt`.
 pub async fn start_model_server(workspace: &Path) -> anyhow::Result<SocketAddr> {
+    start_model_server_with(workspace, None).await
+}
+
+/// [`start_model_server`] with the `mock:slow` pause set.
+pub async fn start_model_server_with(workspace: &Path, slow_delay: Option<Duration>) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let config = terminull_model_server::Config {
+    let mut config = terminull_model_server::Config {
         write_path: workspace.join("made_by_agent.txt").display().to_string(),
         ..terminull_model_server::Config::default()
     };
+    if let Some(delay) = slow_delay {
+        config.slow_delay = delay;
+    }
     tokio::spawn(async move {
         if let Err(e) = terminull_model_server::serve(listener, config).await {
             eprintln!("model server failed: {e}");

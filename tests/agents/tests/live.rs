@@ -108,6 +108,42 @@ fn droid_adapter_passes_adapter_check_with_the_real_cli_live() {
     live_check(Agent::Droid, "droid_adapter_passes_adapter_check_with_the_real_cli_live");
 }
 
+/// The terminal handoff with the real CLI (terminull_agent_tests::handoff).
+fn live_handoff(agent: Agent, test_name: &str) {
+    let Some(cli_dir) = isolated(agent, test_name) else { return };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let outcome = runtime
+        .block_on(terminull_agent_tests::handoff::run(agent, cli_dir))
+        .unwrap_or_else(|e| panic!("{} handoff (live): {e:#}", agent.id()));
+    println!("{} handoff (live):\n{}", agent.id(), outcome.transcript.join("\n"));
+}
+
+#[test]
+fn claude_code_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(
+        Agent::ClaudeCode,
+        "claude_code_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live",
+    );
+}
+
+#[test]
+fn codex_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(Agent::Codex, "codex_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live");
+}
+
+#[test]
+fn pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(Agent::Pi, "pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live");
+}
+
+#[test]
+fn gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(
+        Agent::Gemini,
+        "gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live",
+    );
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
