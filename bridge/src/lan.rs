@@ -130,6 +130,11 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);
     tracing::info!("LAN server listening on ws://{addr}");
+    // Without TCP_NODELAY a small frame (a reply, one block) waits for the peer's
+    // delayed ACK: the end-to-end benchmark measured 24 ms p50 per block on loopback.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("the LAN server stopped: {e}");

@@ -284,7 +284,14 @@ pub fn context(
     devices: crate::devices::DeviceRegistry,
     service: crate::service::Service,
 ) -> LinkContext {
-    LinkContext { identity: Arc::new(identity), devices, service, refusals: Default::default() }
+    LinkContext {
+        identity: Arc::new(identity),
+        devices,
+        service,
+        refusals: Default::default(),
+        coalesce_chunks: true,
+        coalesced: Default::default(),
+    }
 }
 
 #[cfg(test)]
