@@ -94,11 +94,11 @@ impl Scale {
     /// `--tiny`: the structure only (the test's mode; figures meaningless).
     pub fn tiny() -> Self {
         Self {
-            flood_blocks: 100,
-            paced_blocks: 20,
-            forward_frames: 200,
-            forward_rounds: 20,
-            idle_connections: vec![20],
+            flood_blocks: 50,
+            paced_blocks: 10,
+            forward_frames: 50,
+            forward_rounds: 10,
+            idle_connections: vec![10],
             resume_blocks: vec![500],
             resume_warm: 1,
             stream_total: 2_000,
@@ -147,8 +147,8 @@ async fn blocks_turn(
 
 fn latency_rows(hop: &str, lat: Percentiles, floor_name: &str, floor: Percentiles) -> Vec<Row> {
     vec![
-        Row::new(hop, "latency p50 (paced)", lat.p50_us, "µs").floor(floor_name, floor.p50_us),
-        Row::new(hop, "latency p99 (paced)", lat.p99_us, "µs").floor(floor_name, floor.p99_us),
+        Row::new(hop, "latency p50, unloaded", lat.p50_us, "µs").floor(floor_name, floor.p50_us),
+        Row::new(hop, "latency p99, unloaded", lat.p99_us, "µs").floor(floor_name, floor.p99_us),
     ]
 }
 
@@ -222,36 +222,41 @@ fn kib_block(i: u64) -> Block {
     }
 }
 
-/// The one-core crypto ceiling: sealing, verifying and opening `ops` 1 KiB blocks in
-/// a row on this thread.
+/// The one-core crypto ceiling: sealing, verifying and opening 1 KiB blocks in a row
+/// on this thread, `ops` in all over five batches; each operation's best batch counts,
+/// so other load on this shared machine does not lower the ceiling.
 pub fn crypto(ops: usize) -> Result<Crypto> {
     let bridge = Identity::from_bytes([1; 32], [2; 32]);
     let public = bridge.public();
     let session = SessionId(SESSION.into());
     let keys = session_keys(&[5; 32], session.as_str(), &[6; 32], &[7; 16]);
-    let mut sealer = Sealer::new(keys.bridge_to_app, "block");
-    let blocks: Vec<Block> = (0..ops as u64).map(kib_block).collect();
-    let start = Instant::now();
-    let mut envelopes = Vec::with_capacity(ops);
-    for block in &blocks {
-        let json = serde_json::to_vec(block)?;
-        envelopes.push(seal_block(&mut sealer, &bridge, &session, block.block_type(), false, block.ts, &json)?);
+    let batch = (ops / 5).max(1);
+    let blocks: Vec<Block> = (0..batch as u64).map(kib_block).collect();
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / batch as f64;
+    let mut best = Crypto { seal_us: f64::MAX, verify_us: f64::MAX, open_us: f64::MAX };
+    for _ in 0..5 {
+        let mut sealer = Sealer::new(keys.bridge_to_app, "block");
+        let start = Instant::now();
+        let mut envelopes = Vec::with_capacity(batch);
+        for block in &blocks {
+            let json = serde_json::to_vec(block)?;
+            envelopes.push(seal_block(&mut sealer, &bridge, &session, block.block_type(), false, block.ts, &json)?);
+        }
+        best.seal_us = best.seal_us.min(per(start.elapsed()));
+        let start = Instant::now();
+        for e in &envelopes {
+            verify_block(&public, e)?;
+        }
+        best.verify_us = best.verify_us.min(per(start.elapsed()));
+        let mut opener = Opener::new(keys.bridge_to_app, "block");
+        let start = Instant::now();
+        for e in &envelopes {
+            let json = open_block(&mut opener, e)?;
+            std::hint::black_box(serde_json::from_slice::<Block>(&json)?);
+        }
+        best.open_us = best.open_us.min(per(start.elapsed()));
     }
-    let seal = start.elapsed();
-    let start = Instant::now();
-    for e in &envelopes {
-        verify_block(&public, e)?;
-    }
-    let verify = start.elapsed();
-    let mut opener = Opener::new(keys.bridge_to_app, "block");
-    let start = Instant::now();
-    for e in &envelopes {
-        let json = open_block(&mut opener, e)?;
-        std::hint::black_box(serde_json::from_slice::<Block>(&json)?);
-    }
-    let open = start.elapsed();
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / ops as f64;
-    Ok(Crypto { seal_us: per(seal), verify_us: per(verify), open_us: per(open) })
+    Ok(best)
 }
 
 /// A sealed, signed 1 KiB `block` frame as the bridge sends it to the relay, for `conn`.
@@ -785,11 +790,8 @@ pub async fn memory(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>
         bail!("no adapter process found under the daemon");
     }
     let max = adapters.iter().copied().fold(0.0, f64::max);
-    rows.push(
-        Row::new(hop, format!("echo-rs adapter RSS, median of {}", adapters.len()), median(adapters), "MiB")
-            .target("≤ 5 MB", max * 1.048_576 <= 5.0),
-    );
-    rows.push(Row::new(hop, "echo-rs adapter RSS, max", max, "MiB"));
+    rows.push(Row::new(hop, format!("echo-rs adapter RSS, median of {}", adapters.len()), median(adapters), "MiB"));
+    rows.push(Row::new(hop, "echo-rs adapter RSS, largest", max, "MiB").target("≤ 5 MB", max * 1.048_576 <= 5.0));
     drop(client);
     daemon.kill().await?;
     Ok(rows)

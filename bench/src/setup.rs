@@ -253,8 +253,8 @@ pub async fn turn(client: &mut Client, session: &SessionId, text: &str) -> Resul
     }
 }
 
-/// Resumes `session` from `since_seq` / `since_ts` and returns (time to its
-/// `replay_done`, blocks before it, blocks after it up to `settle` of quiet).
+/// Resumes `session` from `since_seq` / `since_ts` and returns the time from sending
+/// `session_resume` to receiving its `replay_done`, and the blocks that came before it.
 pub async fn resume(
     client: &mut Client,
     session: &SessionId,

@@ -171,8 +171,7 @@ impl OpenLink {
         }));
         let dispatcher = tokio::spawn(local::serve_connection(ctx.service.clone(), lines, messages_tx));
         let sealing = tokio::spawn(seal_outgoing(
-            ctx.coalesce_chunks.then(|| ctx.coalesced.clone()),
-            ctx.identity.clone(),
+            ctx.clone(),
             device_id.clone(),
             device,
             sealer,
@@ -272,8 +271,7 @@ pub fn superseded(message: &BridgeMessage, next: Option<&BridgeMessage>) -> bool
 /// is skipped (counted in `coalesced`, when given) — so a slow link receives fewer,
 /// larger-but-current chunks instead of every full-text-so-far copy.
 async fn seal_outgoing(
-    coalesced: Option<Arc<std::sync::atomic::AtomicU64>>,
-    identity: Arc<Identity>,
+    ctx: LinkContext,
     device_id: DeviceId,
     device: PublicIdentity,
     mut link_sealer: Sealer,
@@ -281,6 +279,8 @@ async fn seal_outgoing(
     mut messages: mpsc::Receiver<BridgeMessage>,
     out: mpsc::Sender<RelayFrame>,
 ) {
+    let identity = ctx.identity.clone();
+    let coalesced = ctx.coalesce_chunks.then(|| ctx.coalesced.clone());
     let bridge_id = identity.public().bridge_id();
     let mut sessions: HashMap<SessionId, Sealer> = HashMap::new();
     let mut ahead: std::collections::VecDeque<BridgeMessage> = std::collections::VecDeque::new();
