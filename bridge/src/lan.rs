@@ -325,7 +325,14 @@ async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
                 }
             }
             Some(frame) = out_rx.recv() => {
-                if sink.send(frame_message(&frame)).await.is_err() { return; }
+                // Frames already queued go out in one write: a flush per frame cost a
+                // syscall each while the link streams.
+                if sink.feed(frame_message(&frame)).await.is_err() { return; }
+                for _ in 0..63 {
+                    let Ok(frame) = out_rx.try_recv() else { break };
+                    if sink.feed(frame_message(&frame)).await.is_err() { return; }
+                }
+                if sink.flush().await.is_err() { return; }
             }
             Some(end) = end_rx.recv() => {
                 if let LinkEnd::Revoked(reason) = end {

@@ -191,7 +191,16 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     other => tracing::warn!("unexpected `{}` frame from the relay", other.frame_type()),
                 }
             }
-            Some(frame) = out_rx.recv() => write(&mut ws, &frame).await?,
+            Some(frame) = out_rx.recv() => {
+                // Frames already queued go out in one write (a flush per frame cost a
+                // syscall each while a session streams).
+                feed(&mut ws, &frame).await?;
+                for _ in 0..63 {
+                    let Ok(frame) = out_rx.try_recv() else { break };
+                    feed(&mut ws, &frame).await?;
+                }
+                ws.flush().await.map_err(|e| format!("sending to the relay: {e}"))?;
+            }
             _ = tick.tick() => {
                 let (devices, version) = ctx.devices.snapshot();
                 if version != devices_version {
@@ -271,6 +280,12 @@ async fn read(ws: &mut Ws) -> Result<RelayFrame, String> {
             Ok(Some(Err(e))) => return Err(e.to_string()),
         }
     }
+}
+
+/// Queues `frame` without flushing.
+async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
+    let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
+    ws.feed(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
 }
 
 async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
