@@ -178,7 +178,7 @@ async fn run(cli: Cli) -> Result<()> {
             (Section::Resume, _, _, _) => sections::resume(&tools, &scale, cwd.path()).await,
             (Section::Streaming, Some(b), _, _) => sections::streaming(b, &scale, cwd.path()).await,
             (Section::Memory, _, _, _) => sections::memory(&tools, &scale, cwd.path()).await,
-            _ => unreachable!("every section's prerequisites are started above"),
+            _ => Err(anyhow::anyhow!("the prerequisites of {section:?} were not started")),
         };
         let got = got.with_context(|| format!("section {section:?}"))?;
         println!("  {section:?}: {} rows in {:.1} s", got.len(), t.elapsed().as_secs_f64());
@@ -212,10 +212,6 @@ async fn run(cli: Cli) -> Result<()> {
     }
     std::fs::write(&cli.out, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", cli.out.display()))?;
-    println!("{} s; JSON in {}", number_s(report.seconds), cli.out.display());
+    println!("{:.1} s; JSON in {}", report.seconds, cli.out.display());
     Ok(())
-}
-
-fn number_s(s: f64) -> String {
-    format!("{s:.1}")
 }

@@ -33,6 +33,19 @@ fn build_tools() {
     if profile_dir().file_name().is_some_and(|p| p == "release") {
         build.arg("--release");
     }
+    // The variables cargo sets for this test (CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …)
+    // would reach build scripts that watch them (ring's does) and rebuild those crates
+    // on every run.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || key.starts_with("CARGO_BIN_")
+            || matches!(key.as_ref(), "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR")
+        {
+            build.env_remove(key.as_ref());
+        }
+    }
     let status = build.env("CARGO_TARGET_DIR", target).current_dir(workspace).status().expect("running cargo build");
     assert!(status.success(), "building echo-rs and terminull failed");
 }
