@@ -154,6 +154,11 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);
     tracing::info!("LAN server listening on ws://{addr}");
+    // Without TCP_NODELAY a small frame (a reply, one block) waits for the peer's
+    // delayed ACK: the end-to-end benchmark measured 24 ms p50 per block on loopback.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             tracing::error!("the LAN server stopped: {e}");
@@ -348,7 +353,14 @@ async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
                 }
             }
             Some(frame) = out_rx.recv() => {
-                if sink.send(frame_message(&frame)).await.is_err() { return; }
+                // Frames already queued go out in one write: a flush per frame cost a
+                // syscall each while the link streams.
+                if sink.feed(frame_message(&frame)).await.is_err() { return; }
+                for _ in 0..63 {
+                    let Ok(frame) = out_rx.try_recv() else { break };
+                    if sink.feed(frame_message(&frame)).await.is_err() { return; }
+                }
+                if sink.flush().await.is_err() { return; }
             }
             Some(end) = end_rx.recv() => {
                 if let LinkEnd::Revoked(reason) = end {

@@ -45,6 +45,11 @@ pub struct LinkContext {
     pub service: Service,
     /// The reasons of the latest refusals (tests and diagnostics read them).
     pub refusals: Refusals,
+    /// Coalesce streamed chunks under back-pressure (on by default; the benchmark
+    /// turns it off to measure what it saves). See [`superseded`].
+    pub coalesce_chunks: bool,
+    /// Chunks not sent because the next queued message replaced them.
+    pub coalesced: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The reasons of the latest refusals, newest last, at most [`Refusals::KEPT`].
@@ -166,7 +171,7 @@ impl OpenLink {
         }));
         let dispatcher = tokio::spawn(local::serve_connection(ctx.service.clone(), lines, messages_tx));
         let sealing = tokio::spawn(seal_outgoing(
-            ctx.identity.clone(),
+            ctx.clone(),
             device_id.clone(),
             device,
             sealer,
@@ -231,8 +236,42 @@ impl OpenLink {
     }
 }
 
+/// Messages read ahead from the dispatcher's queue to find superseded chunks.
+const COALESCE_WINDOW: usize = 256;
+
+/// True when `message` is a non-final `text` or `thinking` chunk and `next` is a chunk
+/// of the same id, session and replay flag. Each chunk carries the full text so far, so
+/// `next` holds everything `message` does; and since nothing is queued between them,
+/// dropping `message` changes no block's position (docs/block-protocol.md allows it:
+/// "the bridge may coalesce the chunks of one id"). A `done: true` chunk is never
+/// superseded.
+pub fn superseded(message: &BridgeMessage, next: Option<&BridgeMessage>) -> bool {
+    use terminull_protocol::blocks::BlockKind;
+    let (
+        BridgeMessage::Block { session_id, block, replay },
+        Some(BridgeMessage::Block { session_id: next_session, block: next_block, replay: next_replay }),
+    ) = (message, next)
+    else {
+        return false;
+    };
+    let open_chunk = match &block.kind {
+        BlockKind::Text(t) | BlockKind::Thinking(t) => !t.done,
+        _ => false,
+    };
+    open_chunk
+        && session_id == next_session
+        && replay == next_replay
+        && block.kind.replace_key().is_some()
+        && block.kind.replace_key() == next_block.kind.replace_key()
+}
+
+/// Seals the dispatcher's messages for the device. While the transport keeps up, one
+/// message is read and sent at a time; when it falls behind (sealing, the socket), the
+/// messages that queued meanwhile are read ahead and a chunk replaced by the next one
+/// is skipped (counted in `coalesced`, when given) — so a slow link receives fewer,
+/// larger-but-current chunks instead of every full-text-so-far copy.
 async fn seal_outgoing(
-    identity: Arc<Identity>,
+    ctx: LinkContext,
     device_id: DeviceId,
     device: PublicIdentity,
     mut link_sealer: Sealer,
@@ -240,9 +279,33 @@ async fn seal_outgoing(
     mut messages: mpsc::Receiver<BridgeMessage>,
     out: mpsc::Sender<RelayFrame>,
 ) {
+    let identity = ctx.identity.clone();
+    let coalesced = ctx.coalesce_chunks.then(|| ctx.coalesced.clone());
     let bridge_id = identity.public().bridge_id();
     let mut sessions: HashMap<SessionId, Sealer> = HashMap::new();
-    while let Some(message) = messages.recv().await {
+    let mut ahead: std::collections::VecDeque<BridgeMessage> = std::collections::VecDeque::new();
+    loop {
+        if ahead.is_empty() {
+            match messages.recv().await {
+                Some(m) => ahead.push_back(m),
+                None => break,
+            }
+        }
+        if let Some(counter) = &coalesced {
+            while ahead.len() < COALESCE_WINDOW {
+                match messages.try_recv() {
+                    Ok(m) => ahead.push_back(m),
+                    Err(_) => break,
+                }
+            }
+            let Some(message) = ahead.pop_front() else { continue };
+            if superseded(&message, ahead.front()) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            ahead.push_front(message);
+        }
+        let Some(message) = ahead.pop_front() else { continue };
         let frame = match message {
             BridgeMessage::Reply(reply) => {
                 let waiting =
@@ -306,4 +369,34 @@ async fn seal_outgoing(
         }
     }
     let _ = device;
+}
+
+#[cfg(test)]
+mod tests {
+    use terminull_protocol::blocks::{Block, BlockKind, StreamedText};
+
+    use super::*;
+
+    fn chunk(session: &str, id: &str, text: &str, done: bool, replay: bool) -> BridgeMessage {
+        let kind = BlockKind::Text(StreamedText { id: id.into(), text: text.into(), done });
+        BridgeMessage::Block { session_id: SessionId(session.into()), block: Block::now(kind), replay }
+    }
+
+    #[test]
+    fn only_an_open_chunk_followed_by_its_own_next_chunk_is_superseded() {
+        let a1 = chunk("s", "a", "He", false, false);
+        let a2 = chunk("s", "a", "Hello", false, false);
+        let a_done = chunk("s", "a", "Hello", true, false);
+        assert!(superseded(&a1, Some(&a2)));
+        assert!(superseded(&a2, Some(&a_done)));
+        // The final chunk is never dropped, whatever follows.
+        assert!(!superseded(&a_done, Some(&chunk("s", "a", "Hello", true, false))));
+        // Another id, session or replay flag in between keeps the chunk.
+        assert!(!superseded(&a1, Some(&chunk("s", "b", "x", false, false))));
+        assert!(!superseded(&a1, Some(&chunk("t", "a", "Hello", false, false))));
+        assert!(!superseded(&a1, Some(&chunk("s", "a", "Hello", false, true))));
+        assert!(!superseded(&a1, None));
+        let done = BridgeMessage::ReplayDone { session_id: SessionId("s".into()), last_seq: None };
+        assert!(!superseded(&a1, Some(&done)));
+    }
 }

@@ -196,7 +196,16 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     other => tracing::warn!("unexpected `{}` frame from the relay", other.frame_type()),
                 }
             }
-            Some(frame) = out_rx.recv() => write(&mut ws, &frame).await?,
+            Some(frame) = out_rx.recv() => {
+                // Frames already queued go out in one write (a flush per frame cost a
+                // syscall each while a session streams).
+                feed(&mut ws, &frame).await?;
+                for _ in 0..63 {
+                    let Ok(frame) = out_rx.try_recv() else { break };
+                    feed(&mut ws, &frame).await?;
+                }
+                ws.flush().await.map_err(|e| format!("sending to the relay: {e}"))?;
+            }
             _ = tick.tick() => {
                 let now: HashSet<SessionId> = ctx.service.live_session_ids().await.into_iter().collect();
                 let mut started: Vec<SessionId> = now.difference(&live).cloned().collect();
@@ -285,6 +294,12 @@ async fn read(ws: &mut Ws) -> Result<RelayFrame, String> {
     }
 }
 
+/// Queues `frame` without flushing.
+async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
+    let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
+    ws.feed(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
+}
+
 async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
     let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
     ws.send(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
@@ -296,7 +311,14 @@ pub fn context(
     devices: crate::devices::DeviceRegistry,
     service: crate::service::Service,
 ) -> LinkContext {
-    LinkContext { identity: Arc::new(identity), devices, service, refusals: Default::default() }
+    LinkContext {
+        identity: Arc::new(identity),
+        devices,
+        service,
+        refusals: Default::default(),
+        coalesce_chunks: true,
+        coalesced: Default::default(),
+    }
 }
 
 #[cfg(test)]

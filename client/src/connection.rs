@@ -111,6 +111,11 @@ pub struct LinkStats {
     pub relay_errors: AtomicU64,
     /// The reasons of the latest refusals, oldest first (at most 256).
     pub reasons: std::sync::Mutex<std::collections::VecDeque<String>>,
+    /// WebSocket text messages received after the handshake, and their payload bytes
+    /// (what the link costs on the wire; the benchmark reads them).
+    pub frames_in: AtomicU64,
+    /// See [`frames_in`](Self::frames_in).
+    pub bytes_in: AtomicU64,
 }
 
 impl LinkStats {
@@ -356,6 +361,8 @@ impl Link {
             tokio::select! {
                 frame = ws.next() => match frame {
                     Some(Ok(Message::Text(text))) => {
+                        self.stats.frames_in.fetch_add(1, Ordering::Relaxed);
+                        self.stats.bytes_in.fetch_add(text.len() as u64, Ordering::Relaxed);
                         if let Some(reason) = self.incoming(&text).await {
                             let _ = ws.close(None).await;
                             return reason;

@@ -99,6 +99,48 @@ fn main() {
         1e-3 / per_block.as_secs_f64()
     );
 
+    // A block as the bridge stores and seals it: `Block` to JSON bytes and back (typed,
+    // no JSON-RPC envelope, no validation).
+    let (n, t) = measure(budget, || {
+        for b in &turn {
+            black_box(serde_json::to_vec(b).unwrap());
+        }
+    });
+    let per_block = t / (n as u32 * turn.len() as u32);
+    println!(
+        "{:<44} {:>14} {:>10.0} k/s",
+        "Block serialise (to_vec), per block (mixed)",
+        format!("{per_block:.2?}"),
+        1e-3 / per_block.as_secs_f64()
+    );
+    let encoded: Vec<Vec<u8>> = turn.iter().map(|b| serde_json::to_vec(b).unwrap()).collect();
+    let (n, t) = measure(budget, || {
+        for e in &encoded {
+            black_box(serde_json::from_slice::<Block>(e).unwrap());
+        }
+    });
+    let per_block = t / (n as u32 * encoded.len() as u32);
+    println!(
+        "{:<44} {:>14} {:>10.0} k/s",
+        "Block deserialise (from_slice), per block",
+        format!("{per_block:.2?}"),
+        1e-3 / per_block.as_secs_f64()
+    );
+    let kib = Block::now(BlockKind::Text(StreamedText { id: "m1".into(), text: "x".repeat(1024 - 80), done: true }));
+    let kib_json = serde_json::to_vec(&kib).unwrap();
+    let (n, t) = measure(budget, || {
+        black_box(serde_json::to_vec(&kib).unwrap());
+    });
+    println!(
+        "{:<44} {:>14}",
+        format!("Block serialise, 1 KiB text ({} B)", kib_json.len()),
+        format!("{:.2?}", t / n as u32)
+    );
+    let (n, t) = measure(budget, || {
+        black_box(serde_json::from_slice::<Block>(&kib_json).unwrap());
+    });
+    println!("{:<44} {:>14}", "Block deserialise, 1 KiB text", format!("{:.2?}", t / n as u32));
+
     let text_line = stream_line(&turn[turn.len() - 1]);
     let (n, t) = measure(budget, || {
         let v: Value = serde_json::from_slice(&text_line).unwrap();

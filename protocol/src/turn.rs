@@ -107,7 +107,8 @@ impl TurnTracker {
         self.ended
     }
 
-    /// Records one block and returns what it breaks, if anything.
+    /// Records one block and returns what it breaks, if anything. A block that breaks
+    /// the contract is not recorded: the tracker is left as it was.
     pub fn observe(&mut self, block: &BlockKind) -> Option<TurnViolation> {
         if self.ended {
             return Some(TurnViolation::AfterSessionEnd { block_type: block.block_type() });
@@ -332,5 +333,23 @@ mod tests {
         assert_eq!(closing[0], text("m", "partial", true));
         // Nothing more to close, and no second session_end.
         assert_eq!(t.close(EndReason::Error, None), vec![]);
+    }
+
+    #[test]
+    fn a_refused_block_leaves_the_tracker_unchanged() {
+        let mut tracker = TurnTracker::new();
+        for b in [text("m", "a", false), text("m", "ab", true), call("c", ToolStatus::Done), result("c")] {
+            assert_eq!(tracker.observe(&b), None);
+        }
+        let before = format!("{tracker:?}");
+        let refused = [text("m", "abc", false), call("c", ToolStatus::Running), result("c"), result("nope")];
+        for b in &refused {
+            assert!(tracker.observe(b).is_some(), "{b:?} should be refused");
+            assert_eq!(format!("{tracker:?}"), before, "refusing {b:?} changed the tracker");
+        }
+        assert_eq!(tracker.observe(&end()), None);
+        let ended = format!("{tracker:?}");
+        assert!(tracker.observe(&text("n", "late", false)).is_some());
+        assert_eq!(format!("{tracker:?}"), ended);
     }
 }

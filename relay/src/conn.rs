@@ -306,7 +306,17 @@ impl ConnIo {
                         return Inbound::Ended;
                     }
                     match serde_json::from_str::<RelayFrame>(text.as_str()) {
-                        Ok(frame) => return Inbound::Frame(Box::new(frame)),
+                        Ok(frame) => {
+                            // One socket read holds dozens of frames, and frames already
+                            // buffered cost tokio no budget, so a busy bridge's reader
+                            // could run for ~8,000 frames without yielding while the
+                            // device's writer it just woke waits in this worker's
+                            // (unstealable) LIFO slot — until its queue overflows and
+                            // the device is cut as a slow consumer. Charging one unit
+                            // per frame makes the reader yield every 128.
+                            tokio::task::consume_budget().await;
+                            return Inbound::Frame(Box::new(frame));
+                        }
                         Err(e) => {
                             let detail = format!("not a relay frame: {e}");
                             if !self.malformed(truncate(&detail, MAX_DETAIL)) {

@@ -50,3 +50,33 @@ export function clear(el) {
 export function $(sel, root = document) {
   return root.querySelector(sel);
 }
+
+/**
+ * Copies `text` (shown in `el`). The Clipboard API exists only in secure contexts
+ * (not on a LAN page over http), so the text is also selected, and copied with
+ * `execCommand` where that still works: the user can copy the selection by hand.
+ * Returns 'copied' or 'selected'.
+ */
+export async function copyText(text, el) {
+  if (el) {
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    const sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+  }
+  try {
+    if (window.isSecureContext && navigator.clipboard?.writeText) {
+      await navigator.clipboard.writeText(text);
+      return 'copied';
+    }
+  } catch {
+    /* refused: fall back to the selection */
+  }
+  try {
+    if (el && document.execCommand('copy')) return 'copied';
+  } catch {
+    /* not supported */
+  }
+  return 'selected';
+}

@@ -8,7 +8,7 @@ import { openLink, ControlError } from './link.js';
 import { Transcript, displayKey, replaceKey } from './transcript.js';
 import { Store } from './store.js';
 import { h, clear, $ } from './dom.js';
-import { renderBlock } from './render.js';
+import { renderBlock, copyableCommand } from './render.js';
 
 /** The bridge's universal slash commands (protocol/src/commands.rs), used when the agent lists none. */
 const BUILTIN_COMMANDS = [
@@ -143,9 +143,17 @@ function buildShell() {
   });
   ui.stop = h('button', { type: 'button', class: 'stop', testid: 'stop', hidden: true, onclick: () => interrupt() }, '■ Stop');
   ui.send = h('button', { type: 'button', class: 'send primary', testid: 'send', onclick: () => sendComposer() }, 'Send');
+  ui.parkedBanner = h('div', { class: 'parked-banner', testid: 'parked-banner', hidden: true });
+  ui.continueBtn = h(
+    'button',
+    { type: 'button', class: 'link-btn continue-btn', testid: 'continue-in-terminal', disabled: true, onclick: () => continueInTerminal() },
+    'Continue in Terminal',
+  );
+  ui.terminalCard = h('div', { class: 'terminal-card', hidden: true });
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
+    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
     ui.transcript,
     h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send)),
   );
@@ -382,6 +390,7 @@ async function connect() {
           console.info(`link closed: ${reason}`);
           for (const s of app.sessions.values()) s.attachedOn = null;
           scheduleReconnect();
+          updateComposer(currentSession());
         }
       },
     });
@@ -389,6 +398,7 @@ async function connect() {
     app.backoff = BACKOFF_MIN_MS;
     app.connecting = false;
     onStatus(link.status);
+    updateComposer(currentSession());
     // Re-attach every followed session, from the newest block held.
     for (const s of app.sessions.values()) if (s.followed) attach(s);
     refreshLists();
@@ -479,7 +489,7 @@ function renderLists() {
         h(
           'button',
           { type: 'button', class: 'session-item', testid: 'session-item', dataset: { sessionId: s.session_id }, onclick: () => openSession(s.session_id, s) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: `state state-${s.state}` }, String(s.state ?? ''))),
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? ''))),
           h('div', { class: 'row2' }, typeof s.title === 'string' ? s.title : String(s.cwd ?? '')),
           typeof s.title === 'string' ? h('div', { class: 'row3' }, String(s.cwd ?? '')) : null,
         ),
@@ -498,21 +508,43 @@ function renderLists() {
   }
   for (const x of app.external.items) {
     if (!x || typeof x !== 'object') continue;
-    const agent = String(x.agent ?? x.agent_id ?? '');
-    const sid = String(x.agent_session_id ?? x.session_id ?? '');
+    const agent = String(x.agent_id ?? '');
+    const sid = String(x.agent_session_id ?? '');
+    const cwd = typeof x.cwd === 'string' ? x.cwd : '';
+    const title = typeof x.title === 'string' && x.title.trim() ? x.title : '';
+    const bits = [relativeTime(x.updated_at)];
+    if (Number.isSafeInteger(x.message_count)) bits.push(`${x.message_count} message${x.message_count === 1 ? '' : 's'}`);
     ui.externalList.append(
       h(
         'li',
         null,
         h(
           'button',
-          { type: 'button', class: 'session-item external-item', testid: 'external-item', onclick: () => attachExternal(agent, sid, String(x.cwd ?? '')) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, agent), h('span', { class: 'state' }, 'terminal')),
-          h('div', { class: 'row2' }, String(x.title ?? x.cwd ?? sid)),
+          {
+            type: 'button',
+            class: 'session-item external-item',
+            testid: 'external-item',
+            dataset: { agentId: agent, agentSessionId: sid },
+            onclick: () => attachExternal(agent, sid, cwd),
+          },
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, agent), h('span', { class: 'state' }, bits.filter(Boolean).join(' · '))),
+          h('div', { class: 'row2' }, title || cwd || sid),
+          title && cwd ? h('div', { class: 'row3' }, cwd) : null,
         ),
       ),
     );
   }
+}
+
+/** "5 min ago" from Unix seconds. */
+function relativeTime(unix) {
+  if (!Number.isFinite(unix)) return '';
+  const ago = Math.max(0, Date.now() / 1000 - unix);
+  if (ago < 60) return 'just now';
+  if (ago < 3600) return `${Math.floor(ago / 60)} min ago`;
+  if (ago < 86400) return `${Math.floor(ago / 3600)} h ago`;
+  if (ago < 7 * 86400) return `${Math.floor(ago / 86400)} d ago`;
+  return new Date(unix * 1000).toLocaleDateString();
 }
 
 // ---------------------------------------------------------------------------
@@ -647,6 +679,8 @@ class SessionState {
     this.elByKey = new Map();
     this.rendered = false;
     this.container = null;
+    /** The answer to continue_in_terminal shown in this view, or an error. */
+    this.terminal = null;
   }
 
   get agentInfo() {
@@ -655,6 +689,11 @@ class SessionState {
 
   get running() {
     return this.awaiting > 0 || this.transcript.turnRunning();
+  }
+
+  /** A terminal drives the conversation (the newest session_state is `parked`). */
+  get parked() {
+    return this.transcript.sessionState()?.state === 'parked';
   }
 
   persist() {
@@ -771,7 +810,7 @@ function onBlock(sid, block, _replay) {
     if (block.type === 'agent_info') app.ui.title.textContent = titleOf(s);
     updateComposer(s);
   }
-  if (block.type === 'session_end') flushQueue(s);
+  if (block.type === 'session_end' || block.type === 'session_state') flushQueue(s);
 }
 
 function renderCtx(s) {
@@ -934,6 +973,11 @@ function sendComposer() {
     runSlash(s, slash[1], (slash[2] ?? '').trim());
     return;
   }
+  if (s.parked) {
+    // The bridge queues it until the terminal is idle.
+    sendMessage(s, text);
+    return;
+  }
   const inputDuringTurn = s.agentInfo?.cap_input_during_turn === true;
   if (s.running && !inputDuringTurn) {
     s.queue.push(text);
@@ -962,6 +1006,11 @@ async function sendMessage(s, text) {
 }
 
 function flushQueue(s) {
+  if (s.parked && app.link) {
+    // The bridge keeps them while a terminal drives the conversation.
+    while (s.queue.length) sendMessage(s, s.queue.shift());
+    return;
+  }
   if (!s.queue.length || (s.running && s.agentInfo?.cap_input_during_turn !== true)) return;
   const next = s.queue.shift();
   sendMessage(s, next);
@@ -1001,7 +1050,62 @@ function updateComposer(s) {
   ui.viewSession.dataset.turn = running ? 'running' : 'idle';
   ui.queueInfo.hidden = s.queue.length === 0;
   ui.queueInfo.textContent = s.queue.length ? `${s.queue.length} message${s.queue.length > 1 ? 's' : ''} queued until the turn ends` : '';
-  ui.send.textContent = running && info?.cap_input_during_turn !== true ? 'Queue' : 'Send';
+  const parked = s.parked;
+  ui.send.textContent = parked || (running && info?.cap_input_during_turn !== true) ? 'Queue' : 'Send';
+  ui.composer.placeholder = parked ? 'Queued until the terminal is idle…' : 'Message…';
+  ui.viewSession.dataset.parked = parked ? 'true' : 'false';
+  ui.parkedBanner.hidden = !parked;
+  if (parked) {
+    const st = s.transcript.sessionState();
+    const queued = Number.isSafeInteger(st.queued) && st.queued > 0 ? st.queued : 0;
+    ui.parkedBanner.textContent = `⌨ A terminal is driving this conversation · terminull observes · ${queued} queued`;
+    ui.parkedBanner.dataset.queued = String(queued);
+  }
+  ui.continueBtn.disabled = parked || running || !app.link;
+  ui.continueBtn.title = parked ? 'A terminal already drives this conversation' : running ? 'Wait for the turn to end' : 'Hand this conversation to a terminal on your computer';
+  renderTerminalCard(s);
+}
+
+// ---------------------------------------------------------------------------
+// Continue in Terminal
+
+async function continueInTerminal() {
+  const s = currentSession();
+  if (!s || !app.link || s.parked || s.running) return;
+  app.ui.continueBtn.disabled = true;
+  try {
+    const r = await app.link.request({ type: 'continue_in_terminal', session_id: s.id });
+    if (!r || r.kind !== 'terminal_command' || typeof r.command !== 'string') throw new Error('the bridge answered something other than a terminal command');
+    s.terminal = { command: r.command, cwd: typeof r.cwd === 'string' ? r.cwd : null };
+  } catch (e) {
+    const why = e.code === 'not_supported' ? 'this agent cannot hand its sessions to a terminal' : e.code === 'busy' ? 'a turn is running; try again when it ends' : '';
+    s.terminal = { error: `Cannot continue in a terminal: ${e.message}${why ? ` (${why})` : ''}`, code: e.code ?? 'error' };
+  }
+  updateComposer(s);
+}
+
+function renderTerminalCard(s) {
+  const card = app.ui.terminalCard;
+  const t = s.terminal;
+  if (app.ui.terminalShown === t && card.dataset.sessionId === s.id) return; // unchanged: keep its selection
+  app.ui.terminalShown = t;
+  card.dataset.sessionId = s.id;
+  clear(card);
+  card.hidden = !t;
+  if (!t) return;
+  const close = h('button', { type: 'button', class: 'link-btn', onclick: () => ((s.terminal = null), renderTerminalCard(s)) }, t.error ? 'Dismiss' : 'Close');
+  if (t.error) {
+    card.append(h('p', { class: 'form-error', testid: 'continue-error', dataset: { code: t.code } }, t.error), close);
+    return;
+  }
+  card.append(
+    h('div', { class: 'terminal-command', testid: 'terminal-command' },
+      h('div', null, 'Run this in a terminal on your computer to continue the conversation there:'),
+      copyableCommand(t.command, 'terminal-command-text'),
+      h('div', { class: 'small' }, 'terminull observes until the terminal is done; messages you send meanwhile wait for it.'),
+    ),
+    close,
+  );
 }
 
 function isAtEnd() {

@@ -2,7 +2,7 @@
 // data-seq and data-block-type; text comes from the network and is only ever set
 // with textContent (through dom.h).
 
-import { h } from './dom.js';
+import { h, copyText } from './dom.js';
 import { splitMarkdown, splitInline } from './markdown.js';
 
 function inline(text) {
@@ -105,6 +105,22 @@ function toolSummary(input) {
     }
   }
   return '';
+}
+
+/** argv as one shell line, each argument quoted when it needs it. */
+export function shellLine(argv) {
+  return argv.map((a) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ');
+}
+
+/** A command to copy: the text, and a Copy button (selects the text where the clipboard is unavailable). */
+export function copyableCommand(text, testid) {
+  const code = h('code', null, text);
+  const btn = h('button', { type: 'button', class: 'copy-btn', testid: `${testid}-copy` }, 'Copy');
+  btn.addEventListener('click', async () => {
+    const how = await copyText(text, code);
+    btn.textContent = how === 'copied' ? 'Copied' : 'Selected: copy it';
+  });
+  return h('div', { class: 'command', testid }, h('pre', null, code), btn);
 }
 
 /**
@@ -259,6 +275,25 @@ export function renderBlock(block, ctx = {}) {
         'meta summary',
         h('span', null, [str(block.title), usageLine(block.usage)].filter(Boolean).join(' · ') || 'Summary'),
       );
+    case 'session_state': {
+      const parked = block.state === 'parked';
+      const queued = Number.isSafeInteger(block.queued) && block.queued > 0 ? block.queued : 0;
+      const head = parked
+        ? `A terminal is driving this conversation — terminull is observing; your messages will wait (${queued} queued)`
+        : `terminull drives this conversation again${queued ? ` — sending your ${queued} queued message${queued > 1 ? 's' : ''}` : ''}`;
+      const detail = [str(block.message), Number.isSafeInteger(block.owner_pid) ? `terminal process ${block.owner_pid}` : ''].filter(Boolean).join(' · ');
+      const argv = Array.isArray(block.resume_command) && block.resume_command.length && block.resume_command.every((a) => typeof a === 'string') ? block.resume_command : null;
+      const el = shell(
+        block,
+        `session-state ${parked ? 'parked' : 'live'}`,
+        h('div', { class: 'state-head' }, `${parked ? '⌨' : '↩'} ${head}`),
+        detail ? h('div', { class: 'label' }, detail) : null,
+        argv ? h('div', { class: 'label' }, 'Continue it in a terminal with:') : null,
+        argv ? copyableCommand(shellLine(argv), 'resume-command') : null,
+      );
+      el.dataset.state = parked ? 'parked' : 'live';
+      return el;
+    }
     case 'session_end': {
       const reason = str(block.reason, 'completed');
       const bits = [`Turn ${reason === 'completed' ? 'finished' : reason}`];

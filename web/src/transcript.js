@@ -91,15 +91,29 @@ export class Transcript {
 
   /**
    * Whether a turn runs: the newest user_message comes after the newest session_end.
+   * Mirrored blocks (a terminal's turns, `_meta.mirrored`) do not count. While the
+   * newest session_state is `parked` no turn of terminull's runs (messages queue at
+   * the bridge); after a `live` one with messages queued, the bridge starts a turn with
+   * the first of them.
    */
   turnRunning() {
     let lastUser = 0;
     let lastEnd = 0;
+    const state = this.sessionState();
     for (const [seq, b] of this.bySeq) {
-      if (b.type === 'user_message' && seq > lastUser) lastUser = seq;
+      if (b.type === 'user_message' && seq > lastUser && b._meta?.mirrored !== true) lastUser = seq;
       if (b.type === 'session_end' && seq > lastEnd) lastEnd = seq;
     }
+    if (state?.state === 'parked') return false;
+    if (state && state.seq > lastEnd && state.seq > lastUser) return Number(state.queued) > 0;
     return lastUser > lastEnd;
+  }
+
+  /** The newest session_state block (who drives the conversation), if any. */
+  sessionState() {
+    let best = null;
+    for (const [seq, b] of this.bySeq) if (b.type === 'session_state' && (!best || seq > best.seq)) best = b;
+    return best;
   }
 
   /** The newest session_end, if any. */

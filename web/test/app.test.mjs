@@ -50,6 +50,25 @@ test('turn state follows user_message and session_end', () => {
   assert.equal(t.lastEnd().reason, 'interrupted');
 });
 
+test('turn state with handoff: parked runs no turn, mirrored messages do not count, live with a queue does', () => {
+  const u = (seq, extra = {}) => ({ seq, type: 'user_message', text: 'x', ...extra });
+  const st = (seq, state, queued = 0) => ({ seq, type: 'session_state', state, queued });
+  const t = new Transcript([u(1), { seq: 2, type: 'session_end', reason: 'completed' }]);
+  assert.equal(t.sessionState(), null);
+  t.apply(st(3, 'parked'));
+  t.apply(u(4, { _meta: { mirrored: true } }));
+  t.apply(u(5));
+  assert.equal(t.turnRunning(), false, 'parked: the bridge queues, nothing of terminull runs');
+  assert.equal(t.sessionState().seq, 3);
+  t.apply(st(6, 'live', 1));
+  assert.equal(t.sessionState().state, 'live');
+  assert.equal(t.turnRunning(), true, 'the queued message runs');
+  t.apply({ seq: 7, type: 'session_end', reason: 'completed' });
+  assert.equal(t.turnRunning(), false);
+  const m = new Transcript([st(1, 'live', 0), u(2, { _meta: { mirrored: true } })]);
+  assert.equal(m.turnRunning(), false, 'a mirrored message is not a turn of terminull');
+});
+
 test('replace keys: the protocol rule, and tool calls shown as one card', () => {
   assert.equal(replaceKey({ type: 'tool_call', id: 'c' }), null);
   assert.notEqual(displayKey({ type: 'tool_call', id: 'c' }), null);

@@ -84,26 +84,11 @@ function blocks() {
   ];
 }
 
-test('the page renders every block type and drives a session through a relay', { skip, timeout: 120000 }, async () => {
-  const bridge = new FakeBridge({
-    direct: false,
-    agents: [
-      { agent_id: 'echo', display_name: 'Echo', provides_models: false },
-      { agent_id: 'claude', display_name: 'Claude Code', version: '2.1.3', provides_models: true },
-    ],
-  });
-  bridge.handlers.list_models = () => ({
-    kind: 'models',
-    models: [
-      { id: 'sonnet', name: 'Sonnet', is_default: true },
-      { id: 'opus', name: 'Opus' },
-    ],
-  });
+/** Chromium with the page's origin routed to `bridge` (a relay unless `bridge.direct`). */
+async function launch(bridge) {
   const failures = [];
-  let shortCode = null;
+  const state = { shortCode: null };
   const userDataDir = mkdtempSync(join(tmpdir(), 'terminull-ui-'));
-  const shots = join(tmpdir(), 'terminull-ui-test');
-  mkdirSync(shots, { recursive: true });
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
@@ -114,6 +99,10 @@ test('the page renders every block type and drives a session through a relay', {
     hasTouch: true,
     colorScheme: 'dark',
   });
+  const close = async () => {
+    await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+  };
   try {
     await context.route(`${ORIGIN}/**`, async (route) => {
       const url = new URL(route.request().url());
@@ -123,10 +112,10 @@ test('the page renders every block type and drives a session through a relay', {
         const f = files[url.pathname];
         return route.fulfill({ status: 200, headers: { 'content-type': types[f.split('.').pop()], 'content-security-policy': CSP }, body: readFileSync(join(web, 'dist', f)) });
       }
-      if (url.pathname === '/v1/server') return route.fulfill({ status: 200, contentType: 'application/json', body: '{"kind":"relay"}' });
+      if (url.pathname === '/v1/server') return route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ kind: bridge.direct ? 'lan' : 'relay' }) });
       if (url.pathname === `/v1/bridges/${bridge.bridgeId}/pair` && route.request().method() === 'POST') {
         const answer = bridge.pair(JSON.parse(route.request().postData()));
-        shortCode = answer.shortCode ?? null;
+        state.shortCode = answer.shortCode ?? null;
         return route.fulfill({ status: answer.status, contentType: 'application/json', body: JSON.stringify(answer.body) });
       }
       return route.fulfill({ status: 404, body: 'not found' });
@@ -145,11 +134,36 @@ test('the page renders every block type and drives a session through a relay', {
     const page = context.pages()[0] ?? (await context.newPage());
     const pageErrors = [];
     page.on('pageerror', (e) => pageErrors.push(String(e)));
+    return { context, page, failures, pageErrors, state, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
 
+test('the page renders every block type and drives a session through a relay', { skip, timeout: 120000 }, async () => {
+  const bridge = new FakeBridge({
+    direct: false,
+    agents: [
+      { agent_id: 'echo', display_name: 'Echo', provides_models: false },
+      { agent_id: 'claude', display_name: 'Claude Code', version: '2.1.3', provides_models: true },
+    ],
+  });
+  bridge.handlers.list_models = () => ({
+    kind: 'models',
+    models: [
+      { id: 'sonnet', name: 'Sonnet', is_default: true },
+      { id: 'opus', name: 'Opus' },
+    ],
+  });
+  const shots = join(tmpdir(), 'terminull-ui-test');
+  mkdirSync(shots, { recursive: true });
+  const { page, failures, pageErrors, state, close } = await launch(bridge);
+  try {
     // Pairing.
     await page.goto(bridge.pairingLink(ORIGIN));
     await page.waitForSelector(T('short-code'));
-    assert.equal((await page.textContent(T('short-code'))).trim(), shortCode);
+    assert.equal((await page.textContent(T('short-code'))).trim(), state.shortCode);
     await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`);
     assert.equal((await page.textContent(T('path'))).trim(), 'relay');
     await page.waitForSelector(T('external-empty'));
@@ -264,7 +278,117 @@ test('the page renders every block type and drives a session through a relay', {
     assert.deepEqual(pageErrors, []);
     assert.deepEqual(failures, []);
   } finally {
-    await context.close();
-    rmSync(userDataDir, { recursive: true, force: true });
+    await close();
+  }
+});
+
+test('handoff: terminal sessions attach, a parked session shows its banner and queue, Continue in Terminal', { skip, timeout: 120000 }, async () => {
+  const bridge = new FakeBridge({
+    direct: true,
+    agents: [
+      { agent_id: 'claude', display_name: 'Claude Code', provides_models: false },
+      { agent_id: 'codex', display_name: 'Codex', provides_models: false },
+    ],
+  });
+  const now = Math.floor(Date.now() / 1000);
+  bridge.listings = [{ session_id: 's-9', agent_id: 'claude', cwd: '/home/ada/old', state: 'parked', last_seq: 3, title: 'Old work' }];
+  bridge.external = [
+    { agent_id: 'claude', agent_session_id: 'abc-123', cwd: '/home/ada/parser', title: 'Fix the parser <b>now</b>', updated_at: now - 300, message_count: 12 },
+    { agent_id: 'codex', agent_session_id: 'def-456', cwd: '/home/ada/web', updated_at: now - 7200 },
+  ];
+  const shots = join(tmpdir(), 'terminull-ui-test');
+  mkdirSync(shots, { recursive: true });
+  const { page, failures, pageErrors, close } = await launch(bridge);
+  try {
+    await page.goto(bridge.pairingLink(ORIGIN));
+    await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`);
+    assert.equal((await page.textContent(T('path'))).trim(), 'LAN');
+
+    // The lists: a parked session, and the terminal's sessions newest first.
+    await until('the external sessions', async () => (await page.$$(T('external-item'))).length === 2);
+    const items = await page.$$eval(T('external-item'), (els) => els.map((e) => e.textContent));
+    assert.match(items[0], /claude/);
+    assert.match(items[0], /5 min ago/);
+    assert.match(items[0], /12 messages/);
+    assert.match(items[0], /Fix the parser <b>now<\/b>/);
+    assert.match(items[0], /\/home\/ada\/parser/);
+    assert.match(items[1], /codex/);
+    assert.match(items[1], /2 h ago/);
+    assert.match(items[1], /\/home\/ada\/web/);
+    assert.match(await page.textContent(`${T('session-item')}[data-session-id="s-9"]`), /parked/);
+    await page.screenshot({ path: join(shots, 'ui-handoff-lists.png') });
+
+    // Attaching binds a session to it.
+    await page.click(`${T('external-item')}[data-agent-session-id="abc-123"]`);
+    const attach = await until('the attach_external', () => bridge.controls.find((m) => m.type === 'attach_external'));
+    assert.deepEqual([attach.agent, attach.agent_session_id, attach.cwd], ['claude', 'abc-123', '/home/ada/parser']);
+    assert.equal(typeof attach.app_pubkey, 'string');
+    const sid = await until('the session view', () => page.evaluate(() => window.terminull.current));
+    let seq = 0;
+    const emit = (b) => bridge.emit(sid, { seq: ++seq, ts: now + seq, ...b });
+    const mirrored = { _meta: { mirrored: true } };
+
+    // It comes back parked: the terminal's turns mirrored, a banner, the composer queues at the bridge.
+    emit({ type: 'agent_info', agent_id: 'claude', name: 'Claude Code', cap_interrupt: true, cap_input_during_turn: false, slash_commands: [] });
+    emit({ type: 'user_message', text: 'typed in the terminal', ...mirrored });
+    emit({ type: 'text', id: 't1', text: 'answered in the terminal', done: true, ...mirrored });
+    emit({ type: 'session_state', state: 'parked', message: 'a terminal drives this session', owner_pid: 4242, queued: 0 });
+    await page.waitForSelector(`${T('parked-banner')}:not([hidden])`);
+    assert.match(await page.textContent(T('parked-banner')), /0 queued/);
+    const notice = await page.textContent(`${T('block')}[data-block-type="session_state"][data-state="parked"]`);
+    assert.match(notice, /A terminal is driving this conversation — terminull is observing; your messages will wait \(0 queued\)/);
+    assert.match(notice, /terminal process 4242/);
+    assert.equal(await page.getAttribute(T('composer'), 'placeholder'), 'Queued until the terminal is idle…');
+    assert.ok(await page.isDisabled(T('continue-in-terminal')), 'no Continue in Terminal while parked');
+    assert.ok(await page.isHidden(T('stop')), 'a mirrored turn is not one to stop');
+
+    await page.fill(T('composer'), 'from the phone');
+    await page.click(T('send'));
+    const msg = await until('the user_message', () => bridge.controls.find((m) => m.type === 'user_message'));
+    assert.deepEqual([msg.session_id, msg.text], [sid, 'from the phone']);
+    assert.ok(await page.isHidden(T('queued')), 'sent to the bridge, which queues it');
+    emit({ type: 'user_message', text: 'from the phone' });
+    emit({ type: 'session_state', state: 'parked', owner_pid: 4242, queued: 1 });
+    await until('one queued', async () => (await page.getAttribute(T('parked-banner'), 'data-queued')) === '1');
+    assert.match(await page.textContent(T('parked-banner')), /1 queued/);
+    await page.screenshot({ path: join(shots, 'ui-handoff-parked.png') });
+
+    // The terminal lets go: live again, the queued message runs, the banner goes.
+    emit({ type: 'session_state', state: 'live', message: 'the terminal is idle; terminull continues this conversation with your 1 queued message(s)', queued: 1 });
+    await page.waitForSelector(`${T('parked-banner')}[hidden]`, { state: 'attached' });
+    assert.match(await page.textContent(`${T('block')}[data-block-type="session_state"][data-state="live"]`), /terminull drives this conversation again/);
+    assert.equal(await page.getAttribute(T('composer'), 'placeholder'), 'Message…');
+    assert.ok(await page.isDisabled(T('continue-in-terminal')), 'not while the queued message runs');
+    emit({ type: 'text', id: 't2', text: 'answered here', done: true });
+    emit({ type: 'session_end', reason: 'completed' });
+    await until('Continue in Terminal enabled', () => page.isEnabled(T('continue-in-terminal')));
+
+    // Continue in Terminal: an error shown plainly, then the command.
+    await page.click(T('continue-in-terminal'));
+    await page.waitForSelector(T('continue-error'));
+    assert.match(await page.textContent(T('continue-error')), /cannot continue in a terminal/);
+    assert.equal(await page.getAttribute(T('continue-error'), 'data-code'), 'not_supported');
+    const command = "cd '/home/ada/parser' && 'claude' '--resume' 'abc-123'";
+    bridge.terminalCommands[sid] = { argv: ['claude', '--resume', 'abc-123'], cwd: '/home/ada/parser', command };
+    await page.click(T('continue-in-terminal'));
+    await page.waitForSelector(T('terminal-command'));
+    const calls = bridge.controls.filter((m) => m.type === 'continue_in_terminal');
+    assert.deepEqual(calls.map((m) => m.session_id), [sid, sid]);
+    assert.equal(await page.textContent(`${T('terminal-command-text')} pre`), command);
+    await page.click(T('terminal-command-text-copy'));
+    await until('the command selected', async () => (await page.evaluate(() => window.getSelection().toString())) === command);
+    assert.match(await page.textContent(T('terminal-command-text-copy')), /Copied|Selected/);
+
+    // The bridge parks it with the resume command.
+    emit({ type: 'session_state', state: 'parked', queued: 0, resume_command: ['claude', '--resume', 'abc-123'] });
+    await page.waitForSelector(`${T('parked-banner')}:not([hidden])`);
+    assert.equal(await page.textContent(`${T('resume-command')} pre`), 'claude --resume abc-123');
+    assert.ok(await page.isDisabled(T('continue-in-terminal')));
+    await page.screenshot({ path: join(shots, 'ui-handoff-continued.png') });
+    assert.equal(await page.$$eval('.transcript b, .view-home b', (e) => e.length), 0, 'network text is never HTML');
+    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(failures, []);
+  } finally {
+    await close();
   }
 });

@@ -22,6 +22,9 @@ export class FakeBridge {
     this.sessions = new Map(); // session id → block Sealer (latest attachment)
     this.tokens = {};
     this.handlers = {}; // type → (json, conn) => result | {error} | undefined (default handling)
+    this.listings = null; // list_sessions answers these (default: none)
+    this.external = null; // scan_external_sessions answers these (default: not_supported)
+    this.terminalCommands = {}; // session id → {argv, cwd, command} for continue_in_terminal (default: not_supported)
     this.conns = [];
   }
 
@@ -165,8 +168,16 @@ class FakeConn {
       const result = json.type === 'session_resume' ? { kind: 'accepted' } : { kind: 'session_started', session_id: sid };
       return this.reply(json.id, result, { session_id: sid, attach_nonce: c.b64url(nonce) });
     }
-    if (json.type === 'list_sessions') return this.reply(json.id, { kind: 'sessions', sessions: [] });
-    if (json.type === 'scan_external_sessions') return this.reply(json.id, { error: { code: 'not_supported', message: 'no handoff here' } });
+    if (json.type === 'list_sessions') return this.reply(json.id, { kind: 'sessions', sessions: b.listings ?? [] });
+    if (json.type === 'scan_external_sessions') {
+      if (b.external) return this.reply(json.id, { kind: 'external_sessions', sessions: b.external });
+      return this.reply(json.id, { error: { code: 'not_supported', message: 'no handoff here' } });
+    }
+    if (json.type === 'continue_in_terminal') {
+      const t = b.terminalCommands[json.session_id];
+      if (!t) return this.reply(json.id, { error: { code: 'not_supported', message: `${json.session_id} cannot continue in a terminal` } });
+      return this.reply(json.id, { kind: 'terminal_command', ...t });
+    }
     return this.reply(json.id, { kind: 'accepted' });
   }
 

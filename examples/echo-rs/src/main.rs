@@ -4,11 +4,19 @@
 //! `slow` streams slowly so an interrupt can be tried; one starting with `ask` first
 //! asks permission (options `allow` and `deny`) and, denied, says so instead;
 //! `/status`-style usage is counted per session.
+//!
+//! Two load scenarios for the end-to-end benchmark (`bench/`), chosen by the message:
+//! - `bench blocks N SIZE [PACE_US]`: N finished `text` blocks of SIZE bytes, each
+//!   under its own id and starting with `t=<unix ns at emit>;` so the receiver can
+//!   measure latency; PACE_US microseconds apart (0, the default: as fast as it can).
+//! - `bench stream TOTAL CHUNK`: one answer of TOTAL bytes streamed CHUNK bytes at a
+//!   time, each chunk the full text so far (as the spec asks), then `done: true`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::blocks::StreamedText;
 
 struct Echo {
     turns: u64,
@@ -45,6 +53,9 @@ impl Adapter for Echo {
 
     async fn send(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         self.turns += 1;
+        if let Some(args) = message.text.strip_prefix("bench ") {
+            return bench(args, turn).await;
+        }
         let pace = if message.text.starts_with("slow") { Duration::from_millis(200) } else { Duration::ZERO };
         if message.text.starts_with("ask") {
             let options = vec![
@@ -85,6 +96,67 @@ impl Adapter for Echo {
             turn.emit(last).await.map_err(AdapterError::agent)?;
         }
         Ok(EndReason::Completed)
+    }
+}
+
+/// The numbers of a `bench` message, or an error naming what was expected.
+fn numbers(args: &[&str], at_least: usize) -> Result<Vec<u64>, AdapterError> {
+    let parsed: Result<Vec<u64>, _> = args.iter().map(|a| a.parse::<u64>()).collect();
+    match parsed {
+        Ok(n) if n.len() >= at_least => Ok(n),
+        _ => Err(bench_usage(args)),
+    }
+}
+
+fn bench_usage(args: &[&str]) -> AdapterError {
+    AdapterError::agent(format!("bench: expected `blocks N SIZE [PACE_US]` or `stream TOTAL CHUNK`, got {args:?}"))
+}
+
+fn unix_nanos() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// The load scenarios of the end-to-end benchmark (see the module comment).
+async fn bench(args: &str, turn: &mut Turn) -> Result<EndReason, AdapterError> {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    match words.split_first() {
+        Some((&"blocks", rest)) => {
+            let n = numbers(rest, 2)?;
+            let (count, size) = (n[0], n[1] as usize);
+            let pace = Duration::from_micros(n.get(2).copied().unwrap_or(0));
+            let id_base = mint_id("bench");
+            for i in 0..count {
+                if turn.is_interrupted() {
+                    return Ok(EndReason::Interrupted);
+                }
+                if i > 0 && !pace.is_zero() {
+                    tokio::time::sleep(pace).await;
+                }
+                // The stamp is taken last so the receiver measures from the emit.
+                let mut text = format!("t={};", unix_nanos());
+                text.extend(std::iter::repeat_n('x', size.saturating_sub(text.len())));
+                let block = BlockKind::Text(StreamedText { id: format!("{id_base}-{i}").into(), text, done: true });
+                turn.emit(block).await.map_err(AdapterError::agent)?;
+            }
+            Ok(EndReason::Completed)
+        }
+        Some((&"stream", rest)) => {
+            let n = numbers(rest, 2)?;
+            let (total, chunk) = (n[0] as usize, (n[1] as usize).max(1));
+            let mut text = TextStreamer::new_text(mint_id("bench"));
+            let piece = "y".repeat(chunk);
+            let mut sent = 0;
+            while sent < total {
+                let take = chunk.min(total - sent);
+                sent += take;
+                turn.emit(text.push(&piece[..take])).await.map_err(AdapterError::agent)?;
+            }
+            if let Some(last) = text.finish() {
+                turn.emit(last).await.map_err(AdapterError::agent)?;
+            }
+            Ok(EndReason::Completed)
+        }
+        _ => Err(bench_usage(&words)),
     }
 }
 
