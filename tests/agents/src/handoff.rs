@@ -59,6 +59,8 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         (Agent::Gemini, Some(id)) => {
             words(&["gemini", "-r", id, "-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"])
         }
+        (Agent::OpenCode, None) => words(&["opencode", "run", "--format", "json", prompt]),
+        (Agent::OpenCode, Some(id)) => words(&["opencode", "run", "--format", "json", "--session", id, prompt]),
         (Agent::Pi, None) => words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", prompt]),
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
@@ -93,6 +95,11 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         }
         Agent::Gemini => {
             argv.extend(["-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"].map(str::to_owned));
+        }
+        Agent::OpenCode => {
+            // `opencode --session <id>` is the TUI; `opencode run --session <id> <prompt>` the same, headless.
+            ensure!(argv.len() == 3 && argv[1] == "--session", "unexpected opencode command {argv:?}");
+            argv = ["opencode", "run", "--format", "json", "--session", &argv[2], prompt].map(str::to_owned).to_vec();
         }
         other => bail!("no live handoff test for {}", other.id()),
     }
@@ -211,7 +218,11 @@ fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
             .filter(|v| v["type"] == "session")
             .find_map(|v| v.get("id").and_then(Value::as_str).map(str::to_owned)),
         _ => {
-            let key = if agent == Agent::Codex { "thread_id" } else { "session_id" };
+            let key = match agent {
+                Agent::Codex => "thread_id",
+                Agent::OpenCode => "sessionID",
+                _ => "session_id",
+            };
             lines.into_iter().find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
         }
     }
@@ -324,7 +335,11 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let ReplyResult::ExternalSessions { sessions } = call(&mut rig, scan, &mut kept).await? else {
         bail!("scan_external_sessions")
     };
-    ensure!(sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid), "scan missed {sid}: {sessions:?}");
+    ensure!(
+        sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid),
+        "scan missed {sid}: {sessions:?}\n{}",
+        rig.daemon_log()
+    );
     out.transcript.push(format!("app: scan_external_sessions lists {sid}"));
 
     // 3. The terminal resumes it with a slow turn; the app attaches meanwhile.

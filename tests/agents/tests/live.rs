@@ -144,6 +144,14 @@ fn gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_mes
     );
 }
 
+#[test]
+fn opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live() {
+    live_handoff(
+        Agent::OpenCode,
+        "opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live",
+    );
+}
+
 macro_rules! live_tests {
     ($($name:ident: $agent:expr, $scenario:expr;)*) => {
         $(
