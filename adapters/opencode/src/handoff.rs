@@ -4,8 +4,8 @@
 //! `part` tables, each row's body a JSON `data` column). The hooks read it through the
 //! CLI's own read-only query command, `<cli> db "<SELECT …>" --format json`, so the
 //! adapter needs no SQLite of its own and follows the CLI's storage wherever it is
-//! configured. Session ids are checked (`ses_` and letters and digits) before they go
-//! into a query; a directory is quoted as an SQL string.
+//! configured. Session ids are checked (letters, digits, `_`, `-`) before they go into
+//! a query; a directory is quoted as an SQL string.
 //!
 //! The mirror reads the parts of a session updated since the cursor (`<ms>|<ids>`: the
 //! newest `time_updated` seen and the part ids seen at that millisecond), in order. A
@@ -64,12 +64,10 @@ const NOT_A_SESSION: &[&str] = &[
     "plug",
 ];
 
-/// Checks an OpenCode session id (`ses_` then letters and digits).
+/// Checks a session id before it goes into a query: 1–64 letters, digits, `_` and `-`
+/// (OpenCode's are `ses_` and letters and digits).
 pub fn check_id(id: &str) -> Result<(), AdapterError> {
-    let ok = id.len() <= 64
-        && id
-            .strip_prefix("ses_")
-            .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric()));
+    let ok = !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok { Ok(()) } else { Err(AdapterError::invalid(format!("`{id}` is not an OpenCode session id"))) }
 }
 
@@ -363,7 +361,7 @@ mod tests {
         assert_eq!(listed[0].cwd.as_deref(), Some("/tmp/hrec4/ws"));
         assert!(sessions_from_rows(&[json!({"id": "ses_x'; DROP TABLE session; --"}), json!(7)]).is_empty());
         assert!(check_id("ses_abc").is_ok());
-        assert!(check_id("ses_a'b").is_err() && check_id("abc").is_err() && check_id("ses_").is_err());
+        assert!(check_id("ses_a'b").is_err() && check_id("").is_err() && check_id("a b").is_err());
         let sql = sessions_sql(&ScanExternalSessionsParams { cwd: Some("/it's".into()), limit: Some(3) }).unwrap();
         assert!(sql.contains("directory = '/it''s'") && sql.ends_with("LIMIT 3"), "{sql}");
     }
@@ -390,7 +388,7 @@ mod tests {
         let params = TerminalResumeCommandParams { agent_session_id: "ses_abc".into(), cwd: None };
         assert_eq!(resume_command("opencode", &params).unwrap().argv, ["opencode", "--session", "ses_abc"]);
         assert!(
-            resume_command("opencode", &TerminalResumeCommandParams { agent_session_id: "x".into(), cwd: None })
+            resume_command("opencode", &TerminalResumeCommandParams { agent_session_id: "x;rm".into(), cwd: None })
                 .is_err()
         );
         let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
