@@ -33,7 +33,14 @@ use crate::rig::{Mode, Rig, RigOptions};
 
 /// How long the scripted model pauses between the events of a `mock:slow` answer: the
 /// terminal's slow turn lasts 20 of these, long enough to attach and queue meanwhile.
-const SLOW_DELAY: Duration = Duration::from_millis(400);
+/// OpenCode's and Gemini CLI's hooks start a CLI or a Node process per call, so their
+/// terminal turn lasts longer (on a loaded 2-core machine 8 s were not always enough).
+fn slow_delay(agent: Agent) -> Duration {
+    match agent {
+        Agent::OpenCode | Agent::Gemini => Duration::from_millis(1000),
+        _ => Duration::from_millis(400),
+    }
+}
 
 /// What the run saw, for the test's output.
 #[derive(Debug, Default)]
@@ -316,12 +323,20 @@ fn tap_files(rig: &Rig) -> usize {
 
 /// Runs the whole handoff with `agent`'s real CLI from `cli_dir`.
 pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Outcome> {
-    let options = RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()), slow_delay: Some(SLOW_DELAY) };
+    let options =
+        RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()), slow_delay: Some(slow_delay(agent)) };
     let mut rig = Rig::start_with(agent, Mode::Live { cli_dir }, options).await?;
     let mut out = Outcome::default();
     let ws = rig.workspace().display().to_string();
 
     // 1. A conversation started in the terminal.
+    if agent == Agent::Gemini {
+        // Gemini CLI 0.61's ACP `session/load` finds no session of a directory that is
+        // not a project ("No previous sessions found for this project") when PWD is that
+        // directory, as in a real shell; a git repository is one (docs/session-handoff.md).
+        let status = std::process::Command::new("git").args(["init", "-q"]).current_dir(rig.workspace()).status()?;
+        ensure!(status.success(), "git init in the workspace failed");
+    }
     let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
     let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
     out.transcript.push(format!("terminal: first turn in conversation {sid}"));
@@ -424,7 +439,16 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let body = &delivered[0];
     ensure!(
         body.contains("first native turn") && body.contains("second native turn"),
-        "the queued message went to another conversation: the model saw no earlier turns"
+        "the queued message went to another conversation: the model saw {} the terminal's first turn and {} its second; notices: {:?}",
+        if body.contains("first native turn") { "" } else { "not" },
+        if body.contains("second native turn") { "" } else { "not" },
+        seen.iter()
+            .filter_map(|b| match &b.kind {
+                BlockKind::Progress(p) => Some(p.message.clone()),
+                BlockKind::Error(e) => Some(e.message.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
     );
     out.transcript.push("model: the queued message arrived with both terminal turns in its history".into());
 
