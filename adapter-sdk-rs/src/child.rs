@@ -239,6 +239,15 @@ impl AgentProcess {
         if !cmd.as_std().get_envs().any(|(k, _)| k == crate::handoff::SESSION_MARKER_ENV) {
             cmd.env(crate::handoff::SESSION_MARKER_ENV, marker);
         }
+        // A shell keeps PWD in step with the working directory and some CLIs (Gemini CLI,
+        // OpenCode) take their project from PWD: a child started in a directory must not
+        // inherit the starter's.
+        if let Some(dir) = cmd.as_std().get_current_dir().map(Path::to_path_buf)
+            && !cmd.as_std().get_envs().any(|(k, _)| k == "PWD")
+        {
+            let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+            cmd.env("PWD", dir);
+        }
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = |what: &str| spawn_error(io::Error::other(format!("the child's {what} was not captured")));
         let pid = child.id().ok_or_else(|| missing("pid"))?;
@@ -734,6 +743,27 @@ mod tests {
 
     fn opts(lines: Lines, max_line_bytes: usize) -> SpawnOptions {
         SpawnOptions { lines, max_line_bytes, ..SpawnOptions::default() }
+    }
+
+    #[tokio::test]
+    async fn a_child_is_marked_as_terminulls_and_gets_the_pwd_of_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        // `env`, not a shell: a shell would fix PWD up by itself.
+        let mut cmd = Command::new("env");
+        cmd.current_dir(dir.path());
+        let (_process, rx) = AgentProcess::spawn(cmd, opts(Lines::Text, 64 * 1024)).unwrap();
+        let lines: Vec<String> = collect(rx)
+            .await
+            .into_iter()
+            .filter_map(|item| match item {
+                Ok(Value::String(line)) => Some(line),
+                _ => None,
+            })
+            .collect();
+        let var = |name: &str| lines.iter().find_map(|l| l.strip_prefix(&format!("{name}=")).map(str::to_owned));
+        let pwd = var("PWD").expect("PWD is set");
+        assert_eq!(Path::new(&pwd), std::fs::canonicalize(dir.path()).unwrap());
+        assert!(var(crate::handoff::SESSION_MARKER_ENV).is_some_and(|m| !m.is_empty()), "{lines:?}");
     }
 
     async fn collect(mut rx: LineReceiver) -> Vec<LineItem> {

@@ -28,12 +28,18 @@ use terminull_acp::mapping::{Mapper, PromptEnd, keep_chunk};
 use terminull_acp::schema::{PromptCapabilities, SessionUpdate, method};
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
 use terminull_protocol::blocks::{Progress, SessionEnd};
 use terminull_protocol::jsonrpc::codes;
 use terminull_rpc::CallError;
 use tokio::process::Command;
 
 use crate::flavor::Flavor;
+use crate::handoff;
 use crate::options::{self, DEFAULT_MODEL, SessionOptions, Setting};
 
 /// `session/set_config_option` (ACP's successor of `set_mode`/`set_model`).
@@ -317,8 +323,47 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         InitParam::PermissionMode,
     ];
 
+    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
+        HandoffHook::ScanExternalSessions,
+        HandoffHook::IsCwdExternallyOwned,
+        HandoffHook::Mirror,
+        HandoffHook::LatestSidForCwd,
+        HandoffHook::TerminalResumeCommand,
+        HandoffHook::Release,
+    ];
+
     type Models = Provided;
     type Usage = Provided;
+
+    /// Ends the `<cli> acp` process; the next `send` starts one and resumes the session.
+    async fn release(&mut self) -> Result<(), AdapterError> {
+        self.let_go().await;
+        Ok(())
+    }
+
+    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+        handoff::scan(F::CLI_BINARY, &params).await
+    }
+
+    async fn is_cwd_externally_owned(
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        Ok(handoff::is_owned(F::CLI_BINARY, &params))
+    }
+
+    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        handoff::mirror(F::CLI_BINARY, &params).await
+    }
+
+    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        handoff::latest(F::CLI_BINARY, &params).await
+    }
+
+    async fn terminal_resume_command(
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        handoff::resume_command(F::CLI_BINARY, &params)
+    }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let cwd = working_dir(init.cwd)?;

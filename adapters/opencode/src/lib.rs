@@ -19,6 +19,7 @@
 
 pub mod adapter;
 pub mod flavor;
+pub mod handoff;
 pub mod options;
 
 pub use adapter::OpenCodeFamily;

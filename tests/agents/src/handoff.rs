@@ -33,7 +33,14 @@ use crate::rig::{Mode, Rig, RigOptions};
 
 /// How long the scripted model pauses between the events of a `mock:slow` answer: the
 /// terminal's slow turn lasts 20 of these, long enough to attach and queue meanwhile.
-const SLOW_DELAY: Duration = Duration::from_millis(400);
+/// OpenCode's and Gemini CLI's hooks start a CLI or a Node process per call, so their
+/// terminal turn lasts longer (on a loaded 2-core machine 8 s were not always enough).
+fn slow_delay(agent: Agent) -> Duration {
+    match agent {
+        Agent::OpenCode | Agent::Gemini => Duration::from_millis(1000),
+        _ => Duration::from_millis(400),
+    }
+}
 
 /// What the run saw, for the test's output.
 #[derive(Debug, Default)]
@@ -59,6 +66,8 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         (Agent::Gemini, Some(id)) => {
             words(&["gemini", "-r", id, "-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"])
         }
+        (Agent::OpenCode, None) => words(&["opencode", "run", "--format", "json", prompt]),
+        (Agent::OpenCode, Some(id)) => words(&["opencode", "run", "--format", "json", "--session", id, prompt]),
         (Agent::Pi, None) => words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", prompt]),
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
@@ -93,6 +102,11 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         }
         Agent::Gemini => {
             argv.extend(["-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"].map(str::to_owned));
+        }
+        Agent::OpenCode => {
+            // `opencode --session <id>` is the TUI; `opencode run --session <id> <prompt>` the same, headless.
+            ensure!(argv.len() == 3 && argv[1] == "--session", "unexpected opencode command {argv:?}");
+            argv = ["opencode", "run", "--format", "json", "--session", &argv[2], prompt].map(str::to_owned).to_vec();
         }
         other => bail!("no live handoff test for {}", other.id()),
     }
@@ -211,7 +225,11 @@ fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
             .filter(|v| v["type"] == "session")
             .find_map(|v| v.get("id").and_then(Value::as_str).map(str::to_owned)),
         _ => {
-            let key = if agent == Agent::Codex { "thread_id" } else { "session_id" };
+            let key = match agent {
+                Agent::Codex => "thread_id",
+                Agent::OpenCode => "sessionID",
+                _ => "session_id",
+            };
             lines.into_iter().find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
         }
     }
@@ -305,12 +323,20 @@ fn tap_files(rig: &Rig) -> usize {
 
 /// Runs the whole handoff with `agent`'s real CLI from `cli_dir`.
 pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Outcome> {
-    let options = RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()), slow_delay: Some(SLOW_DELAY) };
+    let options =
+        RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()), slow_delay: Some(slow_delay(agent)) };
     let mut rig = Rig::start_with(agent, Mode::Live { cli_dir }, options).await?;
     let mut out = Outcome::default();
     let ws = rig.workspace().display().to_string();
 
     // 1. A conversation started in the terminal.
+    if agent == Agent::Gemini {
+        // Gemini CLI 0.61's ACP `session/load` finds no session of a directory that is
+        // not a project ("No previous sessions found for this project") when PWD is that
+        // directory, as in a real shell; a git repository is one (docs/session-handoff.md).
+        let status = std::process::Command::new("git").args(["init", "-q"]).current_dir(rig.workspace()).status()?;
+        ensure!(status.success(), "git init in the workspace failed");
+    }
     let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
     let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
     out.transcript.push(format!("terminal: first turn in conversation {sid}"));
@@ -324,7 +350,11 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let ReplyResult::ExternalSessions { sessions } = call(&mut rig, scan, &mut kept).await? else {
         bail!("scan_external_sessions")
     };
-    ensure!(sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid), "scan missed {sid}: {sessions:?}");
+    ensure!(
+        sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid),
+        "scan missed {sid}: {sessions:?}\n{}",
+        rig.daemon_log()
+    );
     out.transcript.push(format!("app: scan_external_sessions lists {sid}"));
 
     // 3. The terminal resumes it with a slow turn; the app attaches meanwhile.
@@ -409,7 +439,16 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let body = &delivered[0];
     ensure!(
         body.contains("first native turn") && body.contains("second native turn"),
-        "the queued message went to another conversation: the model saw no earlier turns"
+        "the queued message went to another conversation: the model saw {} the terminal's first turn and {} its second; notices: {:?}",
+        if body.contains("first native turn") { "" } else { "not" },
+        if body.contains("second native turn") { "" } else { "not" },
+        seen.iter()
+            .filter_map(|b| match &b.kind {
+                BlockKind::Progress(p) => Some(p.message.clone()),
+                BlockKind::Error(e) => Some(e.message.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
     );
     out.transcript.push("model: the queued message arrived with both terminal turns in its history".into());
 

@@ -201,6 +201,8 @@ impl Rig {
         let mut command = Command::new(program);
         command
             .current_dir(self.workspace())
+            // A shell keeps PWD in step with the directory; some CLIs (OpenCode) read it.
+            .env("PWD", self.workspace())
             .env_remove(terminull_adapter_sdk::handoff::SESSION_MARKER_ENV)
             .stdin(Stdio::null());
         for (k, v) in &self.cli_env {

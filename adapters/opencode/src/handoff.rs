@@ -1,0 +1,401 @@
+//! The handoff hooks (developer-docs §2.5) for OpenCode and its forks (Kilo).
+//!
+//! OpenCode 1.18 keeps its sessions in a SQLite database (`session`, `message` and
+//! `part` tables, each row's body a JSON `data` column). The hooks read it through the
+//! CLI's own read-only query command, `<cli> db "<SELECT …>" --format json`, so the
+//! adapter needs no SQLite of its own and follows the CLI's storage wherever it is
+//! configured. Session ids are checked (letters, digits, `_`, `-`) before they go into
+//! a query; a directory is quoted as an SQL string.
+//!
+//! The mirror reads the parts of a session updated since the cursor (`<ms>|<ids>`: the
+//! newest `time_updated` seen and the part ids seen at that millisecond), in order. A
+//! part is rewritten as it grows, so a text or tool part can come again under its id.
+//!
+//! What the CLI prints is untrusted: bounded, parsed leniently, never a panic.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use terminull_adapter_sdk::AdapterError;
+use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
+use terminull_adapter_sdk::handoff::{ProcInfo, find_native_owner, is_probe, title_of};
+use terminull_protocol::BlockKind;
+use terminull_protocol::adapter::{
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
+    TerminalResumeCommandResult,
+};
+use terminull_protocol::blocks::{
+    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage, now_ts,
+};
+use tokio::process::Command;
+
+/// How long one `<cli> db` query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The most bytes of a query's output read.
+const QUERY_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+/// The most parts one mirror call reads (the rest comes with the next).
+const MIRROR_ROWS: usize = 2000;
+/// Longest title.
+const TITLE_CHARS: usize = 80;
+/// Sessions listed at most.
+const MAX_SESSIONS: u32 = 2000;
+
+/// The CLI's subcommands that drive no session.
+const NOT_A_SESSION: &[&str] = &[
+    "session",
+    "db",
+    "export",
+    "import",
+    "models",
+    "stats",
+    "providers",
+    "auth",
+    "agent",
+    "mcp",
+    "debug",
+    "completion",
+    "upgrade",
+    "uninstall",
+    "github",
+    "pr",
+    "plugin",
+    "plug",
+];
+
+/// Checks a session id before it goes into a query: 1–64 letters, digits, `_` and `-`
+/// (OpenCode's are `ses_` and letters and digits).
+pub fn check_id(id: &str) -> Result<(), AdapterError> {
+    let ok = !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok { Ok(()) } else { Err(AdapterError::invalid(format!("`{id}` is not an OpenCode session id"))) }
+}
+
+/// `text` as an SQL string literal.
+pub fn sql_string(text: &str) -> Result<String, AdapterError> {
+    if text.contains('\0') {
+        return Err(AdapterError::invalid("a directory with a NUL byte"));
+    }
+    Ok(format!("'{}'", text.replace('\'', "''")))
+}
+
+/// Runs `<cli> db <query> --format json` and parses its rows.
+async fn query(cli: &str, sql: &str) -> Result<Vec<Value>, AdapterError> {
+    let program = which::which(cli).map_err(|_| AdapterError::agent(format!("`{cli}` was not found on PATH")))?;
+    let mut cmd = Command::new(program);
+    cmd.args(["db", sql, "--format", "json"]).current_dir("/");
+    let opts = SpawnOptions { lines: Lines::Text, channel_capacity: 1024, record: false, ..SpawnOptions::default() };
+    let (mut process, mut lines) =
+        AgentProcess::spawn(cmd, opts).map_err(|e| AdapterError::agent(format!("cannot run `{cli} db`: {e}")))?;
+    process.close_stdin();
+    let mut output = String::new();
+    let mut too_long = false;
+    let read = tokio::time::timeout(QUERY_TIMEOUT, async {
+        while let Some(line) = lines.recv().await {
+            if let Ok(Value::String(line)) = line {
+                if output.len() + line.len() >= QUERY_OUTPUT_BYTES {
+                    too_long = true;
+                    continue;
+                }
+                output.push_str(&line);
+                output.push('\n');
+            }
+        }
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), process.wait()).await;
+    process.shutdown(Duration::from_secs(1)).await;
+    if read.is_err() {
+        return Err(AdapterError::agent(format!("`{cli} db` did not answer within {QUERY_TIMEOUT:?}")));
+    }
+    if too_long {
+        return Err(AdapterError::agent(format!("`{cli} db` printed over {QUERY_OUTPUT_BYTES} bytes")));
+    }
+    let trimmed = output.trim();
+    if trimmed.is_empty() {
+        return Ok(Vec::new());
+    }
+    match serde_json::from_str::<Value>(trimmed) {
+        Ok(Value::Array(rows)) => Ok(rows),
+        Ok(_) => Err(AdapterError::agent(format!("`{cli} db` did not print a JSON array"))),
+        Err(e) => Err(AdapterError::agent(format!("`{cli} db` printed no JSON ({e}): {}", title_of(trimmed, 200)))),
+    }
+}
+
+/// The session query of a scan.
+pub fn sessions_sql(params: &ScanExternalSessionsParams) -> Result<String, AdapterError> {
+    let mut sql = "SELECT id, title, directory, time_updated FROM session WHERE parent_id IS NULL".to_owned();
+    if let Some(cwd) = &params.cwd {
+        sql.push_str(&format!(" AND directory = {}", sql_string(cwd)?));
+    }
+    let limit = params.limit.unwrap_or(MAX_SESSIONS).min(MAX_SESSIONS);
+    sql.push_str(&format!(" ORDER BY time_updated DESC LIMIT {limit}"));
+    Ok(sql)
+}
+
+/// The listings of session rows; malformed rows are skipped.
+pub fn sessions_from_rows(rows: &[Value]) -> Vec<ExternalSession> {
+    rows.iter()
+        .filter_map(|row| {
+            let id = row.get("id")?.as_str()?;
+            check_id(id).ok()?;
+            Some(ExternalSession {
+                agent_session_id: id.to_owned().into(),
+                cwd: row.get("directory").and_then(Value::as_str).map(str::to_owned),
+                title: row.get("title").and_then(Value::as_str).map(|t| title_of(t, TITLE_CHARS)),
+                updated_at: row.get("time_updated").and_then(Value::as_f64).map_or(0.0, |ms| ms / 1000.0),
+                message_count: None,
+            })
+        })
+        .collect()
+}
+
+/// `scan_external_sessions`.
+pub async fn scan(cli: &str, params: &ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
+    Ok(sessions_from_rows(&query(cli, &sessions_sql(params)?).await?))
+}
+
+/// `latest_sid_for_cwd`.
+pub async fn latest(cli: &str, params: &LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+    let scan_params = ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) };
+    Ok(LatestSidForCwdResult {
+        agent_session_id: scan(cli, &scan_params).await?.into_iter().next().map(|s| s.agent_session_id),
+    })
+}
+
+/// Whether a command line of the CLI may drive session `sid`: not a subcommand that
+/// drives none, and `-s`/`--session` naming it or no session.
+pub fn drives(argv: &[String], sid: Option<&str>) -> bool {
+    if is_probe(argv) || argv.get(1).is_some_and(|a| NOT_A_SESSION.contains(&a.as_str())) {
+        return false;
+    }
+    let Some(sid) = sid else { return true };
+    let named = argv.windows(2).find(|w| w[0] == "-s" || w[0] == "--session").map(|w| w[1].clone());
+    named.is_none_or(|n| n == sid)
+}
+
+/// A process of the CLI (not terminull's) drives `cwd`.
+pub fn is_owned(cli: &str, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+    let accept = |p: &ProcInfo| drives(&p.argv, sid.as_deref());
+    let pid = find_native_owner(&[cli], Path::new(&params.cwd), accept);
+    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+}
+
+/// `terminal_resume_command`: `<cli> --session <id>` (the TUI).
+pub fn resume_command(
+    cli: &str,
+    params: &TerminalResumeCommandParams,
+) -> Result<TerminalResumeCommandResult, AdapterError> {
+    check_id(params.agent_session_id.as_str())?;
+    Ok(TerminalResumeCommandResult {
+        argv: vec![cli.to_owned(), "--session".into(), params.agent_session_id.to_string()],
+        cwd: params.cwd.clone(),
+    })
+}
+
+/// The mirror's cursor: the newest `time_updated` seen and the ids seen at it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartCursor {
+    /// Milliseconds.
+    pub at: i64,
+    /// Parts already read at `at`.
+    pub ids: Vec<String>,
+}
+
+impl PartCursor {
+    /// Parses the wire form; anything else reads from the start.
+    pub fn parse(text: Option<&str>) -> Self {
+        text.and_then(|t| {
+            let (at, ids) = t.split_once('|')?;
+            let ids = ids.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+            Some(Self { at: at.parse().ok()?, ids })
+        })
+        .unwrap_or_default()
+    }
+
+    /// The wire form.
+    pub fn encode(&self) -> String {
+        format!("{}|{}", self.at, self.ids.join(","))
+    }
+}
+
+/// The part query of a mirror.
+pub fn parts_sql(sid: &str, cursor: &PartCursor) -> Result<String, AdapterError> {
+    check_id(sid)?;
+    Ok(format!(
+        "SELECT p.id AS id, p.message_id AS message_id, p.time_updated AS time_updated, p.data AS data, \
+         m.data AS message FROM part p JOIN message m ON m.id = p.message_id \
+         WHERE p.session_id = '{sid}' AND p.time_updated >= {} ORDER BY p.time_updated, p.id LIMIT {MIRROR_ROWS}",
+        cursor.at
+    ))
+}
+
+fn mirrored(kind: BlockKind) -> Block {
+    let mut meta = Map::new();
+    meta.insert("mirrored".into(), Value::Bool(true));
+    Block { seq: None, ts: now_ts(), meta: Some(meta), kind }
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// A JSON column: a string holding JSON, or already an object.
+fn column(row: &Value, key: &str) -> Value {
+    match row.get(key) {
+        Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::Null),
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+/// The blocks of part rows after the cursor, and the cursor after them.
+pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCursor) {
+    let mut next = cursor.clone();
+    let mut out = Vec::new();
+    for row in rows {
+        let (Some(id), Some(at)) = (str_at(row, "id"), row.get("time_updated").and_then(Value::as_i64)) else {
+            continue;
+        };
+        if at < cursor.at || (at == cursor.at && cursor.ids.iter().any(|seen| seen == id)) {
+            continue;
+        }
+        if at > next.at {
+            next = PartCursor { at, ids: Vec::new() };
+        }
+        if at == next.at {
+            next.ids.push(id.to_owned());
+        }
+        let part = column(row, "data");
+        let message = column(row, "message");
+        let user = str_at(&message, "role") == Some("user");
+        let kind = match (user, str_at(&part, "type")) {
+            (true, Some("text")) if part.get("synthetic").and_then(Value::as_bool) != Some(true) => {
+                Some(BlockKind::UserMessage(UserMessage {
+                    text: str_at(&part, "text").unwrap_or_default().to_owned(),
+                    attachments: vec![],
+                }))
+            }
+            (false, Some("text")) => Some(BlockKind::Text(StreamedText {
+                id: id.to_owned().into(),
+                text: str_at(&part, "text").unwrap_or_default().to_owned(),
+                done: part.pointer("/time/end").is_some(),
+            })),
+            (false, Some("reasoning")) => Some(BlockKind::Thinking(StreamedText {
+                id: id.to_owned().into(),
+                text: str_at(&part, "text").unwrap_or_default().to_owned(),
+                done: part.pointer("/time/end").is_some(),
+            })),
+            (false, Some("tool")) => {
+                let call = str_at(&part, "callID").unwrap_or(id).to_owned();
+                let state = part.get("state").cloned().unwrap_or(Value::Null);
+                let status = match str_at(&state, "status") {
+                    Some("completed") => ToolStatus::Done,
+                    Some("error") => ToolStatus::Error,
+                    _ => ToolStatus::Running,
+                };
+                out.push(mirrored(BlockKind::ToolCall(ToolCall {
+                    id: call.clone().into(),
+                    name: str_at(&part, "tool").unwrap_or("tool").to_owned(),
+                    input: state.get("input").cloned().unwrap_or(json!({})),
+                    status,
+                    parent_id: None,
+                    title: str_at(&state, "title").map(str::to_owned),
+                })));
+                (status != ToolStatus::Running).then(|| {
+                    BlockKind::ToolResult(ToolResult {
+                        tool_call_id: call.into(),
+                        output: str_at(&state, "output")
+                            .or_else(|| str_at(&state, "error"))
+                            .unwrap_or_default()
+                            .to_owned(),
+                        is_error: status == ToolStatus::Error,
+                    })
+                })
+            }
+            (false, Some("step-finish")) if str_at(&part, "reason") == Some("stop") => {
+                Some(BlockKind::SessionEnd(SessionEnd {
+                    reason: EndReason::Completed,
+                    usage: None,
+                    message: Some("turn finished in the terminal".into()),
+                }))
+            }
+            _ => None,
+        };
+        out.extend(kind.map(mirrored));
+    }
+    (out, next)
+}
+
+/// `mirror`.
+pub async fn mirror(cli: &str, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+    let sid = params.agent_session_id.as_str();
+    let cursor = PartCursor::parse(params.cursor.as_deref());
+    let rows = query(cli, &parts_sql(sid, &cursor)?).await?;
+    let (blocks, next) = rows_blocks(&rows, &cursor);
+    Ok(MirrorResult { blocks, cursor: next.encode() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSIONS: &str = include_str!("../../../tests/fixtures/handoff/opencode/session-list.json");
+    const PARTS: &str = include_str!("../../../tests/fixtures/handoff/opencode/parts.json");
+
+    #[test]
+    fn recorded_session_rows_become_listings_and_hostile_ids_are_refused() {
+        let rows: Vec<Value> = serde_json::from_str(SESSIONS).unwrap();
+        // The recording is `session list --format json`: same names but `updated`.
+        let rows: Vec<Value> = rows
+            .into_iter()
+            .map(|mut r| {
+                r["time_updated"] = r["updated"].clone();
+                r
+            })
+            .collect();
+        let listed = sessions_from_rows(&rows);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].agent_session_id.as_str(), "ses_dd4b3ccf2ffe46piWlr8eUMa3j");
+        assert_eq!(listed[0].cwd.as_deref(), Some("/tmp/hrec4/ws"));
+        assert!(sessions_from_rows(&[json!({"id": "ses_x'; DROP TABLE session; --"}), json!(7)]).is_empty());
+        assert!(check_id("ses_abc").is_ok());
+        assert!(check_id("ses_a'b").is_err() && check_id("").is_err() && check_id("a b").is_err());
+        let sql = sessions_sql(&ScanExternalSessionsParams { cwd: Some("/it's".into()), limit: Some(3) }).unwrap();
+        assert!(sql.contains("directory = '/it''s'") && sql.ends_with("LIMIT 3"), "{sql}");
+    }
+
+    #[test]
+    fn recorded_parts_map_to_the_turn_and_the_cursor_skips_what_was_read() {
+        let rows: Vec<Value> = serde_json::from_str(PARTS).unwrap();
+        let (blocks, cursor) = rows_blocks(&rows, &PartCursor::default());
+        let types: Vec<&str> = blocks.iter().map(Block::block_type).collect();
+        assert_eq!(
+            types,
+            ["user_message", "thinking", "text", "tool_call", "tool_result", "thinking", "text", "session_end"]
+        );
+        let BlockKind::ToolResult(result) = &blocks[4].kind else { unreachable!() };
+        assert_eq!(result.output, "hello\n");
+        // The same rows again (the query is `>=` the cursor): nothing new.
+        let (again, same) = rows_blocks(&rows, &PartCursor::parse(Some(&cursor.encode())));
+        assert!(again.is_empty());
+        assert_eq!(same, cursor);
+    }
+
+    #[test]
+    fn the_resume_command_and_who_drives_a_session() {
+        let params = TerminalResumeCommandParams { agent_session_id: "ses_abc".into(), cwd: None };
+        assert_eq!(resume_command("opencode", &params).unwrap().argv, ["opencode", "--session", "ses_abc"]);
+        assert!(
+            resume_command("opencode", &TerminalResumeCommandParams { agent_session_id: "x;rm".into(), cwd: None })
+                .is_err()
+        );
+        let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(drives(&argv(&["opencode"]), Some("ses_a")));
+        assert!(drives(&argv(&["opencode", "run", "-s", "ses_a", "hi"]), Some("ses_a")));
+        assert!(!drives(&argv(&["opencode", "run", "-s", "ses_b", "hi"]), Some("ses_a")));
+        assert!(!drives(&argv(&["opencode", "db", "SELECT 1"]), None));
+        assert!(!drives(&argv(&["opencode", "--version"]), None));
+    }
+}
