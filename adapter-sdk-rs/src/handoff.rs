@@ -20,11 +20,58 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use terminull_protocol::adapter::{
+    ExternalSession, LatestSidForCwdParams, LatestSidForCwdResult, ScanExternalSessionsParams,
+};
 
 /// Set in the environment of every process the bridge or an adapter starts (value:
 /// the starting process's pid, or what the starter already had). A process carrying it,
 /// or descending from one that does, is never taken for a native agent.
 pub const SESSION_MARKER_ENV: &str = "TERMINULL_SESSION";
+
+/// The `_meta` key marking a block mirrored from a terminal's transcript (the bridge
+/// sends no push for it, and the app shows it as the terminal's).
+pub const MIRRORED_META: &str = "mirrored";
+
+/// A block mirrored from a terminal's transcript: `kind`, stamped now, with
+/// `_meta.mirrored = true`.
+pub fn mirrored(kind: terminull_protocol::BlockKind) -> terminull_protocol::blocks::Block {
+    let mut meta = serde_json::Map::new();
+    meta.insert(MIRRORED_META.into(), Value::Bool(true));
+    terminull_protocol::blocks::Block { seq: None, ts: terminull_protocol::blocks::now_ts(), meta: Some(meta), kind }
+}
+
+/// `v[key]` when it is a string.
+pub fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The answer to `scan_external_sessions` from the sessions an adapter described:
+/// those of `params.cwd` (all without one), newest first, at most `params.limit`.
+pub fn newest_first(
+    sessions: impl IntoIterator<Item = ExternalSession>,
+    params: &ScanExternalSessionsParams,
+) -> Vec<ExternalSession> {
+    let mut sessions: Vec<ExternalSession> = sessions
+        .into_iter()
+        .filter(|s| params.cwd.as_deref().is_none_or(|want| s.cwd.as_deref() == Some(want)))
+        .collect();
+    sessions.sort_by(|a, b| b.updated_at.total_cmp(&a.updated_at));
+    if let Some(limit) = params.limit {
+        sessions.truncate(limit as usize);
+    }
+    sessions
+}
+
+/// `latest_sid_for_cwd` through an adapter's own `scan`: the newest session of the
+/// directory (a terminal's `--resume` may have minted a new id).
+pub fn latest_by_scan(
+    params: &LatestSidForCwdParams,
+    scan: impl FnOnce(&ScanExternalSessionsParams) -> Vec<ExternalSession>,
+) -> LatestSidForCwdResult {
+    let newest = scan(&ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) });
+    LatestSidForCwdResult { agent_session_id: newest.into_iter().next().map(|s| s.agent_session_id) }
+}
 
 /// The most bytes read from one `/proc/<pid>/cmdline`.
 const MAX_CMDLINE: u64 = 64 * 1024;

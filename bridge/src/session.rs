@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 use std::time::Duration;
+use terminull_adapter_sdk::handoff::MIRRORED_META;
 
 use terminull_protocol::adapter::{self as proto, AdapterRequest, Declaration, HandoffHook, InitParam, StartParams};
 use terminull_protocol::blocks::{
@@ -320,7 +321,8 @@ impl Actor {
 
     fn publish_block(&mut self, block: Block) {
         // The terminal's own turns, mirrored, are not news for the user's devices.
-        let mirrored = block.meta.as_ref().is_some_and(|m| m.get("mirrored") == Some(&serde_json::Value::Bool(true)));
+        let mirrored =
+            block.meta.as_ref().is_some_and(|m| m.get(MIRRORED_META) == Some(&serde_json::Value::Bool(true)));
         match self.log.append(block) {
             Ok(stamped) => {
                 if !mirrored {
@@ -658,7 +660,7 @@ impl Actor {
                                 continue;
                             }
                             block.seq = None;
-                            block.meta.get_or_insert_with(Default::default).insert("mirrored".into(), true.into());
+                            block.meta.get_or_insert_with(Default::default).insert(MIRRORED_META.into(), true.into());
                             self.publish_block(block);
                         }
                     }

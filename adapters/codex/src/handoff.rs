@@ -12,11 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, mtime_secs, read_jsonl,
-    title_of,
+    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, latest_by_scan, mirrored,
+    mtime_secs, newest_first, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -25,7 +25,7 @@ use terminull_protocol::adapter::{
     TerminalResumeCommandResult,
 };
 use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage, now_ts,
+    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 
 /// The most rollout files looked at by one scan.
@@ -118,22 +118,12 @@ fn describe(path: &Path) -> Option<ExternalSession> {
 
 /// `scan_external_sessions` against `home` (`$CODEX_HOME`).
 pub fn scan(home: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    let mut sessions: Vec<ExternalSession> = rollouts(home)
-        .iter()
-        .filter_map(|p| describe(p))
-        .filter(|s| params.cwd.as_deref().is_none_or(|want| s.cwd.as_deref() == Some(want)))
-        .collect();
-    sessions.sort_by(|a, b| b.updated_at.total_cmp(&a.updated_at));
-    if let Some(limit) = params.limit {
-        sessions.truncate(limit as usize);
-    }
-    sessions
+    newest_first(rollouts(home).iter().filter_map(|p| describe(p)), params)
 }
 
 /// `latest_sid_for_cwd`: the most recently written rollout of that directory.
 pub fn latest(home: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    let scan_params = ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) };
-    LatestSidForCwdResult { agent_session_id: scan(home, &scan_params).into_iter().next().map(|s| s.agent_session_id) }
+    latest_by_scan(params, |scan_params| scan(home, scan_params))
 }
 
 /// A `codex` process (the node wrapper or the native binary) drives `cwd`, and when
@@ -173,16 +163,6 @@ pub fn mirror(home: &Path, params: &MirrorParams) -> Result<MirrorResult, Adapte
         .map_err(AdapterError::agent)?;
     let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
     Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
-}
-
-fn mirrored(kind: BlockKind) -> Block {
-    let mut meta = Map::new();
-    meta.insert("mirrored".into(), Value::Bool(true));
-    Block { seq: None, ts: now_ts(), meta: Some(meta), kind }
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 /// The blocks of one rollout record; nothing for bookkeeping records.

@@ -15,11 +15,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, mtime_secs, read_jsonl,
-    title_of,
+    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, latest_by_scan, mirrored,
+    mtime_secs, newest_first, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -27,7 +27,7 @@ use terminull_protocol::adapter::{
     LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
     TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{Block, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage, now_ts};
+use terminull_protocol::blocks::{Block, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage};
 
 /// The most chat files looked at by one scan.
 const MAX_SCANNED: usize = 2000;
@@ -142,28 +142,21 @@ pub fn scan(root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSes
             }
         }
     }
-    let mut sessions: Vec<ExternalSession> = newest
-        .into_values()
-        .map(|(at, chat)| ExternalSession {
+    newest_first(
+        newest.into_values().map(|(at, chat)| ExternalSession {
             agent_session_id: chat.session_id.into(),
             cwd: chat.path.parent().and_then(project_cwd),
             title: chat.title,
             updated_at: at,
             message_count: chat.complete.then_some(chat.messages),
-        })
-        .filter(|s| params.cwd.as_deref().is_none_or(|want| s.cwd.as_deref() == Some(want)))
-        .collect();
-    sessions.sort_by(|a, b| b.updated_at.total_cmp(&a.updated_at));
-    if let Some(limit) = params.limit {
-        sessions.truncate(limit as usize);
-    }
-    sessions
+        }),
+        params,
+    )
 }
 
 /// `latest_sid_for_cwd`.
 pub fn latest(root: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    let scan_params = ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) };
-    LatestSidForCwdResult { agent_session_id: scan(root, &scan_params).into_iter().next().map(|s| s.agent_session_id) }
+    latest_by_scan(params, |scan_params| scan(root, scan_params))
 }
 
 /// The newest file of session `id` in `cwd`'s chats.
@@ -236,16 +229,6 @@ fn prompt_text(record: &Value) -> Option<String> {
     let text: Vec<&str> = items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect();
     let text = text.join("\n");
     (!text.is_empty() && !text.trim_start().starts_with("<session_context>")).then_some(text)
-}
-
-fn mirrored(kind: BlockKind) -> Block {
-    let mut meta = Map::new();
-    meta.insert("mirrored".into(), Value::Bool(true));
-    Block { seq: None, ts: now_ts(), meta: Some(meta), kind }
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 /// The blocks of one chat record; nothing for headers and `$set` patches.

@@ -16,10 +16,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
-use terminull_adapter_sdk::handoff::{ProcInfo, find_native_owner, is_probe, title_of};
+use terminull_adapter_sdk::handoff::{ProcInfo, find_native_owner, is_probe, mirrored, str_at, title_of};
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
@@ -27,7 +27,7 @@ use terminull_protocol::adapter::{
     TerminalResumeCommandResult,
 };
 use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage, now_ts,
+    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 use tokio::process::Command;
 
@@ -229,16 +229,6 @@ pub fn parts_sql(sid: &str, cursor: &PartCursor) -> Result<String, AdapterError>
          WHERE p.session_id = '{sid}' AND p.time_updated >= {} ORDER BY p.time_updated, p.id LIMIT {MIRROR_ROWS}",
         cursor.at
     ))
-}
-
-fn mirrored(kind: BlockKind) -> Block {
-    let mut meta = Map::new();
-    meta.insert("mirrored".into(), Value::Bool(true));
-    Block { seq: None, ts: now_ts(), meta: Some(meta), kind }
-}
-
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }
 
 /// A JSON column: a string holding JSON, or already an object.
