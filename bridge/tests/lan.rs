@@ -70,16 +70,24 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
     };
     connection
         .tx
-        .send(json!({"type": "user_message", "session_id": session, "text": "hello over the LAN"}))
+        .send(json!({"id": "m1", "type": "user_message", "session_id": session, "text": "hello over the LAN"}))
         .await
         .unwrap();
-    loop {
-        if let BridgeMessage::Block { block, .. } = next(&mut connection.rx).await {
-            let end = block.block_type() == "session_end";
-            assert_eq!(transcript.apply(block), Applied::Added);
-            if end {
-                break;
+    // The turn's blocks and the message's acceptance travel on separate tasks, so
+    // either may come first: wait for both.
+    let (mut ended, mut accepted) = (false, false);
+    while !(ended && accepted) {
+        match next(&mut connection.rx).await {
+            BridgeMessage::Block { block, .. } => {
+                ended |= block.block_type() == "session_end";
+                assert_eq!(transcript.apply(block), Applied::Added);
             }
+            BridgeMessage::Reply(r) => {
+                assert_eq!(r.id.as_deref(), Some("m1"));
+                assert!(matches!(r.outcome, ReplyOutcome::Ok { result: ReplyResult::Accepted { .. } }), "{r:?}");
+                accepted = true;
+            }
+            BridgeMessage::ReplayDone { .. } => {}
         }
     }
     let texts: Vec<String> = transcript
@@ -105,9 +113,15 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
     // Revoked: the live link is closed at its next message, and a new one is refused.
     paired.ctx.devices.revoke(paired_phone_device(&phone).as_str()).unwrap();
     connection.tx.send(json!({"type": "list_sessions"})).await.unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_secs(10), connection.rx.recv()).await.expect("closed in time").is_none()
-    );
+    // Messages the bridge queued before the revocation may still arrive; the answer to
+    // `list_sessions` must not, and the link must close.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), connection.rx.recv()).await.expect("closed in time") {
+            None => break,
+            Some(BridgeMessage::Reply(reply)) => panic!("a revoked device got an answer: {reply:?}"),
+            Some(_) => {}
+        }
+    }
     assert!(Connection::open_lan(&phone, &record, &server.ws_url()).await.is_err());
     assert_eq!(paired.service.resumable_session_ids().len(), 1, "no session from refused devices");
     server.stop();
