@@ -117,7 +117,7 @@
 //! `sessions_dir` are not supported. [`HistoryStore::update_meta`] is a
 //! read-modify-write; callers serialise updates of one session.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use terminull_protocol::blocks::{Block, BlockKind, now_ts};
+use terminull_protocol::blocks::{Block, BlockKind, UserMessage, now_ts};
 use terminull_protocol::{AgentId, AgentSessionId, SessionId};
 
 /// Name of a session's metadata file.
@@ -306,6 +306,52 @@ pub struct SessionMeta {
     pub title: Option<String>,
     /// Active or stopped.
     pub state: SessionState,
+    /// Work the session owes its user across a bridge restart; absent when none.
+    #[serde(default, skip_serializing_if = "PendingWork::is_empty")]
+    pub pending: PendingWork,
+}
+
+/// What a session has accepted and not yet carried out: kept in `meta.json` so that a
+/// restarted bridge neither loses a queued message nor forgets that a terminal owns
+/// the conversation (docs/session-handoff.md, "Across a bridge restart").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWork {
+    /// Messages accepted but not yet sent to the agent, oldest first.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub queued: VecDeque<UserMessage>,
+    /// Set while a terminal owns the conversation (or was handed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<Parked>,
+    /// Where the mirror of the agent's own transcript stopped (opaque, the adapter's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_cursor: Option<String>,
+}
+
+impl PendingWork {
+    /// Nothing queued, not parked, no mirror position.
+    pub fn is_empty(&self) -> bool {
+        self.queued.is_empty() && self.parked.is_none() && self.mirror_cursor.is_none()
+    }
+
+    /// Whether a restarted bridge must revive the session at once rather than when a
+    /// client next touches it: a message waits, or a terminal must be watched.
+    pub fn needs_attention(&self) -> bool {
+        !self.queued.is_empty() || self.parked.is_some()
+    }
+}
+
+/// A parked session: nothing is sent to the agent until the terminal lets go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parked {
+    /// A terminal was seen owning the conversation since it was parked.
+    #[serde(default)]
+    pub seen_owner: bool,
+    /// The terminal's process, when last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_pid: Option<u32>,
+    /// The command given to the user (`continue_in_terminal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<Vec<String>>,
 }
 
 impl SessionMeta {
@@ -325,6 +371,7 @@ impl SessionMeta {
             agent_session_id: None,
             title: None,
             state: SessionState::Active,
+            pending: PendingWork::default(),
         }
     }
 }
@@ -481,6 +528,17 @@ impl HistoryStore {
         }
         out.sort_by(|a, b| a.created_at.total_cmp(&b.created_at).then_with(|| a.session_id.cmp(&b.session_id)));
         Ok(out)
+    }
+
+    /// The sessions with work a restarted bridge must pick up at once (a queued message,
+    /// a terminal to watch): not stopped. Oldest first.
+    pub fn sessions_with_pending_work(&self) -> Result<Vec<SessionId>> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|m| m.state != SessionState::Stopped && m.pending.needs_attention())
+            .map(|m| m.session_id)
+            .collect())
     }
 
     /// The sessions a restarted bridge resumes: not stopped, and with an agent session id

@@ -636,6 +636,9 @@ fn up(
         let policy = config.session_policy();
         let service = Service::start(home.clone(), config, scan, policy).await?;
         let listener = local::bind(&home.socket()).await?;
+        for id in service.revive_pending_work().await {
+            tracing::info!(session = %id, "revived: it has messages queued or a terminal to watch");
+        }
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
         // New or changed drop-ins are picked up without a restart.

@@ -180,6 +180,24 @@ impl Service {
         })
     }
 
+    /// Revives every stored session that has work pending (a queued message, a
+    /// terminal to watch), so a restarted daemon delivers and watches without waiting
+    /// for a client to touch the session. Returns the sessions revived.
+    pub async fn revive_pending_work(&self) -> Vec<SessionId> {
+        let ids = self.inner.history.sessions_with_pending_work().unwrap_or_else(|e| {
+            tracing::warn!("cannot list sessions with pending work: {e}");
+            Vec::new()
+        });
+        let mut revived = Vec::new();
+        for id in ids {
+            match self.session(&id).await {
+                Ok(_) => revived.push(id),
+                Err(e) => tracing::warn!(session = %id, "cannot revive a session with pending work: {}", e.message),
+            }
+        }
+        revived
+    }
+
     /// The sessions running in this process now (from memory; cheap to poll).
     pub async fn live_session_ids(&self) -> Vec<SessionId> {
         self.inner.sessions.lock().await.keys().cloned().collect()

@@ -35,7 +35,7 @@ use terminull_protocol::turn::TurnTracker;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::history::{self, HistoryStore, SessionLog, SessionMeta};
+use crate::history::{self, HistoryStore, Parked, PendingWork, SessionLog, SessionMeta};
 use crate::host::{AdapterCommand, AdapterEvent, HostedAdapter, launch};
 
 /// Policy of a session; small pure values so tests can shorten them.
@@ -96,6 +96,11 @@ pub fn parked_step(owned: bool, seen_owner: bool, queued: usize) -> ParkedStep {
 /// slot up front, so this is per-session memory (4096 slots measured ~1 MB per idle
 /// session; 256 keep it small while covering a burst of streamed chunks).
 const FOLLOWER_BUFFER: usize = 256;
+/// Messages a session holds for later delivery (behind a turn, or while a terminal
+/// owns the conversation); one more is refused as `busy`. They are kept in the
+/// session's metadata, so the bound also bounds that file.
+pub const MAX_QUEUED_MESSAGES: usize = 64;
+
 /// Commands queued per session.
 const COMMAND_QUEUE: usize = 256;
 
@@ -251,17 +256,20 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         state: SessionState::Idle,
         turn: None,
         last_output: Instant::now(),
-        queued: VecDeque::new(),
+        pending: PendingWork::default(),
         crashes: VecDeque::new(),
         ever_started: false,
-        parked: None,
-        mirror_cursor: None,
         next_poll: Instant::now(),
     };
     if start_now {
         actor.ensure_adapter().await?;
     } else {
         actor.state = SessionState::Detached;
+        // Revived after a bridge restart: what it had accepted and not carried out.
+        actor.pending = actor.spec.meta.pending.clone();
+        if actor.pending.parked.is_some() {
+            actor.state = SessionState::Parked;
+        }
     }
     if actor.spec.attach {
         actor.attach_external().await?;
@@ -281,27 +289,14 @@ struct Actor {
     state: SessionState,
     turn: Option<TurnTracker>,
     last_output: Instant,
-    queued: VecDeque<UserMessage>,
+    /// Queued messages, the parked state and the mirror's position; saved in the
+    /// session's metadata whenever they change ([`Actor::save_pending`]).
+    pending: PendingWork,
     crashes: VecDeque<Instant>,
     ever_started: bool,
-    /// Set while a terminal owns the conversation (or was handed it).
-    parked: Option<Parked>,
-    /// Where the mirror of the agent's transcript stopped (opaque, the adapter's).
-    mirror_cursor: Option<String>,
     /// When a parked session polls next (a deadline, so that commands arriving in
     /// between do not postpone it).
     next_poll: Instant,
-}
-
-/// The state of a parked session.
-#[derive(Debug, Clone, Default)]
-struct Parked {
-    /// A terminal was seen owning the conversation since it was parked.
-    seen_owner: bool,
-    /// The terminal's process, when last seen.
-    owner_pid: Option<u32>,
-    /// The command given to the user (`continue_in_terminal`).
-    resume_command: Option<Vec<String>>,
 }
 
 fn agent_failed(message: impl Into<String>) -> ReplyError {
@@ -406,9 +401,11 @@ impl Actor {
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<SessionCommand>) {
+        self.resume_pending().await;
         loop {
+            self.save_pending();
             let watching = matches!(self.state, SessionState::Running);
-            let parked = self.parked.is_some();
+            let parked = self.pending.parked.is_some();
             let next_poll = self.next_poll;
             let deadline = self.last_output + self.spec.policy.liveness;
             tokio::select! {
@@ -527,15 +524,24 @@ impl Actor {
     async fn user_message(&mut self, message: UserMessage) -> Result<(), ReplyError> {
         let in_turn = matches!(self.state, SessionState::Running | SessionState::AwaitingPermission);
         let takes_input = self.declaration.as_ref().is_some_and(|d| d.capabilities.cap_input_during_turn);
+        let would_queue = self.pending.parked.is_some() || (in_turn && !takes_input);
+        if would_queue && self.pending.queued.len() >= MAX_QUEUED_MESSAGES {
+            return Err(ReplyError {
+                code: ReplyErrorCode::Busy,
+                message: format!(
+                    "{MAX_QUEUED_MESSAGES} messages are already waiting for this session; send more once they are delivered"
+                ),
+            });
+        }
         self.publish(BlockKind::UserMessage(message.clone()));
-        if self.parked.is_some() {
+        if self.pending.parked.is_some() {
             // Never sent while a terminal owns the conversation: it waits for the attach.
-            self.queued.push_back(message);
+            self.pending.queued.push_back(message);
             self.announce_parked();
             return Ok(());
         }
         if in_turn && !takes_input {
-            self.queued.push_back(message);
+            self.pending.queued.push_back(message);
             return Ok(());
         }
         self.guarded_deliver(message).await
@@ -545,7 +551,7 @@ impl Actor {
     /// session parks and the message waits at the head of the queue.
     async fn guarded_deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
         if let Some(owner) = self.terminal_owner().await {
-            self.queued.push_front(message);
+            self.pending.queued.push_front(message);
             self.park(Parked { seen_owner: true, owner_pid: owner, resume_command: None }).await;
             return Ok(());
         }
@@ -648,12 +654,12 @@ impl Actor {
             let params = proto::MirrorParams {
                 cwd: self.spec.meta.cwd.clone(),
                 agent_session_id: sid.clone(),
-                cursor: self.mirror_cursor.clone(),
+                cursor: self.pending.mirror_cursor.clone(),
             };
             match self.hook_on::<proto::Mirror>(adapter, &params).await {
                 Ok(r) => {
-                    let done = r.blocks.is_empty() || Some(&r.cursor) == self.mirror_cursor.as_ref();
-                    self.mirror_cursor = Some(r.cursor);
+                    let done = r.blocks.is_empty() || Some(&r.cursor) == self.pending.mirror_cursor.as_ref();
+                    self.pending.mirror_cursor = Some(r.cursor);
                     if publish {
                         for mut block in r.blocks {
                             if matches!(block.kind, BlockKind::SessionState(_) | BlockKind::AgentInfo(_)) {
@@ -699,12 +705,12 @@ impl Actor {
     /// Parks the session: from now on nothing is sent to the agent until the terminal
     /// lets go.
     async fn park(&mut self, parked: Parked) {
-        if self.mirror_cursor.is_none() {
+        if self.pending.mirror_cursor.is_none() {
             // Without a cursor the whole transcript would be mirrored again on top of the
             // history: start from its end.
             self.skip_mirror().await;
         }
-        self.parked = Some(parked);
+        self.pending.parked = Some(parked);
         self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();
@@ -713,7 +719,7 @@ impl Actor {
     }
 
     fn announce_parked(&mut self) {
-        let Some(p) = self.parked.clone() else { return };
+        let Some(p) = self.pending.parked.clone() else { return };
         let agent = &self.spec.meta.agent_id;
         let message = match (&p.resume_command, p.owner_pid) {
             (Some(argv), _) => format!(
@@ -734,7 +740,7 @@ impl Actor {
             state: Ownership::Parked,
             message: Some(message),
             owner_pid: p.owner_pid,
-            queued: u32::try_from(self.queued.len()).unwrap_or(u32::MAX),
+            queued: u32::try_from(self.pending.queued.len()).unwrap_or(u32::MAX),
             resume_command: p.resume_command,
         }));
     }
@@ -762,7 +768,7 @@ impl Actor {
                 return;
             }
         };
-        let Some(parked) = self.parked.as_mut() else { return };
+        let Some(parked) = self.pending.parked.as_mut() else { return };
         if let Some(pid) = owner {
             parked.seen_owner = true;
             if parked.owner_pid != pid && pid.is_some() {
@@ -771,7 +777,7 @@ impl Actor {
             }
             return;
         }
-        if parked_step(false, parked.seen_owner, self.queued.len()) == ParkedStep::Attach {
+        if parked_step(false, parked.seen_owner, self.pending.queued.len()) == ParkedStep::Attach {
             self.attach().await;
         }
     }
@@ -789,7 +795,7 @@ impl Actor {
                         self.spec.meta.agent_session_id = Some(head);
                         self.save_meta();
                         // Another transcript: its cursor means nothing here.
-                        self.mirror_cursor = None;
+                        self.pending.mirror_cursor = None;
                         self.skip_mirror().await;
                     }
                 }
@@ -799,9 +805,9 @@ impl Actor {
         // The agent may hold a stale view of the conversation; the next message starts
         // it afresh with the head.
         self.shutdown_adapter(true).await;
-        self.parked = None;
+        self.pending.parked = None;
         self.state = SessionState::Idle;
-        let queued = u32::try_from(self.queued.len()).unwrap_or(u32::MAX);
+        let queued = u32::try_from(self.pending.queued.len()).unwrap_or(u32::MAX);
         self.publish(BlockKind::SessionState(SessionStateNotice {
             state: Ownership::Live,
             message: Some(if queued == 0 {
@@ -815,7 +821,7 @@ impl Actor {
             queued,
             resume_command: None,
         }));
-        if let Some(next) = self.queued.pop_front() {
+        if let Some(next) = self.pending.queued.pop_front() {
             let _ = self.deliver(next).await;
         }
     }
@@ -841,7 +847,7 @@ impl Actor {
         let params =
             proto::TerminalResumeCommandParams { agent_session_id: sid, cwd: Some(self.spec.meta.cwd.clone()) };
         let command = self.hook::<proto::TerminalResumeCommand>(&params).await.map_err(agent_failed)?;
-        if self.parked.as_ref().is_some_and(|p| p.resume_command.as_ref() == Some(&command.argv)) {
+        if self.pending.parked.as_ref().is_some_and(|p| p.resume_command.as_ref() == Some(&command.argv)) {
             return Ok(command);
         }
         // Release: a persistent adapter lets its CLI go; then the adapter itself goes, so
@@ -853,12 +859,12 @@ impl Actor {
             tracing::warn!(session = %self.spec.meta.session_id, "release failed ({e}); stopping the adapter");
         }
         self.shutdown_adapter(true).await;
-        if self.mirror_cursor.is_none() || self.parked.is_none() {
+        if self.pending.mirror_cursor.is_none() || self.pending.parked.is_none() {
             // Terminull's own turns are in the history already.
             self.skip_mirror().await;
         }
-        let seen_owner = self.parked.as_ref().is_some_and(|p| p.seen_owner);
-        self.parked = Some(Parked { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
+        let seen_owner = self.pending.parked.as_ref().is_some_and(|p| p.seen_owner);
+        self.pending.parked = Some(Parked { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
         self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();
@@ -953,7 +959,7 @@ impl Actor {
                 if self.turn.is_some() {
                     self.end_turn(EndReason::Error, Some(&text));
                 }
-                self.queued.clear();
+                self.pending.queued.clear();
                 self.state = SessionState::Detached;
             }
             None => {}
@@ -1004,7 +1010,7 @@ impl Actor {
         self.publish_block(block);
         if ended {
             self.state = SessionState::Idle;
-            if let Some(next) = self.queued.pop_front() {
+            if let Some(next) = self.pending.queued.pop_front() {
                 let _ = self.guarded_deliver(next).await;
             } else if self.has_hook(HandoffHook::Mirror) {
                 // Terminull's own turn is in the history: the mirror starts after it.
@@ -1052,6 +1058,31 @@ impl Actor {
                 let _ = adapter.call::<proto::Stop>(&proto::Empty {}).await;
             }
             adapter.shutdown().await;
+        }
+    }
+
+    /// A revived session with messages queued and no terminal to wait for sends the
+    /// first now (through the guard: a terminal that took the conversation meanwhile
+    /// parks it); the rest follow at each turn's end, as before the restart.
+    async fn resume_pending(&mut self) {
+        if self.pending.parked.is_some() || self.adapter.is_some() {
+            return;
+        }
+        if let Some(next) = self.pending.queued.pop_front() {
+            tracing::info!(session = %self.spec.meta.session_id, "delivering a message queued before the bridge restarted");
+            // A failure ends the turn with an error block (see `deliver`).
+            if let Err(e) = self.guarded_deliver(next).await {
+                tracing::warn!(session = %self.spec.meta.session_id, "a queued message was not delivered: {}", e.message);
+            }
+        }
+    }
+
+    /// Saves the pending work in the session's metadata when it changed, so that a
+    /// bridge restart loses no queued message and no parked state.
+    fn save_pending(&mut self) {
+        if self.pending != self.spec.meta.pending {
+            self.spec.meta.pending = self.pending.clone();
+            self.save_meta();
         }
     }
 

@@ -21,6 +21,7 @@ use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult, Sess
 struct Rig {
     home: tempfile::TempDir,
     ws: PathBuf,
+    service: Service,
     client: terminull_bridge::client::Client,
     next_id: u64,
     /// Every block seen so far, in order.
@@ -38,7 +39,13 @@ impl Rig {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let ws = home.path().join("ws");
         std::fs::create_dir_all(ws.join(".handoff")).unwrap();
-        let mut scan = ScanOptions::new(Home::at(home.path()), Config::default());
+        let service = Self::service(home.path()).await;
+        let client = terminull_bridge::client::Client::in_process(&service);
+        Rig { home, ws, service, client, next_id: 0, seen: Vec::new() }
+    }
+
+    async fn service(home: &Path) -> Service {
+        let mut scan = ScanOptions::new(Home::at(home), Config::default());
         scan.exe_dir = Some(support::echo_only_exe_dir());
         scan.handshake_timeout = Duration::from_secs(10);
         let policy = SessionPolicy {
@@ -46,9 +53,26 @@ impl Rig {
             handoff_poll: Duration::from_millis(100),
             ..SessionPolicy::default()
         };
-        let service = Service::start(Home::at(home.path()), Config::default(), scan, policy).await.unwrap();
-        let client = terminull_bridge::client::Client::in_process(&service);
-        Rig { home, ws, client, next_id: 0, seen: Vec::new() }
+        Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
+    }
+
+    /// Stops this bridge (its adapters exit) and starts another on the same home, as a
+    /// restarted daemon does; returns the sessions it revived for their pending work.
+    async fn restart_bridge(&mut self, between: impl FnOnce(&Rig)) -> Vec<String> {
+        self.service.shutdown().await;
+        between(self);
+        self.service = Self::service(self.home.path()).await;
+        self.client = terminull_bridge::client::Client::in_process(&self.service);
+        self.service.revive_pending_work().await.into_iter().map(|id| id.to_string()).collect()
+    }
+
+    /// Follows `session` on the current bridge from the last block seen.
+    async fn follow(&mut self, session: &str) {
+        let since = self.seen.iter().filter_map(|b| b.seq).max().unwrap_or(0);
+        let r = self
+            .call(json!({"type": "session_resume", "session_id": session, "since_seq": since, "app_pubkey": "k"}))
+            .await;
+        assert!(matches!(r, ReplyResult::Accepted {}), "{r:?}");
     }
 
     fn state(&self, name: &str) -> PathBuf {
@@ -70,17 +94,21 @@ impl Rig {
         std::fs::read_to_string(self.state("log")).unwrap_or_default().lines().map(str::to_owned).collect()
     }
 
-    async fn call(&mut self, mut message: Value) -> ReplyResult {
+    async fn call(&mut self, message: Value) -> ReplyResult {
+        match self.call_outcome(message).await {
+            ReplyOutcome::Ok { result } => result,
+            ReplyOutcome::Error { error } => panic!("{error:?}"),
+        }
+    }
+
+    async fn call_outcome(&mut self, mut message: Value) -> ReplyOutcome {
         self.next_id += 1;
         let id = format!("h{}", self.next_id);
         message["id"] = json!(id);
         self.client.send_raw(message).await.unwrap();
         loop {
             match self.next().await {
-                BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id) => match r.outcome {
-                    ReplyOutcome::Ok { result } => return result,
-                    ReplyOutcome::Error { error } => panic!("{error:?}"),
-                },
+                BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id) => return r.outcome,
                 _ => {}
             }
         }
@@ -370,4 +398,98 @@ async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daem
     let printed = String::from_utf8_lossy(&out.stdout);
     assert_eq!(printed.trim(), format!("cd '{ws}' && 'handoff-echo' '--resume' 'fresh-conversation'"));
     assert_eq!(rig.agent_log(), ["start None", "send hi", "release", "stop"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains_into_the_head() {
+    let mut rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    rig.set("head", "conv-1");
+    rig.set("owned", "4242");
+    rig.terminal_writes("terminal turn 1");
+    let started = rig
+        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
+        .await;
+    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+    let s = session_id.as_str().to_owned();
+    rig.until("parked", parked).await;
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "sent before the restart"})).await;
+    rig.until("one queued", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.queued == 1)).await;
+
+    // The bridge goes down; meanwhile the terminal writes a turn, resumes into a new
+    // id and exits.
+    let revived = rig
+        .restart_bridge(|rig| {
+            let meta: Value = serde_json::from_slice(
+                &std::fs::read(rig.home.path().join("sessions").join(&s).join("meta.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(meta["pending"]["queued"][0]["text"], "sent before the restart", "{meta:#}");
+            assert_eq!(meta["pending"]["parked"]["owner_pid"], 4242, "{meta:#}");
+            rig.terminal_writes("terminal turn 2");
+            rig.set("head", "conv-2");
+            std::fs::remove_file(rig.state("owned")).unwrap();
+        })
+        .await;
+    assert_eq!(revived, std::slice::from_ref(&s), "the new bridge picks the session up without a client");
+    rig.follow(&s).await;
+    let second =
+        rig.until("the turn the terminal wrote while the bridge was down", |b| text_is(b, "terminal turn 2")).await;
+    assert!(is_mirrored(&second));
+    rig.until("live", live).await;
+    rig.until("the queued reply", |b| text_is(b, "You said: sent before the restart (conversation conv-2)")).await;
+    assert_eq!(rig.agent_log(), ["start conv-2", "send sent before the restart"]);
+    let history = support::remote::history(rig.home.path(), &terminull_protocol::ids::SessionId(s.clone()));
+    let mirrored: Vec<_> =
+        history.iter().filter(|b| text_is(b, "terminal turn 1") || text_is(b, "terminal turn 2")).collect();
+    assert_eq!(mirrored.len(), 2, "each terminal turn is in the history once: {mirrored:#?}");
+    // Delivered: nothing is pending any more.
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(rig.home.path().join("sessions").join(&s).join("meta.json")).unwrap())
+            .unwrap();
+    assert!(meta.get("pending").is_none_or(|p| p.get("queued").is_none()), "{meta:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_queued_behind_a_running_turn_is_delivered_by_the_restarted_bridge() {
+    let mut rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    let started =
+        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+    let s = session_id.as_str().to_owned();
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "behind the turn"})).await;
+    assert_eq!(rig.agent_log(), ["start None", "send hold the turn"], "the second message waits for the turn");
+
+    let revived = rig.restart_bridge(|_| {}).await;
+    assert_eq!(revived, std::slice::from_ref(&s));
+    rig.follow(&s).await;
+    rig.until("the queued reply", |b| text_is(b, "You said: behind the turn (conversation fresh-conversation)")).await;
+    let log = rig.agent_log();
+    assert_eq!(log.last().map(String::as_str), Some("send behind the turn"), "{log:?}");
+    assert_eq!(log.iter().filter(|l| l.starts_with("send behind")).count(), 1, "sent once: {log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_holds_at_most_its_bound_of_waiting_messages_and_refuses_the_next_as_busy() {
+    let mut rig = Rig::start().await;
+    let ws = rig.ws.display().to_string();
+    let started =
+        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+    let s = session_id.as_str().to_owned();
+    rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+    for i in 0..terminull_bridge::session::MAX_QUEUED_MESSAGES {
+        rig.call(json!({"type": "user_message", "session_id": s, "text": format!("waiting {i}")})).await;
+    }
+    let refused = rig.call_outcome(json!({"type": "user_message", "session_id": s, "text": "one too many"})).await;
+    let ReplyOutcome::Error { error } = refused else { panic!("{refused:?}") };
+    assert_eq!(error.code, terminull_protocol::control::ReplyErrorCode::Busy);
+    assert!(error.message.contains("64 messages"), "{}", error.message);
+    let history = support::remote::history(rig.home.path(), &terminull_protocol::ids::SessionId(s));
+    assert!(
+        !history.iter().any(|b| matches!(&b.kind, BlockKind::UserMessage(m) if m.text == "one too many")),
+        "a refused message is not recorded"
+    );
 }
