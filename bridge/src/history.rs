@@ -533,21 +533,21 @@ impl HistoryStore {
     /// The sessions with work a restarted bridge must pick up at once (a queued message,
     /// a terminal to watch): not stopped. Oldest first.
     pub fn sessions_with_pending_work(&self) -> Result<Vec<SessionId>> {
-        Ok(self
-            .list()?
-            .into_iter()
-            .filter(|m| m.state != SessionState::Stopped && m.pending.needs_attention())
-            .map(|m| m.session_id)
-            .collect())
+        self.live_session_ids_where(|m| m.pending.needs_attention())
     }
 
     /// The sessions a restarted bridge resumes: not stopped, and with an agent session id
     /// to resume the agent with. Oldest first.
     pub fn resumable_session_ids(&self) -> Result<Vec<SessionId>> {
+        self.live_session_ids_where(|m| m.agent_session_id.is_some())
+    }
+
+    /// The ids of the sessions not stopped whose metadata satisfies `keep`, oldest first.
+    fn live_session_ids_where(&self, keep: impl Fn(&SessionMeta) -> bool) -> Result<Vec<SessionId>> {
         Ok(self
             .list()?
             .into_iter()
-            .filter(|m| m.state != SessionState::Stopped && m.agent_session_id.is_some())
+            .filter(|m| m.state != SessionState::Stopped && keep(m))
             .map(|m| m.session_id)
             .collect())
     }

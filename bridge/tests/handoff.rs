@@ -66,6 +66,24 @@ impl Rig {
         self.service.revive_pending_work().await.into_iter().map(|id| id.to_string()).collect()
     }
 
+    /// A bridge with a fresh session whose first turn never ends (later messages wait).
+    async fn with_a_held_turn() -> (Rig, String) {
+        let mut rig = Rig::start().await;
+        let ws = rig.ws.display().to_string();
+        let started =
+            rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+        let s = session_id.as_str().to_owned();
+        rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+        (rig, s)
+    }
+
+    /// The session's `meta.json` as stored.
+    fn meta(&self, session: &str) -> Value {
+        let path = self.home.path().join("sessions").join(session).join("meta.json");
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
     /// Follows `session` on the current bridge from the last block seen.
     async fn follow(&mut self, session: &str) {
         let since = self.seen.iter().filter_map(|b| b.seq).max().unwrap_or(0);
@@ -420,10 +438,7 @@ async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains
     // id and exits.
     let revived = rig
         .restart_bridge(|rig| {
-            let meta: Value = serde_json::from_slice(
-                &std::fs::read(rig.home.path().join("sessions").join(&s).join("meta.json")).unwrap(),
-            )
-            .unwrap();
+            let meta = rig.meta(&s);
             assert_eq!(meta["pending"]["queued"][0]["text"], "sent before the restart", "{meta:#}");
             assert_eq!(meta["pending"]["parked"]["owner_pid"], 4242, "{meta:#}");
             rig.terminal_writes("terminal turn 2");
@@ -444,21 +459,13 @@ async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains
         history.iter().filter(|b| text_is(b, "terminal turn 1") || text_is(b, "terminal turn 2")).collect();
     assert_eq!(mirrored.len(), 2, "each terminal turn is in the history once: {mirrored:#?}");
     // Delivered: nothing is pending any more.
-    let meta: Value =
-        serde_json::from_slice(&std::fs::read(rig.home.path().join("sessions").join(&s).join("meta.json")).unwrap())
-            .unwrap();
+    let meta = rig.meta(&s);
     assert!(meta.get("pending").is_none_or(|p| p.get("queued").is_none()), "{meta:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_queued_behind_a_running_turn_is_delivered_by_the_restarted_bridge() {
-    let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+    let (mut rig, s) = Rig::with_a_held_turn().await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "behind the turn"})).await;
     assert_eq!(rig.agent_log(), ["start None", "send hold the turn"], "the second message waits for the turn");
 
@@ -473,13 +480,7 @@ async fn a_message_queued_behind_a_running_turn_is_delivered_by_the_restarted_br
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_holds_at_most_its_bound_of_waiting_messages_and_refuses_the_next_as_busy() {
-    let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+    let (mut rig, s) = Rig::with_a_held_turn().await;
     for i in 0..terminull_bridge::session::MAX_QUEUED_MESSAGES {
         rig.call(json!({"type": "user_message", "session_id": s, "text": format!("waiting {i}")})).await;
     }
