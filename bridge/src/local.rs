@@ -3,8 +3,10 @@
 //! encryption (only the user can open the socket). The same per-connection loop also
 //! serves in-process clients, so both paths run the one dispatcher the same way.
 
+use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -12,7 +14,7 @@ use terminull_protocol::control::{BridgeMessage, Reply, ReplyErrorCode};
 use terminull_protocol::ids::SessionId;
 use terminull_protocol::ndjson::{LineError, NdjsonCodec};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{RwLock, broadcast, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -86,9 +88,16 @@ pub async fn serve(service: Service, listener: UnixListener) {
     }
 }
 
+/// Orders one followed session's output on one connection: the dispatcher holds it
+/// (write) from handing a message for that session to the service until its reply is
+/// queued; the session's forwarder holds it (read) for each block it queues. So the
+/// reply to a `user_message`, `interrupt` or `permission_response` always comes before
+/// the blocks it causes, although the two are sent by different tasks.
+type OrderGate = Arc<RwLock<()>>;
+
 /// One client: every control line goes to the dispatcher; replies and followed
-/// sessions' blocks go to `out`, in order per session. Returns when the client's
-/// input ends.
+/// sessions' blocks go to `out`, in order per session, each reply before the blocks
+/// its message causes. Returns when the client's input ends.
 pub async fn serve_connection(
     service: Service,
     lines: impl futures::Stream<Item = Result<Value, LineError>> + Unpin,
@@ -96,6 +105,7 @@ pub async fn serve_connection(
 ) {
     let mut lines = lines;
     let mut followers: JoinSet<()> = JoinSet::new();
+    let mut gates: HashMap<SessionId, OrderGate> = HashMap::new();
     while let Some(line) = lines.next().await {
         let value = match line {
             Ok(v) => v,
@@ -108,20 +118,38 @@ pub async fn serve_connection(
                 continue;
             }
         };
+        let gate = value
+            .get("session_id")
+            .and_then(Value::as_str)
+            .and_then(|id| gates.get(&SessionId(id.to_owned())))
+            .cloned();
+        let held = match &gate {
+            Some(gate) => Some(gate.clone().write_owned().await),
+            None => None,
+        };
         let Some(dispatched) = service.dispatch_value(value).await else { continue };
         if out.send(BridgeMessage::Reply(dispatched.reply)).await.is_err() {
             break;
         }
+        drop(held);
         if let Some((session_id, following)) = dispatched.follow {
-            followers.spawn(forward(session_id, following, service.clone(), out.clone()));
+            let gate = gates.entry(session_id.clone()).or_default().clone();
+            followers.spawn(forward(session_id, following, gate, service.clone(), out.clone()));
         }
     }
     followers.abort_all();
 }
 
 /// Sends the backlog, `replay_done`, then live blocks; after a lag, resumes from the
-/// last block sent so nothing is lost or repeated.
-async fn forward(session_id: SessionId, following: Following, service: Service, out: mpsc::Sender<BridgeMessage>) {
+/// last block sent so nothing is lost or repeated. Each live block waits for a reply
+/// the dispatcher is sending for this session (`gate`).
+async fn forward(
+    session_id: SessionId,
+    following: Following,
+    gate: OrderGate,
+    service: Service,
+    out: mpsc::Sender<BridgeMessage>,
+) {
     let Following { backlog, history, mut live } = following;
     let mut last_seq = 0u64;
     for block in backlog {
@@ -148,6 +176,7 @@ async fn forward(session_id: SessionId, following: Following, service: Service, 
                     continue;
                 }
                 last_seq = seq.max(last_seq);
+                let _order = gate.read().await;
                 if out
                     .send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: false })
                     .await
@@ -174,6 +203,7 @@ async fn forward(session_id: SessionId, following: Following, service: Service, 
                 let Some((_, following)) = resumed.follow else { return };
                 for block in following.backlog {
                     last_seq = block.seq.unwrap_or(last_seq);
+                    let _order = gate.read().await;
                     if out
                         .send(BridgeMessage::Block { session_id: session_id.clone(), block, replay: false })
                         .await

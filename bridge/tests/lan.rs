@@ -56,29 +56,33 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
         .await
         .unwrap();
     let mut transcript = Transcript::new();
-    let session = loop {
+    // The reply, then the session's opening blocks up to `replay_done`.
+    let mut session = None;
+    loop {
         match next(&mut connection.rx).await {
             BridgeMessage::Reply(r) => match r.outcome {
-                ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } => break session_id,
+                ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } => session = Some(session_id),
                 other => panic!("{other:?}"),
             },
             BridgeMessage::Block { block, .. } => {
+                assert!(session.is_some(), "a block came before session_started: {block:?}");
                 transcript.apply(block);
             }
-            BridgeMessage::ReplayDone { .. } => {}
+            BridgeMessage::ReplayDone { .. } => break,
         }
-    };
+    }
+    let session = session.expect("session_started before replay_done");
     connection
         .tx
         .send(json!({"id": "m1", "type": "user_message", "session_id": session, "text": "hello over the LAN"}))
         .await
         .unwrap();
-    // The turn's blocks and the message's acceptance travel on separate tasks, so
-    // either may come first: wait for both.
+    // The message's acceptance comes first, then the turn's blocks.
     let (mut ended, mut accepted) = (false, false);
     while !(ended && accepted) {
         match next(&mut connection.rx).await {
             BridgeMessage::Block { block, .. } => {
+                assert!(accepted, "a block of the turn came before the reply: {block:?}");
                 ended |= block.block_type() == "session_end";
                 assert_eq!(transcript.apply(block), Applied::Added);
             }

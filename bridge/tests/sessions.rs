@@ -621,3 +621,31 @@ async fn a_client_that_falls_behind_the_live_feed_resumes_from_history_without_l
     let last_text = last_text.unwrap();
     assert!(last_text.done && last_text.text == format!("You said: {text}"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reply_to_a_user_message_comes_before_the_blocks_it_causes_on_every_transport() {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let listener = local::bind(&home.path().join("bridge.sock")).await.unwrap();
+    tokio::spawn(local::serve(service.clone(), listener));
+    let clients = [
+        ("in-process", Client::in_process(&service)),
+        ("socket", Client::over_socket(&home.path().join("bridge.sock")).await),
+    ];
+    for (transport, mut client) in clients {
+        let (session, _) = client.start("echo", home.path()).await;
+        // Quick turns: the agent's first block is published while the dispatcher is
+        // still answering, which is when a reply could be overtaken.
+        for turn in 0..100 {
+            let id =
+                client.send(json!({"type": "user_message", "session_id": session, "text": format!("t{turn}")})).await;
+            match client.next().await {
+                BridgeMessage::Reply(r) if r.id.as_deref() == Some(&id) => {
+                    assert!(matches!(r.outcome, ReplyOutcome::Ok { .. }), "{transport}: {r:?}");
+                }
+                other => panic!("{transport}, turn {turn}: {other:?} came before the reply"),
+            }
+            while !matches!(block_of(client.next().await), Some(Block { kind: BlockKind::SessionEnd(_), .. })) {}
+        }
+    }
+}
