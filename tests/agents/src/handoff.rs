@@ -3,7 +3,7 @@
 //!
 //! 1. the CLI runs a first turn directly in the workspace (no terminull);
 //! 2. `scan_external_sessions` finds that conversation;
-//! 3. the CLI resumes it with a slow turn, and while it runs the app attaches: the
+//! 3. the CLI resumes it with a turn the model server holds, and while it runs the app attaches: the
 //!    session is parked, the conversation is mirrored, and the app's message queues —
 //!    and no CLI process is started by terminull (the adapters' process recording stays
 //!    empty) while the terminal owns it;
@@ -30,17 +30,6 @@ use terminull_protocol::ids::SessionId;
 
 use crate::agents::Agent;
 use crate::rig::{Mode, Rig, RigOptions};
-
-/// How long the scripted model pauses between the events of a `mock:slow` answer: the
-/// terminal's slow turn lasts 20 of these, long enough to attach and queue meanwhile.
-/// OpenCode's and Gemini CLI's hooks start a CLI or a Node process per call, so their
-/// terminal turn lasts longer (on a loaded 2-core machine 8 s were not always enough).
-fn slow_delay(agent: Agent) -> Duration {
-    match agent {
-        Agent::OpenCode | Agent::Gemini => Duration::from_millis(1000),
-        _ => Duration::from_millis(400),
-    }
-}
 
 /// What the run saw, for the test's output.
 #[derive(Debug, Default)]
@@ -323,8 +312,7 @@ fn tap_files(rig: &Rig) -> usize {
 
 /// Runs the whole handoff with `agent`'s real CLI from `cli_dir`.
 pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Outcome> {
-    let options =
-        RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()), slow_delay: Some(slow_delay(agent)) };
+    let options = RigOptions { config_toml: Some("[handoff]\npoll_ms = 200\n".into()) };
     let mut rig = Rig::start_with(agent, Mode::Live { cli_dir }, options).await?;
     let mut out = Outcome::default();
     let ws = rig.workspace().display().to_string();
@@ -357,18 +345,19 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     );
     out.transcript.push(format!("app: scan_external_sessions lists {sid}"));
 
-    // 3. The terminal resumes it with a slow turn; the app attaches meanwhile.
-    let slow = native_turn(agent, "mock:slow second native turn", Some(&sid))?;
+    // 3. The terminal resumes it with a turn the model server holds until this test
+    // releases it (however loaded the machine); the app attaches meanwhile.
+    let held = native_turn(agent, "mock:held second native turn", Some(&sid))?;
     let mut terminal = rig
-        .native_command(&slow[0])
-        .args(&slow[1..])
+        .native_command(&held[0])
+        .args(&held[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .context("starting the terminal's slow turn")?;
-    while !rig.model_saw("slow").await? {
+        .context("starting the terminal's held turn")?;
+    while !rig.model_saw("held").await? {
         if let Some(status) = terminal.try_wait()? {
-            bail!("the terminal's CLI exited ({status}) before its slow turn reached the model");
+            bail!("the terminal's CLI exited ({status}) before its held turn reached the model");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -421,8 +410,9 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     ));
 
     // 4. The terminal finishes; the bridge attaches and delivers.
+    rig.release_held_answers().await?;
     let status = tokio::task::spawn_blocking(move || terminal.wait()).await??;
-    ensure!(status.success(), "the terminal's slow turn failed: {status}");
+    ensure!(status.success(), "the terminal's held turn failed: {status}");
     until(&mut rig, &mut seen, "the terminal's second turn mirrored", |b| mirrored_prompt(b, "second native turn"))
         .await?;
     until(&mut rig, &mut seen, "live again", |b| is_state(b, Ownership::Live)).await?;

@@ -90,8 +90,6 @@ pub struct Rig {
 pub struct RigOptions {
     /// Written as the daemon's `config.toml`.
     pub config_toml: Option<String>,
-    /// The model server's pause between `mock:slow` stream events (live).
-    pub slow_delay: Option<Duration>,
 }
 
 impl Rig {
@@ -116,7 +114,7 @@ impl Rig {
         let mut model = None;
         let (cli_dir, model_url) = match &mode {
             Mode::Live { cli_dir } => {
-                let addr = start_model_server_with(&workspace, options.slow_delay).await?;
+                let addr = start_model_server(&workspace).await?;
                 model = Some(addr);
                 (cli_dir.clone(), format!("http://{addr}"))
             }
@@ -233,6 +231,11 @@ impl Rig {
     /// Whether the model server has answered a request with `scenario` (live only).
     pub async fn model_saw(&self, scenario: &str) -> anyhow::Result<bool> {
         model_saw(self.model.context("no model server in a replay")?, scenario).await
+    }
+
+    /// Lets the model server's `mock:held` answers go on (live).
+    pub async fn release_held_answers(&self) -> anyhow::Result<()> {
+        http_bodyless(self.model.context("no model server in a replay")?, "POST", "/__release").await.map(drop)
     }
 
     /// The daemon's log so far, for failure messages.
@@ -425,20 +428,12 @@ fn block_of(message: BridgeMessage) -> Option<Block> {
 /// Starts the scripted model server on 127.0.0.1 port 0 in this process; its write
 /// scenario targets `workspace/made_by_agent.txt`.
 pub async fn start_model_server(workspace: &Path) -> anyhow::Result<SocketAddr> {
-    start_model_server_with(workspace, None).await
-}
-
-/// [`start_model_server`] with the `mock:slow` pause set.
-pub async fn start_model_server_with(workspace: &Path, slow_delay: Option<Duration>) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let mut config = terminull_model_server::Config {
+    let config = terminull_model_server::Config {
         write_path: workspace.join("made_by_agent.txt").display().to_string(),
         ..terminull_model_server::Config::default()
     };
-    if let Some(delay) = slow_delay {
-        config.slow_delay = delay;
-    }
     tokio::spawn(async move {
         if let Err(e) = terminull_model_server::serve(listener, config).await {
             eprintln!("model server failed: {e}");
@@ -456,13 +451,19 @@ async fn model_saw(addr: SocketAddr, scenario: &str) -> anyhow::Result<bool> {
 
 /// A bare HTTP/1.1 GET on loopback; the body as text.
 async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    http_bodyless(addr, "GET", path).await
+}
+
+/// A bare HTTP/1.1 request with no body on loopback; the response body as text.
+async fn http_bodyless(addr: SocketAddr, method: &str, path: &str) -> anyhow::Result<String> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+    let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await?;
     let text = String::from_utf8(response)?;
     let (head, body) = text.split_once("\r\n\r\n").context("no HTTP header end")?;
-    ensure!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
-    ensure!(!head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "GET {path}: chunked body");
+    ensure!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+    ensure!(!head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{method} {path}: chunked body");
     Ok(body.to_owned())
 }

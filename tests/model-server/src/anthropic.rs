@@ -63,11 +63,9 @@ pub(crate) async fn messages(State(state): State<Shared>, method: Method, uri: U
         Outcome::Reply(reply) => {
             let id = state.next_id();
             if summary.stream {
-                sse::response(stream_frames(&reply, &model, id, conv.input_tokens), reply.delay)
+                sse::response(stream_frames(&reply, &model, id, conv.input_tokens), state.pace(&reply))
             } else {
-                if let Some(d) = reply.delay {
-                    tokio::time::sleep(d).await;
-                }
+                state.pace(&reply).before_answer().await;
                 Json(message(&reply, &model, id, conv.input_tokens)).into_response()
             }
         }

@@ -107,11 +107,9 @@ pub(crate) async fn call(
                     if summary.stream && sse_wanted {
                         let frames =
                             chunks(&reply, conv.input_tokens).iter().map(|c| sse::data(&c.to_string())).collect();
-                        sse::response(frames, reply.delay)
+                        sse::response(frames, state.pace(&reply))
                     } else {
-                        if let Some(d) = reply.delay {
-                            tokio::time::sleep(d).await;
-                        }
+                        state.pace(&reply).before_answer().await;
                         if summary.stream {
                             Json(Value::Array(chunks(&reply, conv.input_tokens))).into_response()
                         } else {

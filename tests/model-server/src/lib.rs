@@ -35,6 +35,9 @@ use serde_json::{Value, json};
 
 pub use script::{PLAIN_TEXT, Scenario, TOOL_PREAMBLE};
 
+/// The longest a `held` answer waits for `POST /__release`.
+pub const HOLD_LIMIT: Duration = Duration::from_secs(120);
+
 /// Settings of the scripted server.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -111,6 +114,8 @@ pub(crate) struct AppState {
     pub config: Config,
     log: Mutex<Vec<RequestRecord>>,
     ids: AtomicU64,
+    /// Turns true at `POST /__release`; held answers wait for it.
+    released: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -128,6 +133,11 @@ impl AppState {
         let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         record.seq = log.len() as u64 + 1;
         log.push(record);
+    }
+
+    /// How `reply`'s events are spaced.
+    pub(crate) fn pace(&self, reply: &script::Reply) -> sse::Pace {
+        sse::Pace::new(reply.delay, reply.held.then(|| self.released.subscribe()))
     }
 
     fn records(&self) -> Vec<RequestRecord> {
@@ -194,10 +204,16 @@ pub(crate) fn parse_body(
 
 /// Builds the router (exposed for embedding; [`serve`] is the usual entry point).
 pub fn router(config: Config) -> Router {
-    let state: Shared = Arc::new(AppState { config, log: Mutex::new(Vec::new()), ids: AtomicU64::new(0) });
+    let state: Shared = Arc::new(AppState {
+        config,
+        log: Mutex::new(Vec::new()),
+        ids: AtomicU64::new(0),
+        released: tokio::sync::watch::Sender::new(false),
+    });
     Router::new()
         .route("/", get(root))
         .route("/__requests", get(requests))
+        .route("/__release", post(release))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/v1/messages", post(anthropic::messages))
@@ -222,6 +238,12 @@ fn meta(api: &'static str) -> CallSummary {
 
 async fn root(State(state): State<Shared>, method: Method, uri: Uri) -> Response {
     logged(&state, &method, &uri, None, meta("meta"), "terminull model server\n".into_response())
+}
+
+/// Lets every `held` answer, waiting or to come, go on.
+async fn release(State(state): State<Shared>) -> Response {
+    state.released.send_replace(true);
+    "released\n".into_response()
 }
 
 async fn requests(State(state): State<Shared>) -> Response {

@@ -81,11 +81,9 @@ pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: 
             let id = state.next_id();
             let r = ResponsesRender { reply: &reply, model: &model, id, input_tokens: conv.input_tokens };
             if summary.stream {
-                sse::response(r.frames(), reply.delay)
+                sse::response(r.frames(), state.pace(&reply))
             } else {
-                if let Some(d) = reply.delay {
-                    tokio::time::sleep(d).await;
-                }
+                state.pace(&reply).before_answer().await;
                 Json(r.response("completed", r.items())).into_response()
             }
         }
@@ -265,11 +263,9 @@ pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method
         Outcome::Reply(reply) => {
             let id = state.next_id();
             if summary.stream {
-                sse::response(chat_frames(&reply, &model, id, conv.input_tokens, include_usage), reply.delay)
+                sse::response(chat_frames(&reply, &model, id, conv.input_tokens, include_usage), state.pace(&reply))
             } else {
-                if let Some(d) = reply.delay {
-                    tokio::time::sleep(d).await;
-                }
+                state.pace(&reply).before_answer().await;
                 Json(chat_message(&reply, &model, id, conv.input_tokens)).into_response()
             }
         }

@@ -25,14 +25,25 @@ pub enum Scenario {
     Error,
     /// A stream with [`Config::slow_delay`] between events (for interrupt tests).
     Slow,
+    /// A stream whose first event comes at once and the rest only once the test calls
+    /// `POST /__release` (at most [`crate::HOLD_LIMIT`] later): a turn that lasts exactly
+    /// as long as the test needs, however loaded the machine.
+    Held,
     /// The answer after a tool result: thinking and a text quoting the tool output.
     FollowUp,
 }
 
 impl Scenario {
     /// All scenarios that can be chosen by keyword, in the order they are checked.
-    pub const KEYWORDED: [Scenario; 6] =
-        [Scenario::Error, Scenario::Slow, Scenario::Long, Scenario::Write, Scenario::Tool, Scenario::Plain];
+    pub const KEYWORDED: [Scenario; 7] = [
+        Scenario::Error,
+        Scenario::Slow,
+        Scenario::Held,
+        Scenario::Long,
+        Scenario::Write,
+        Scenario::Tool,
+        Scenario::Plain,
+    ];
 
     /// The keyword (case-insensitive) that selects this scenario from the last user message.
     pub fn keyword(self) -> &'static str {
@@ -43,6 +54,7 @@ impl Scenario {
             Scenario::Long => "mock:long",
             Scenario::Error => "mock:error",
             Scenario::Slow => "mock:slow",
+            Scenario::Held => "mock:held",
             Scenario::FollowUp => "(a tool result is the last message)",
         }
     }
@@ -56,6 +68,7 @@ impl Scenario {
             Scenario::Long => "long",
             Scenario::Error => "error",
             Scenario::Slow => "slow",
+            Scenario::Held => "held",
             Scenario::FollowUp => "follow_up",
         }
     }
@@ -131,6 +144,8 @@ pub(crate) struct Reply {
     pub tool_call: Option<ToolCall>,
     /// Delay between stream events.
     pub delay: Option<Duration>,
+    /// Everything after the first event waits for `POST /__release` ([`Scenario::Held`]).
+    pub held: bool,
 }
 
 impl Reply {
@@ -216,6 +231,11 @@ pub(crate) fn select(conv: &Conversation, config: &Config) -> (Scenario, Outcome
             delay: Some(config.slow_delay),
             ..Reply::default()
         }),
+        Scenario::Held => Outcome::Reply(Reply {
+            text_chunks: (1..=5).map(|i| format!("Held chunk {i}. ")).collect(),
+            held: true,
+            ..Reply::default()
+        }),
     };
     (scenario, outcome)
 }
@@ -247,6 +267,7 @@ fn shell_call(conv: &Conversation, command: &str) -> Reply {
         text_chunks: words(TOOL_PREAMBLE),
         tool_call: Some(ToolCall { name: tool.name.clone(), arguments }),
         delay: None,
+        held: false,
     }
 }
 
@@ -266,6 +287,7 @@ fn write_call(conv: &Conversation, config: &Config) -> Reply {
             text_chunks: words("I'll write the file."),
             tool_call: Some(ToolCall { name: tool.name.clone(), arguments }),
             delay: None,
+            held: false,
         };
     }
     // No write tool (e.g. codex): write the file through the shell instead.

@@ -356,6 +356,27 @@ async fn slow_stream_still_completes() {
 }
 
 #[tokio::test]
+async fn a_held_stream_waits_after_its_first_event_until_the_test_releases_it() {
+    let addr = start().await;
+    let streamed = tokio::spawn(post(addr, "/v1/messages", anthropic_body("mock:held", &[], true)));
+    let whole = tokio::spawn(post(addr, "/v1/responses", responses_body("mock:held", &[], false)));
+    // A stream is logged when it begins; a whole answer only once it is sent.
+    while !records(addr).await.iter().any(|r| r.scenario.as_deref() == Some("held")) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!streamed.is_finished(), "the held stream ended before the release");
+    assert!(!whole.is_finished(), "the held whole answer came before the release");
+    assert_eq!(request(addr, "POST", "/__release", None).await.status, 200);
+    let (_, text, _, _, _) = parse_anthropic_stream(&streamed.await.unwrap());
+    assert_eq!(text, "Held chunk 1. Held chunk 2. Held chunk 3. Held chunk 4. Held chunk 5. ");
+    assert_eq!(whole.await.unwrap().status, 200);
+    // Released for good: a later held answer goes at once.
+    let r = post(addr, "/v1/messages", anthropic_body("mock:held", &[], true)).await;
+    assert_eq!(parse_anthropic_stream(&r).1, "Held chunk 1. Held chunk 2. Held chunk 3. Held chunk 4. Held chunk 5. ");
+}
+
+#[tokio::test]
 async fn unknown_route_is_404_and_recorded() {
     let addr = start().await;
     assert_eq!(request(addr, "GET", "/api/v1/models", None).await.status, 404);
