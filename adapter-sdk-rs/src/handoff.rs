@@ -21,8 +21,29 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use terminull_protocol::adapter::{
-    ExternalSession, LatestSidForCwdParams, LatestSidForCwdResult, ScanExternalSessionsParams,
+    ExternalSession, HandoffHook, LatestSidForCwdParams, LatestSidForCwdResult, ScanExternalSessionsParams,
 };
+
+/// The five hooks an adapter declares when it implements handoff for an agent that keeps
+/// its sessions on disk and holds no CLI process between turns (a per-turn lease).
+pub const PER_TURN_HOOKS: &[HandoffHook] = &[
+    HandoffHook::ScanExternalSessions,
+    HandoffHook::IsCwdExternallyOwned,
+    HandoffHook::Mirror,
+    HandoffHook::LatestSidForCwd,
+    HandoffHook::TerminalResumeCommand,
+];
+
+/// [`PER_TURN_HOOKS`] and `release`: for a persistent adapter, which lets its CLI
+/// process go when the conversation is handed to a terminal.
+pub const PERSISTENT_HOOKS: &[HandoffHook] = &[
+    HandoffHook::ScanExternalSessions,
+    HandoffHook::IsCwdExternallyOwned,
+    HandoffHook::Mirror,
+    HandoffHook::LatestSidForCwd,
+    HandoffHook::TerminalResumeCommand,
+    HandoffHook::Release,
+];
 
 /// Set in the environment of every process the bridge or an adapter starts (value:
 /// the starting process's pid, or what the starter already had). A process carrying it,
@@ -443,8 +464,25 @@ pub fn files_with_suffix(dir: &Path, suffix: &str, depth: usize, max: usize) -> 
 }
 
 #[cfg(test)]
+mod hook_list_tests {
+    use super::*;
+
+    #[test]
+    fn the_persistent_hook_list_is_the_per_turn_list_and_release() {
+        assert_eq!(&PERSISTENT_HOOKS[..PER_TURN_HOOKS.len()], PER_TURN_HOOKS);
+        assert_eq!(PERSISTENT_HOOKS[PER_TURN_HOOKS.len()..], [HandoffHook::Release]);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_persistent_hook_list_is_the_per_turn_list_and_release() {
+        assert_eq!(&PERSISTENT_HOOKS[..PER_TURN_HOOKS.len()], PER_TURN_HOOKS);
+        assert_eq!(PERSISTENT_HOOKS[PER_TURN_HOOKS.len()..], [HandoffHook::Release]);
+    }
 
     fn proc(pid: u32, ppid: u32, argv: &[&str], cwd: &str, marked: bool) -> ProcInfo {
         ProcInfo {

@@ -632,14 +632,7 @@ impl Adapter for ClaudeCode {
         InitParam::PermissionMode,
     ];
 
-    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
-        HandoffHook::ScanExternalSessions,
-        HandoffHook::IsCwdExternallyOwned,
-        HandoffHook::Mirror,
-        HandoffHook::LatestSidForCwd,
-        HandoffHook::TerminalResumeCommand,
-        HandoffHook::Release,
-    ];
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
     type Models = Provided;
     type Usage = Provided;

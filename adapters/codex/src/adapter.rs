@@ -93,13 +93,7 @@ impl Adapter for Codex {
         InitParam::PermissionMode,
     ];
 
-    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
-        HandoffHook::ScanExternalSessions,
-        HandoffHook::IsCwdExternallyOwned,
-        HandoffHook::Mirror,
-        HandoffHook::LatestSidForCwd,
-        HandoffHook::TerminalResumeCommand,
-    ];
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PER_TURN_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;

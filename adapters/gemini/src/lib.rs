@@ -49,14 +49,7 @@ impl AcpProfile for Gemini {
     };
     const PERMISSION_MODES: Option<&'static [&'static str]> = Some(PERMISSION_MODES);
     const REWRITE_THOUGHT: terminull_acp::mapping::ChunkRewrite = rewrite_thought;
-    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
-        HandoffHook::ScanExternalSessions,
-        HandoffHook::IsCwdExternallyOwned,
-        HandoffHook::Mirror,
-        HandoffHook::LatestSidForCwd,
-        HandoffHook::TerminalResumeCommand,
-        HandoffHook::Release,
-    ];
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
     async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
         Ok(handoff::scan(&gemini_dir()?, &params))

@@ -323,14 +323,7 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         InitParam::PermissionMode,
     ];
 
-    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
-        HandoffHook::ScanExternalSessions,
-        HandoffHook::IsCwdExternallyOwned,
-        HandoffHook::Mirror,
-        HandoffHook::LatestSidForCwd,
-        HandoffHook::TerminalResumeCommand,
-        HandoffHook::Release,
-    ];
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
     type Models = Provided;
     type Usage = Provided;

@@ -289,14 +289,7 @@ impl Adapter for Pi {
         InitParam::PermissionMode,
     ];
 
-    const HANDOFF_HOOKS: &'static [HandoffHook] = &[
-        HandoffHook::ScanExternalSessions,
-        HandoffHook::IsCwdExternallyOwned,
-        HandoffHook::Mirror,
-        HandoffHook::LatestSidForCwd,
-        HandoffHook::TerminalResumeCommand,
-        HandoffHook::Release,
-    ];
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;
