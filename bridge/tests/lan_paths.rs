@@ -16,9 +16,9 @@ use terminull_client::failover::{self, FailoverPolicy, Routes};
 use terminull_client::home::DeviceHome;
 use terminull_client::mdns::{self, MdnsScope};
 use terminull_client::transcript::{Applied, Transcript};
-use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
+use terminull_protocol::control::{self, BridgeMessage, ControlMessage};
 use terminull_protocol::crypto::pairing::PairingLink;
-use terminull_protocol::ids::{AgentId, SessionId};
+use terminull_protocol::ids::SessionId;
 use terminull_protocol::lan::LanAdvert;
 use terminull_relay::{Relay, RelayConfig};
 
@@ -32,29 +32,6 @@ fn logs() {
 
 async fn next(client: &mut Client) -> BridgeMessage {
     tokio::time::timeout(Duration::from_secs(30), client.next()).await.expect("a message in time").expect("open")
-}
-
-/// Starts an echo session and returns its id; blocks that arrive meanwhile go to `transcript`.
-async fn start_session(client: &mut Client, cwd: &std::path::Path, transcript: &mut Transcript) -> SessionId {
-    let mut kept = Vec::new();
-    let request = ControlMessage::SessionRequest(control::SessionRequest {
-        agent: AgentId("echo".into()),
-        cwd: cwd.display().to_string(),
-        model: None,
-        effort: None,
-        permission_mode: None,
-        app_pubkey: String::new(),
-    });
-    let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.expect("session starts")
-    else {
-        panic!("session_request answered with something else");
-    };
-    for m in kept {
-        if let BridgeMessage::Block { block, .. } = m {
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-        }
-    }
-    session_id
 }
 
 async fn say(client: &mut Client, session: &SessionId, text: &str, transcript: &mut Transcript) {
@@ -137,7 +114,7 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
         let mut client = Client::remote(connection);
         let cwd = tempfile::tempdir().unwrap();
         let mut transcript = Transcript::new();
-        let session = start_session(&mut client, cwd.path(), &mut transcript).await;
+        let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
         say(&mut client, &session, "hello, found by mDNS", &mut transcript).await;
         until_turn_end(&mut client, &mut transcript).await;
         let texts: Vec<String> = transcript
@@ -185,7 +162,7 @@ async fn the_link_falls_back_to_the_relay_when_the_lan_dies_mid_stream_and_retur
     let mut client = Client::remote(connection);
     let cwd = tempfile::tempdir().unwrap();
     let mut transcript = Transcript::new();
-    let session = start_session(&mut client, cwd.path(), &mut transcript).await;
+    let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
     let words = (1..=40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
     say(&mut client, &session, &format!("slow {words}"), &mut transcript).await;
 

@@ -15,9 +15,9 @@ use terminull_bridge::devices;
 use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;
 use terminull_client::transcript::{Applied, Transcript};
-use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
+use terminull_protocol::control::{self, BridgeMessage, ControlMessage};
 use terminull_protocol::crypto::pairing::PairingLink;
-use terminull_protocol::ids::{AgentId, SessionId};
+use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig, RunningRelay};
 
 /// Logs to the test's output when `RUST_LOG` is set.
@@ -77,38 +77,6 @@ async fn turn(client: &mut Client, session: &SessionId, text: &str, transcript: 
     }
 }
 
-async fn start_session(client: &mut Client, cwd: &Path, transcript: &mut Transcript) -> SessionId {
-    let mut kept = Vec::new();
-    let request = ControlMessage::SessionRequest(control::SessionRequest {
-        agent: AgentId("echo".into()),
-        cwd: cwd.display().to_string(),
-        model: None,
-        effort: None,
-        permission_mode: None,
-        app_pubkey: String::new(),
-    });
-    let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.expect("session starts")
-    else {
-        panic!("not started")
-    };
-    for m in kept {
-        if let BridgeMessage::Block { block, .. } = m {
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-        }
-    }
-    // The opening blocks (agent_info, …) up to the replay_done of the new session.
-    loop {
-        match tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap() {
-            BridgeMessage::Block { block, .. } => {
-                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-            }
-            BridgeMessage::ReplayDone { .. } => break,
-            BridgeMessage::Reply(_) => {}
-        }
-    }
-    session_id
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals_the_bridge_history() {
     let data = tempfile::tempdir().unwrap();
@@ -151,7 +119,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
     let mut client = connect(&phone, &relay.ws_url()).await;
     let cwd = tempfile::tempdir().unwrap();
     let mut transcript = Transcript::new();
-    let session = start_session(&mut client, cwd.path(), &mut transcript).await;
+    let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
     turn(&mut client, &session, "hello through the relay", &mut transcript).await;
     let texts: Vec<String> = transcript
         .entries()
@@ -248,7 +216,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
     let cwd = tempfile::tempdir().unwrap();
     let mut transcript = Transcript::new();
     let mut client = connect(&paired.device, &url).await;
-    let session = start_session(&mut client, cwd.path(), &mut transcript).await;
+    let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
 
     // 1. The device goes away in the middle of a slow turn, then resumes.
     for (round, restart_relay) in [(1, false), (2, true)] {

@@ -13,11 +13,12 @@ use terminull_bridge::relay_client;
 use terminull_bridge::service::Service;
 use terminull_bridge::session::SessionPolicy;
 use terminull_client::home::{DeviceHome, PairedBridgeRecord};
-use terminull_client::transcript::Transcript;
+use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::blocks::Block;
+use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairingLink};
-use terminull_protocol::ids::SessionId;
+use terminull_protocol::ids::{AgentId, SessionId};
 
 /// A running bridge service and a device paired with it.
 pub struct Paired {
@@ -140,4 +141,42 @@ pub fn assert_complete(client: &Transcript, history: &[Block]) {
     }
     assert_eq!(client.last_seq(), expected.last_seq(), "the client is missing the newest blocks");
     assert_eq!(client.entries(), expected.entries(), "the client's transcript differs from the bridge's history");
+}
+
+/// Starts an echo session through `client` and applies its opening blocks, up to the
+/// session's `replay_done`, to `transcript`; returns the session's id.
+pub async fn start_echo_session(
+    client: &mut terminull_bridge::client::Client,
+    cwd: &Path,
+    transcript: &mut Transcript,
+) -> SessionId {
+    let mut kept = Vec::new();
+    let request = ControlMessage::SessionRequest(control::SessionRequest {
+        agent: AgentId("echo".into()),
+        cwd: cwd.display().to_string(),
+        model: None,
+        effort: None,
+        permission_mode: None,
+        app_pubkey: String::new(),
+    });
+    let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.expect("session starts")
+    else {
+        panic!("not started")
+    };
+    for m in kept {
+        if let BridgeMessage::Block { block, .. } = m {
+            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
+        }
+    }
+    // The opening blocks (agent_info, …) up to the replay_done of the new session.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap() {
+            BridgeMessage::Block { block, .. } => {
+                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
+            }
+            BridgeMessage::ReplayDone { .. } => break,
+            BridgeMessage::Reply(_) => {}
+        }
+    }
+    session_id
 }
