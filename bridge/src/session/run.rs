@@ -1,0 +1,184 @@
+//! Starting a session actor and its loop: one command, adapter event, liveness deadline
+//! or parked poll at a time, with the pending work saved after each.
+
+use std::collections::VecDeque;
+
+use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionListing, SessionState};
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use super::actor::{Actor, SessionSpec, next_event};
+use super::handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
+use crate::history::{self, PendingWork, SessionLog};
+
+/// Blocks buffered for followers before a slow one lags; a lagging follower resumes
+/// from history by seq, so nothing is lost. tokio's broadcast channel allocates every
+/// slot up front, so this is per-session memory (4096 slots measured ~1 MB per idle
+/// session; 256 keep it small while covering a burst of streamed chunks).
+const FOLLOWER_BUFFER: usize = 256;
+
+/// Commands queued per session.
+const COMMAND_QUEUE: usize = 256;
+
+/// Starts a session actor and returns its handle. With `start_now` the adapter is
+/// launched and the session started (appending its `agent_info`) before this returns,
+/// and a failure to start is the error; otherwise (a session revived from history)
+/// the adapter starts with the first message, so replaying history costs no process.
+pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) -> Result<SessionHandle, ReplyError> {
+    let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+    let (live, _) = broadcast::channel(FOLLOWER_BUFFER);
+    let mut actor = Actor {
+        spec,
+        log,
+        live,
+        adapter: None,
+        declaration: None,
+        state: SessionState::Idle,
+        turn: None,
+        last_output: Instant::now(),
+        pending: PendingWork::default(),
+        crashes: VecDeque::new(),
+        ever_started: false,
+        next_poll: Instant::now(),
+    };
+    if start_now {
+        actor.ensure_adapter().await?;
+    } else {
+        actor.state = SessionState::Detached;
+        // Revived after a bridge restart: what it had accepted and not carried out.
+        actor.pending = actor.spec.meta.pending.clone();
+        if actor.pending.parked.is_some() {
+            actor.state = SessionState::Parked;
+        }
+    }
+    if actor.spec.attach {
+        actor.attach_external().await?;
+    }
+    let handle = SessionHandle::new(actor.spec.meta.session_id.clone(), actor.spec.meta.agent_id.to_string(), tx);
+    tokio::spawn(actor.run(rx));
+    Ok(handle)
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<SessionCommand>) {
+        self.resume_pending().await;
+        loop {
+            self.save_pending();
+            let watching = matches!(self.state, SessionState::Running);
+            let parked = self.pending.parked.is_some();
+            let next_poll = self.next_poll;
+            let deadline = self.last_output + self.spec.policy.liveness;
+            tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => {
+                        if self.command(command).await {
+                            break;
+                        }
+                    }
+                    None => {
+                        // Every handle is gone (bridge shutdown): let the adapter go.
+                        self.shutdown_adapter(true).await;
+                        break;
+                    }
+                },
+                event = next_event(&mut self.adapter) => self.event(event).await,
+                () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
+                () = tokio::time::sleep_until(next_poll), if parked => {
+                    self.poll_parked().await;
+                    // From the end of this poll: a slow hook does not stack polls up.
+                    self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
+                }
+            }
+        }
+    }
+
+    /// Handles one command; true when the session is over.
+    async fn command(&mut self, command: SessionCommand) -> bool {
+        match command {
+            SessionCommand::UserMessage(message, reply) => {
+                let result = self.user_message(message).await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::Interrupt(reply) => {
+                let result = self.interrupt().await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::PermissionResponse(id, option, reply) => {
+                let result = self.permission_response(id, option).await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::GetUsage(reply) => {
+                let result = self.usage().await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::Follow { since_seq, since_ts, reply } => {
+                let backlog = match (since_seq, since_ts) {
+                    (Some(seq), _) => self.log.read_since_seq(seq),
+                    (None, Some(ts)) => self.log.read_since_ts(ts),
+                    (None, None) => self.log.read_since_seq(0),
+                };
+                // The spec's lifecycle (§1.4): an app resuming by time gets the older
+                // history too, after replay_done; a resume by seq is exact and gets none.
+                let history = match (since_seq, since_ts, &backlog) {
+                    (None, Some(_), Ok(backlog)) => {
+                        let first = backlog.first().and_then(|b| b.seq).unwrap_or(u64::MAX);
+                        let mut older: Vec<Block> = self
+                            .log
+                            .read_all()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|b| b.seq.is_some_and(|s| s < first))
+                            .collect();
+                        let skip = older.len().saturating_sub(OLDER_HISTORY_CAP);
+                        older.drain(..skip);
+                        older
+                    }
+                    _ => Vec::new(),
+                };
+                let result = backlog
+                    .map(|backlog| Following { backlog, history, live: self.live.subscribe() })
+                    .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });
+                let _ = reply.send(result);
+            }
+            SessionCommand::Listing(reply) => {
+                let m = &self.spec.meta;
+                let _ = reply.send(SessionListing {
+                    session_id: m.session_id.clone(),
+                    agent_id: m.agent_id.clone(),
+                    cwd: m.cwd.clone(),
+                    state: self.state,
+                    last_seq: self.log.last_seq(),
+                    title: m.title.clone(),
+                });
+            }
+            SessionCommand::Detach(reply) => {
+                if self.turn.is_some() {
+                    self.end_turn(EndReason::Stopped, Some("the bridge is shutting down"));
+                }
+                self.shutdown_adapter(true).await;
+                if let Err(e) = self.log.sync() {
+                    tracing::warn!(session = %self.spec.meta.session_id, "cannot sync history: {e}");
+                }
+                let _ = reply.send(());
+                return true;
+            }
+            SessionCommand::ContinueInTerminal(reply) => {
+                let result = self.continue_in_terminal().await;
+                let _ = reply.send(result);
+            }
+            SessionCommand::Stop(reply) => {
+                if self.turn.is_some() {
+                    self.end_turn(EndReason::Stopped, None);
+                }
+                self.shutdown_adapter(true).await;
+                self.state = SessionState::Stopped;
+                self.spec.meta.state = history::SessionState::Stopped;
+                self.save_meta();
+                let _ = reply.send(Ok(()));
+                return true;
+            }
+        }
+        false
+    }
+}
