@@ -2,6 +2,8 @@
 //! `terminull` command line.
 //!
 //! - [`home`]: the home directory and `config.toml`.
+//! - [`session`]: one actor per session; [`history`]: its blocks and metadata on disk;
+//!   [`handoff`]: what a session owes across a restart; [`service`]: the dispatcher.
 //! - [`host`]: one adapter process — handshake, contract check, ordered events, shutdown.
 //! - [`registry`]: built-in and drop-in adapters, checked and detected.
 //! - [`conformance`], [`transcript`]: tools for adapter authors.
@@ -13,6 +15,7 @@ pub mod chat;
 pub mod client;
 pub mod conformance;
 pub mod devices;
+pub mod handoff;
 pub mod history;
 pub mod home;
 pub mod host;
