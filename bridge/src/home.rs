@@ -150,23 +150,14 @@ pub struct Config {
     pub handoff: Option<HandoffSection>,
 }
 
-/// `[handoff]` in the configuration (docs/session-handoff.md).
+/// `[handoff]` in the configuration (docs/session-handoff.md); `Config::session_policy`
+/// (in [`crate::session::policy`], which depends on this module, not the reverse) turns
+/// it into the session policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffSection {
     /// How often a parked session checks the terminal and mirrors it, in milliseconds.
     pub poll_ms: u64,
-}
-
-impl Config {
-    /// The session policy this configuration asks for (the defaults, with `[handoff]`).
-    pub fn session_policy(&self) -> crate::session::SessionPolicy {
-        let mut policy = crate::session::SessionPolicy::default();
-        if let Some(h) = &self.handoff {
-            policy.handoff_poll = std::time::Duration::from_millis(h.poll_ms.clamp(50, 60_000));
-        }
-        policy
-    }
 }
 
 /// `[lan]` in the configuration.

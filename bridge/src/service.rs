@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Serialize;
 use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::UserMessage;
 use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
@@ -15,13 +14,15 @@ use terminull_protocol::control::{
     self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
 };
 use terminull_protocol::ids::SessionId;
-use terminull_protocol::relay::{AgentSummary, PushKind};
+use terminull_protocol::relay::AgentSummary;
 use tokio::sync::{Mutex, RwLock, broadcast};
 
 use crate::history::{HistoryStore, SessionMeta, SessionState as HistoryState};
 use crate::home::{Config, Home};
 use crate::host::launch;
 use crate::registry::{Registry, ScanOptions, scan};
+/// Notices are made by the sessions; the service hands them to whoever listens.
+pub use crate::session::notices::Notice;
 use crate::session::{Following, SessionHandle, SessionPolicy, SessionSpec, spawn_session};
 
 /// What one control message produced: the reply, and a session to follow when the
@@ -38,20 +39,6 @@ impl Dispatched {
     fn reply(reply: Reply) -> Self {
         Self { reply, follow: None }
     }
-}
-
-/// Something a user away from the screen wants to hear about: sent to paired devices
-/// as a push, sealed for each (see docs/relay.md §Pushes).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Notice {
-    /// The session.
-    pub session_id: SessionId,
-    /// What happened.
-    pub kind: PushKind,
-    /// One line for the notification's title.
-    pub title: String,
-    /// Detail.
-    pub body: String,
 }
 
 /// The most sessions asked of each agent by `scan_external_sessions`.

@@ -135,7 +135,6 @@ pub mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use crate::handoff::{Parked, PendingWork};
 pub use compaction::CompactStats;
 pub use error::{HistoryError, Result};
 pub use index::{INDEX_FILE, INDEX_MAGIC, INDEX_RECORD_LEN};

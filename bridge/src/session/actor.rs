@@ -14,9 +14,10 @@ use terminull_protocol::turn::TurnTracker;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::notices::notice_for;
+use super::notices::{Notice, notice_for};
 use super::policy::{SessionPolicy, may_restart};
-use crate::history::{HistoryStore, PendingWork, SessionLog, SessionMeta};
+use crate::handoff::PendingWork;
+use crate::history::{HistoryStore, SessionLog, SessionMeta};
 use crate::host::{AdapterCommand, AdapterEvent, HostedAdapter, launch};
 
 /// Everything needed to (re)start a session's adapter.
@@ -33,7 +34,7 @@ pub struct SessionSpec {
     /// Where the session's metadata is kept.
     pub store: HistoryStore,
     /// Where turn ends, permission requests and errors are announced.
-    pub notices: tokio::sync::broadcast::Sender<crate::service::Notice>,
+    pub notices: broadcast::Sender<Notice>,
     /// The handoff hooks the agent's adapter declares.
     pub hooks: Vec<HandoffHook>,
     /// Bound to a conversation the agent's CLI started (`attach_external`): its

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::actor::{Actor, agent_failed};
 use super::policy::{ParkedStep, parked_step};
-use crate::history::Parked;
+use crate::handoff::Parked;
 
 impl Actor {
     /// Delivers `message` unless a terminal drives the conversation, in which case the

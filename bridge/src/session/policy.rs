@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::home::Config;
+
 /// Policy of a session; small pure values so tests can shorten them.
 #[derive(Debug, Clone)]
 pub struct SessionPolicy {
@@ -33,6 +35,19 @@ impl Default for SessionPolicy {
             crash_window: Duration::from_secs(180),
             handoff_poll: Duration::from_secs(2),
         }
+    }
+}
+
+/// The session policy a configuration asks for. Defined here rather than in
+/// [`crate::home`] so that the configuration does not depend on the session module.
+impl Config {
+    /// The session policy this configuration asks for (the defaults, with `[handoff]`).
+    pub fn session_policy(&self) -> SessionPolicy {
+        let mut policy = SessionPolicy::default();
+        if let Some(h) = &self.handoff {
+            policy.handoff_poll = Duration::from_millis(h.poll_ms.clamp(50, 60_000));
+        }
+        policy
     }
 }
 

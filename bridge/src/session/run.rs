@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::actor::{Actor, SessionSpec, next_event};
 use super::handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
-use crate::history::{self, PendingWork, SessionLog};
+use crate::handoff::PendingWork;
+use crate::history::{self, SessionLog};
 
 /// Blocks buffered for followers before a slow one lags; a lagging follower resumes
 /// from history by seq, so nothing is lost. tokio's broadcast channel allocates every
