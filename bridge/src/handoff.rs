@@ -18,7 +18,7 @@ pub struct PendingWork {
     pub queued: VecDeque<UserMessage>,
     /// Set while a terminal owns the conversation (or was handed it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parked: Option<Parked>,
+    pub parked: Option<TerminalHold>,
     /// Where the mirror of the agent's own transcript stopped (opaque, the adapter's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror_cursor: Option<String>,
@@ -37,9 +37,10 @@ impl PendingWork {
     }
 }
 
-/// A parked session: nothing is sent to the agent until the terminal lets go.
+/// A terminal's hold on a conversation: while a session keeps one (it is *parked*),
+/// nothing is sent to the agent until the terminal lets go.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Parked {
+pub struct TerminalHold {
     /// A terminal was seen owning the conversation since it was parked.
     #[serde(default)]
     pub seen_owner: bool,

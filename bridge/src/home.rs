@@ -37,10 +37,17 @@ pub enum HomeError {
     Invalid {
         /// The file.
         path: PathBuf,
-        /// What is wrong, with the line and column.
-        problem: String,
+        /// What is wrong, with the line and column. Not a `#[source]`: its text is the
+        /// message already.
+        problem: ConfigSyntaxError,
     },
 }
+
+/// `config.toml`'s text is not a valid [`Config`]: the TOML decoder's message, which
+/// names the line and column (and the unknown key, for a typo).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.to_string().trim_end())]
+pub struct ConfigSyntaxError(#[from] toml::de::Error);
 
 impl Home {
     /// `flag`, else `$TERMINULL_HOME`, else `$HOME/.terminull`.
@@ -221,8 +228,8 @@ pub struct AgentConfig {
 
 impl Config {
     /// Parses the TOML text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    pub fn parse(text: &str) -> Result<Self, ConfigSyntaxError> {
+        Ok(toml::from_str(text)?)
     }
 
     /// The settings of `agent_id` (defaults when not configured).
@@ -257,7 +264,7 @@ mod tests {
         assert_eq!(claude.env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
         assert_eq!(claude.binary.as_deref(), Some("/opt/claude"));
         assert!(!c.agent("codex").disabled);
-        let e = Config::parse("[agents.claude]\nbinnary = \"x\"\n").unwrap_err();
+        let e = Config::parse("[agents.claude]\nbinnary = \"x\"\n").unwrap_err().to_string();
         assert!(e.contains("binnary"), "{e}");
     }
 
@@ -276,9 +283,9 @@ mod tests {
         assert_eq!(goose.env["GOOSE_MODE"], "auto");
         assert_eq!(goose.lease, Some(terminull_protocol::adapter::LeaseKind::PerTurn));
         assert_eq!(c.acp_agents["plain"], AcpAgentConfig { command: "/opt/a".into(), ..AcpAgentConfig::default() });
-        let e = Config::parse("[acp_agents.x]\nargs = []\n").unwrap_err();
+        let e = Config::parse("[acp_agents.x]\nargs = []\n").unwrap_err().to_string();
         assert!(e.contains("command"), "{e}");
-        let e = Config::parse("[acp_agents.x]\ncommand = \"a\"\ncmd = \"b\"\n").unwrap_err();
+        let e = Config::parse("[acp_agents.x]\ncommand = \"a\"\ncmd = \"b\"\n").unwrap_err().to_string();
         assert!(e.contains("cmd"), "{e}");
     }
 

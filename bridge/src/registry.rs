@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use terminull_protocol::adapter::{self as proto, Declaration, DetectResult};
+use terminull_protocol::adapter::{self as proto, ContractViolation, Declaration, DetectResult};
 
 use crate::home::{Config, Home};
 use crate::host::{AdapterCommand, HostError, launch};
@@ -206,7 +206,8 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
         let (kind, path) = (candidate.kind, candidate.shown.clone());
         let agent = match result {
             Ok(agent) => agent,
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
                 refused.push(Refusal { path, kind, reason });
                 continue;
@@ -344,15 +345,23 @@ fn drop_in_candidates(dir: &Path, refused: &mut Vec<Refusal>) -> Vec<PathBuf> {
     out
 }
 
+/// Why a candidate was not registered; its text is the [`Refusal`]'s reason.
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    /// The declaration broke the contract.
+    #[error("contract check failed: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Contract(Vec<ContractViolation>),
+    /// The adapter could not be brought up.
+    #[error(transparent)]
+    Launch(HostError),
+}
+
 /// Starts one candidate, checks its declaration, asks `detect`, and shuts it down.
-async fn probe(opts: &ScanOptions, candidate: &Candidate) -> Result<Agent, String> {
+async fn probe(opts: &ScanOptions, candidate: &Candidate) -> Result<Agent, ProbeError> {
     let mut command = candidate.command.clone();
     let mut hosted = launch(command.clone(), opts.handshake_timeout).await.map_err(|e| match e {
-        HostError::Refused { violations, .. } => {
-            let list: Vec<_> = violations.iter().map(ToString::to_string).collect();
-            format!("contract check failed: {}", list.join("; "))
-        }
-        other => other.to_string(),
+        HostError::Refused { violations, .. } => ProbeError::Contract(violations),
+        other => ProbeError::Launch(other),
     })?;
     let declaration = hosted.declaration().clone();
     let detect = tokio::time::timeout(opts.detect_timeout, hosted.call::<proto::Detect>(&proto::Empty {})).await;

@@ -13,13 +13,21 @@ use super::error::{Result, io_err};
 /// Backwards reads while looking for the last line go in chunks of this size.
 const TAIL_CHUNK: usize = 64 * 1024;
 
+/// Why a line of the log is not a stored block.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LineError {
+    /// A block, but without the `seq` every stored block has.
+    #[error("the block has no seq")]
+    NoSeq,
+    /// Not a block at all.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// A line of the log decoded as a stored block (one that has its `seq`).
-pub(super) fn parse_line(line: &[u8]) -> std::result::Result<Block, String> {
-    match serde_json::from_slice::<Block>(line) {
-        Ok(b) if b.seq.is_some() => Ok(b),
-        Ok(_) => Err("the block has no seq".into()),
-        Err(e) => Err(e.to_string()),
-    }
+pub(super) fn parse_line(line: &[u8]) -> std::result::Result<Block, LineError> {
+    let block = serde_json::from_slice::<Block>(line)?;
+    if block.seq.is_some() { Ok(block) } else { Err(LineError::NoSeq) }
 }
 
 /// Reads exactly `buf.len()` bytes of `file` at `offset`.
@@ -99,4 +107,18 @@ pub(super) fn line_at(file: &File, path: &Path, offset: u64, len: u64) -> Option
     let (_, line) = reader.next_line().ok()??;
     let block = parse_line(line).ok()?;
     Some((block, reader.pos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_without_seq_or_not_json_is_refused_with_the_logged_reason() {
+        let no_seq = parse_line(br#"{"ts":1.0,"type":"progress","id":"p","message":"x","done":false}"#).unwrap_err();
+        assert_eq!(no_seq.to_string(), "the block has no seq");
+        let garbage = parse_line(b"{\"seq\":").unwrap_err();
+        assert!(matches!(garbage, LineError::Json(_)), "{garbage:?}");
+        assert!(parse_line(br#"{"seq":3,"ts":1.0,"type":"progress","id":"p","message":"x","done":false}"#).is_ok());
+    }
 }

@@ -300,7 +300,8 @@ impl SessionLog {
                 Some(head) if keep(head.seq.unwrap_or_default(), head.ts) => out.push(&head, line),
                 Some(_) => {}
                 None => {
-                    let problem = parse_line(line).err().unwrap_or_else(|| "unreadable head".into());
+                    let problem =
+                        parse_line(line).err().map_or_else(|| "unreadable head".to_owned(), |e| e.to_string());
                     tracing::warn!(
                         file = %self.data_path.display(), offset, %problem,
                         "skipping an unreadable line of the block log"

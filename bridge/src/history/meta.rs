@@ -39,10 +39,12 @@ pub fn validate_session_id(id: &str) -> Result<()> {
     }
 }
 
-/// Whether a session can still be resumed.
+/// Whether a stored session is still active (resumable) or was stopped (kept as
+/// history only). Not the live turn state a client sees, which is
+/// [`SessionState`](terminull_protocol::control::SessionState).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SessionState {
+pub enum LogStatus {
     /// Running, or interrupted by a bridge restart: resumable when it has an agent session id.
     Active,
     /// Ended by the user (`stop_session`); kept as history only.
@@ -79,7 +81,7 @@ pub struct SessionMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     /// Active or stopped.
-    pub state: SessionState,
+    pub state: LogStatus,
     /// Work the session owes its user across a bridge restart; absent when none.
     #[serde(default, skip_serializing_if = "PendingWork::is_empty")]
     pub pending: PendingWork,
@@ -101,7 +103,7 @@ impl SessionMeta {
             updated_at: now,
             agent_session_id: None,
             title: None,
-            state: SessionState::Active,
+            state: LogStatus::Active,
             pending: PendingWork::default(),
         }
     }

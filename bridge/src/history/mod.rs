@@ -139,6 +139,6 @@ pub use compaction::CompactStats;
 pub use error::{HistoryError, Result};
 pub use index::{INDEX_FILE, INDEX_MAGIC, INDEX_RECORD_LEN};
 pub use log::{DATA_FILE, SessionLog};
-pub use meta::{MAX_SESSION_ID_LEN, META_FILE, SessionMeta, SessionState, validate_session_id};
+pub use meta::{LogStatus, MAX_SESSION_ID_LEN, META_FILE, SessionMeta, validate_session_id};
 pub use store::HistoryStore;
 pub use sync::{DEFAULT_SYNC_INTERVAL, SyncPolicy, is_sync_boundary, sync_due};

@@ -11,7 +11,7 @@ use terminull_protocol::blocks::now_ts;
 use super::error::{HistoryError, Result, io_err};
 use super::index::{INDEX_FILE, INDEX_MAGIC};
 use super::log::{DATA_FILE, SessionLog};
-use super::meta::{SessionMeta, SessionState, read_meta, validate_session_id, write_meta};
+use super::meta::{LogStatus, SessionMeta, read_meta, validate_session_id, write_meta};
 use super::sync::{SyncPolicy, sync_dir};
 
 /// The root of all session histories (`<home>/sessions`).
@@ -141,7 +141,7 @@ impl HistoryStore {
         Ok(self
             .list()?
             .into_iter()
-            .filter(|m| m.state != SessionState::Stopped && keep(m))
+            .filter(|m| m.state != LogStatus::Stopped && keep(m))
             .map(|m| m.session_id)
             .collect())
     }

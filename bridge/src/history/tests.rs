@@ -638,10 +638,10 @@ fn list_skips_malformed_session_directories() {
 fn resumable_sessions_are_active_with_an_agent_session_id() {
     let (_tmp, store) = store();
     for (i, (id, agent_session, state)) in [
-        ("resumable", Some("a1"), SessionState::Active),
-        ("no-agent-id", None, SessionState::Active),
-        ("stopped", Some("a3"), SessionState::Stopped),
-        ("also-resumable", Some("a4"), SessionState::Active),
+        ("resumable", Some("a1"), LogStatus::Active),
+        ("no-agent-id", None, LogStatus::Active),
+        ("stopped", Some("a3"), LogStatus::Stopped),
+        ("also-resumable", Some("a4"), LogStatus::Active),
     ]
     .into_iter()
     .enumerate()
@@ -654,7 +654,7 @@ fn resumable_sessions_are_active_with_an_agent_session_id() {
     }
     let ids: Vec<String> = store.resumable_session_ids().unwrap().into_iter().map(|s| s.0).collect();
     assert_eq!(ids, vec!["resumable", "also-resumable"]);
-    store.update_meta(&"resumable".into(), |m| m.state = SessionState::Stopped).unwrap();
+    store.update_meta(&"resumable".into(), |m| m.state = LogStatus::Stopped).unwrap();
     store.update_meta(&"no-agent-id".into(), |m| m.agent_session_id = Some("a2".into())).unwrap();
     let ids: Vec<String> = store.resumable_session_ids().unwrap().into_iter().map(|s| s.0).collect();
     assert_eq!(ids, vec!["no-agent-id", "also-resumable"]);

@@ -10,8 +10,8 @@ use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionState};
 use tokio::time::Instant;
 
 use super::actor::{Actor, agent_failed};
-use super::policy::{ParkedStep, parked_step};
-use crate::handoff::Parked;
+use super::policy::{AttachDecision, attach_decision};
+use crate::handoff::TerminalHold;
 
 impl Actor {
     /// Delivers `message` unless a terminal drives the conversation, in which case the
@@ -19,7 +19,7 @@ impl Actor {
     pub(super) async fn guarded_deliver(&mut self, message: UserMessage) -> Result<(), ReplyError> {
         if let Some(owner) = self.terminal_owner().await {
             self.pending.queued.push_front(message);
-            self.park(Parked { seen_owner: true, owner_pid: owner, resume_command: None }).await;
+            self.park(TerminalHold { seen_owner: true, owner_pid: owner, resume_command: None }).await;
             return Ok(());
         }
         self.deliver(message).await
@@ -30,7 +30,7 @@ impl Actor {
     pub(super) async fn attach_external(&mut self) -> Result<(), ReplyError> {
         self.mirror().await;
         match self.terminal_owner().await {
-            Some(owner) => self.park(Parked { seen_owner: true, owner_pid: owner, resume_command: None }).await,
+            Some(owner) => self.park(TerminalHold { seen_owner: true, owner_pid: owner, resume_command: None }).await,
             None => {
                 self.state = SessionState::Idle;
                 self.publish(BlockKind::SessionState(SessionStateNotice {
@@ -47,13 +47,13 @@ impl Actor {
 
     /// Parks the session: from now on nothing is sent to the agent until the terminal
     /// lets go.
-    pub(super) async fn park(&mut self, parked: Parked) {
+    pub(super) async fn park(&mut self, hold: TerminalHold) {
         if self.pending.mirror_cursor.is_none() {
             // Without a cursor the whole transcript would be mirrored again on top of the
             // history: start from its end.
             self.skip_mirror().await;
         }
-        self.pending.parked = Some(parked);
+        self.pending.parked = Some(hold);
         self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();
@@ -120,7 +120,7 @@ impl Actor {
             }
             return;
         }
-        if parked_step(false, parked.seen_owner, self.pending.queued.len()) == ParkedStep::Attach {
+        if attach_decision(false, parked.seen_owner, self.pending.queued.len()) == AttachDecision::Attach {
             self.attach().await;
         }
     }
@@ -189,7 +189,8 @@ impl Actor {
         };
         let params =
             proto::TerminalResumeCommandParams { agent_session_id: sid, cwd: Some(self.spec.meta.cwd.clone()) };
-        let command = self.hook::<proto::TerminalResumeCommand>(&params).await.map_err(agent_failed)?;
+        let command =
+            self.hook::<proto::TerminalResumeCommand>(&params).await.map_err(|e| agent_failed(e.to_string()))?;
         if self.pending.parked.as_ref().is_some_and(|p| p.resume_command.as_ref() == Some(&command.argv)) {
             return Ok(command);
         }
@@ -207,7 +208,8 @@ impl Actor {
             self.skip_mirror().await;
         }
         let seen_owner = self.pending.parked.as_ref().is_some_and(|p| p.seen_owner);
-        self.pending.parked = Some(Parked { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
+        self.pending.parked =
+            Some(TerminalHold { seen_owner, owner_pid: None, resume_command: Some(command.argv.clone()) });
         self.next_poll = Instant::now() + self.spec.policy.handoff_poll;
         self.state = SessionState::Parked;
         self.announce_parked();

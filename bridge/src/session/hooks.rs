@@ -4,8 +4,34 @@
 
 use terminull_protocol::adapter::{self as proto, AdapterRequest, HandoffHook};
 
+use terminull_rpc::CallError;
+
 use super::actor::Actor;
-use crate::host::{HostedAdapter, launch};
+use crate::host::{HostError, HostedAdapter, launch};
+
+/// Why a class-level hook call gave no answer; both name the adapter, as the logs and
+/// the `agent_failed` reply show them.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HookError {
+    /// The short-lived adapter process could not be brought up.
+    #[error("{adapter}: {source}")]
+    Launch {
+        /// The adapter, as [`Actor::label`] names it.
+        adapter: String,
+        /// Why.
+        source: HostError,
+    },
+    /// The adapter answered the hook with an error, or not in time.
+    #[error("{adapter}: {method}: {source}")]
+    Call {
+        /// The adapter, as [`Actor::label`] names it.
+        adapter: String,
+        /// The hook's method.
+        method: &'static str,
+        /// Why.
+        source: CallError,
+    },
+}
 
 impl Actor {
     pub(super) fn has_hook(&self, hook: HandoffHook) -> bool {
@@ -13,14 +39,14 @@ impl Actor {
     }
 
     /// A short-lived adapter process for class-level hook calls.
-    pub(super) async fn hook_process(&self) -> Result<HostedAdapter, String> {
+    pub(super) async fn hook_process(&self) -> Result<HostedAdapter, HookError> {
         launch(self.spec.command.clone(), self.spec.policy.handshake_timeout)
             .await
-            .map_err(|e| format!("{}: {e}", self.label()))
+            .map_err(|source| HookError::Launch { adapter: self.label(), source })
     }
 
     /// One class-level hook call on its own short-lived adapter process.
-    pub(super) async fn hook<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, String> {
+    pub(super) async fn hook<M: AdapterRequest>(&self, params: &M::Params) -> Result<M::Result, HookError> {
         let mut adapter = self.hook_process().await?;
         let result = self.hook_on::<M>(&adapter, params).await;
         adapter.shutdown().await;
@@ -31,8 +57,12 @@ impl Actor {
         &self,
         adapter: &HostedAdapter,
         params: &M::Params,
-    ) -> Result<M::Result, String> {
-        adapter.call::<M>(params).await.map_err(|e| format!("{}: {}: {e}", self.label(), M::METHOD))
+    ) -> Result<M::Result, HookError> {
+        adapter.call::<M>(params).await.map_err(|source| HookError::Call {
+            adapter: self.label(),
+            method: M::METHOD,
+            source,
+        })
     }
 
     /// `Some(pid)` when a native agent process (not terminull's) drives the session's
@@ -57,7 +87,7 @@ impl Actor {
     }
 
     /// `Ok(Some(pid))` owned, `Ok(None)` not owned (or no hook), `Err` unknown.
-    pub(super) async fn terminal_owner_on(&self, adapter: &HostedAdapter) -> Result<Option<Option<u32>>, String> {
+    pub(super) async fn terminal_owner_on(&self, adapter: &HostedAdapter) -> Result<Option<Option<u32>>, HookError> {
         if !self.has_hook(HandoffHook::IsCwdExternallyOwned) {
             return Ok(None);
         }

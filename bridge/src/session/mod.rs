@@ -42,5 +42,5 @@ mod turn;
 
 pub use actor::SessionSpec;
 pub use handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
-pub use policy::{MAX_QUEUED_MESSAGES, ParkedStep, SessionPolicy, may_restart, parked_step};
+pub use policy::{AttachDecision, MAX_QUEUED_MESSAGES, SessionPolicy, attach_decision, may_restart};
 pub use run::spawn_session;

@@ -66,7 +66,7 @@ pub fn may_restart(crashes: &VecDeque<Instant>, now: Instant, policy: &SessionPo
 /// conversation now, whether one was seen owning it since the session was parked, and
 /// how many messages wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParkedStep {
+pub enum AttachDecision {
     /// Stay parked (mirroring).
     Stay,
     /// Attach: re-resolve the lineage head, go live, drain the queue.
@@ -77,8 +77,8 @@ pub enum ParkedStep {
 /// terminal was seen owning it (it went idle) or a message waits. A session handed to
 /// the terminal by `continue_in_terminal` therefore stays parked until the terminal has
 /// taken it and let it go, or until the user writes from the app again.
-pub fn parked_step(owned: bool, seen_owner: bool, queued: usize) -> ParkedStep {
-    if !owned && (seen_owner || queued > 0) { ParkedStep::Attach } else { ParkedStep::Stay }
+pub fn attach_decision(owned: bool, seen_owner: bool, queued: usize) -> AttachDecision {
+    if !owned && (seen_owner || queued > 0) { AttachDecision::Attach } else { AttachDecision::Stay }
 }
 
 #[cfg(test)]
@@ -87,16 +87,16 @@ mod tests {
 
     #[test]
     fn a_parked_session_attaches_only_once_the_terminal_is_gone_and_there_is_a_reason() {
-        use ParkedStep::{Attach, Stay};
+        use AttachDecision::{Attach, Stay};
         // Owned: never, whatever waits.
-        assert_eq!(parked_step(true, true, 3), Stay);
-        assert_eq!(parked_step(true, false, 0), Stay);
+        assert_eq!(attach_decision(true, true, 3), Stay);
+        assert_eq!(attach_decision(true, false, 0), Stay);
         // The terminal was seen and is gone: attach, queue or not.
-        assert_eq!(parked_step(false, true, 0), Attach);
-        assert_eq!(parked_step(false, true, 2), Attach);
+        assert_eq!(attach_decision(false, true, 0), Attach);
+        assert_eq!(attach_decision(false, true, 2), Attach);
         // Handed over but the terminal has not started yet: wait, unless the user writes.
-        assert_eq!(parked_step(false, false, 0), Stay);
-        assert_eq!(parked_step(false, false, 1), Attach);
+        assert_eq!(attach_decision(false, false, 0), Stay);
+        assert_eq!(attach_decision(false, false, 1), Attach);
     }
 
     #[test]

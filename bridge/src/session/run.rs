@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::actor::{Actor, SessionSpec, next_event};
 use super::handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
 use crate::handoff::PendingWork;
-use crate::history::{self, SessionLog};
+use crate::history::{LogStatus, SessionLog};
 
 /// Blocks buffered for followers before a slow one lags; a lagging follower resumes
 /// from history by seq, so nothing is lost. tokio's broadcast channel allocates every
@@ -174,7 +174,7 @@ impl Actor {
                 }
                 self.shutdown_adapter(true).await;
                 self.state = SessionState::Stopped;
-                self.spec.meta.state = history::SessionState::Stopped;
+                self.spec.meta.state = LogStatus::Stopped;
                 self.save_meta();
                 let _ = reply.send(Ok(()));
                 return true;
