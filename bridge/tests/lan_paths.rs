@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices;
 use terminull_bridge::lan::{self, LanConfig};
 use terminull_client::connection::{Connection, LinkPath};

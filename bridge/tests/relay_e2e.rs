@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices;
 use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;

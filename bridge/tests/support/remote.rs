@@ -146,7 +146,7 @@ pub fn assert_complete(client: &Transcript, history: &[Block]) {
 /// Starts an echo session through `client` and applies its opening blocks, up to the
 /// session's `replay_done`, to `transcript`; returns the session's id.
 pub async fn start_echo_session(
-    client: &mut terminull_bridge::client::Client,
+    client: &mut terminull_bridge::daemon_client::Client,
     cwd: &Path,
     transcript: &mut Transcript,
 ) -> SessionId {
