@@ -290,3 +290,30 @@ impl<A: Send + 'static> Forwarder<A> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use terminull_protocol::control::ReplyOutcome;
+
+    use super::*;
+
+    #[test]
+    fn a_bad_field_is_answered_naming_the_field_and_the_id_and_an_unknown_type_is_ignored() {
+        assert!(parse::<()>(json!({"id": "c0", "type": "no_such_message"})).is_none());
+        let Some(Inbound::Malformed(malformed)) = parse::<()>(json!({"id": "c1", "type": "interrupt"})) else {
+            panic!("an interrupt without a session is malformed")
+        };
+        let reply = malformed.reply();
+        assert_eq!(reply.id.as_deref(), Some("c1"));
+        let ReplyOutcome::Error { error } = reply.outcome else { panic!("{reply:?}") };
+        assert_eq!(error.code, ReplyErrorCode::InvalidMessage);
+        assert!(error.message.contains("`session_id`"), "{}", error.message);
+        let Some(Inbound::Control { control, attach: None }) =
+            parse::<()>(json!({"type": "interrupt", "session_id": "s"}))
+        else {
+            panic!("a valid interrupt")
+        };
+        assert_eq!(session_of(&control.message), Some(&SessionId("s".into())));
+    }
+}

@@ -408,6 +408,34 @@ mod tests {
     }
 
     #[test]
+    fn a_message_that_follows_a_session_carries_the_app_key_and_an_id_and_is_refused_without_a_valid_key() {
+        let key = b64url(&[7u8; 32]);
+        let request = |key: serde_json::Value| {
+            let mut value = serde_json::json!({"type": "session_request", "agent": "echo", "cwd": "/"});
+            if !key.is_null() {
+                value["app_pubkey"] = key;
+            }
+            connection::parse(value)
+        };
+        let mut next_id = 0;
+        let Ok(Some(Inbound::Control { control, attach: Some(app_key) })) =
+            with_app_key(request(key.clone().into()), &mut next_id)
+        else {
+            panic!("a session_request with a valid key is dispatched")
+        };
+        assert_eq!((control.id.as_deref(), app_key), (Some("link-1"), [7u8; 32]));
+        for bad in [serde_json::Value::Null, "k".into()] {
+            let refused = with_app_key(request(bad), &mut next_id).unwrap_err();
+            assert_eq!(refused, "session_request without a valid app_pubkey");
+        }
+        let listing = connection::parse(serde_json::json!({"type": "list_sessions"}));
+        let Ok(Some(Inbound::Control { control, attach: None })) = with_app_key(listing, &mut next_id) else {
+            panic!("other messages pass as they are")
+        };
+        assert_eq!(control.id, None);
+    }
+
+    #[test]
     fn only_an_open_chunk_followed_by_its_own_next_chunk_is_superseded() {
         let a1 = chunk("s", "a", "He", false, false);
         let a2 = chunk("s", "a", "Hello", false, false);
