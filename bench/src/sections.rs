@@ -131,7 +131,7 @@ fn rate(times: &[Instant]) -> f64 {
 
 /// A bench-blocks turn's throughput and latencies, checking every block arrived.
 async fn blocks_turn(
-    client: &mut terminull_bridge::client::Client,
+    client: &mut terminull_bridge::daemon_client::Client,
     session: &SessionId,
     n: u64,
     pace_us: u64,
@@ -764,7 +764,7 @@ pub async fn memory(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut client = terminull_bridge::client::Client::connect(&socket).await?;
+    let mut client = terminull_bridge::daemon_client::Client::connect(&socket).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let base = rss_kib(pid)? as f64 / 1024.0;
     let hop = "memory";

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices::{self, DeviceRegistry};
 use terminull_bridge::home::{Config, Home};
 use terminull_bridge::lan::{self, LanConfig, RunningLan};

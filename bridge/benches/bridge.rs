@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::home::{Config, Home};
 use terminull_bridge::host::{AdapterCommand, launch};
 use terminull_bridge::registry::ScanOptions;

@@ -20,7 +20,7 @@ use terminull_protocol::control::{
 use terminull_protocol::ids::SessionId;
 use tokio::io::AsyncBufReadExt;
 
-use crate::client::{Client, ClientError};
+use crate::daemon_client::{Client, ClientError};
 
 /// How to answer permission requests without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

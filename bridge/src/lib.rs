@@ -8,12 +8,15 @@
 //! - [`registry`]: built-in and drop-in adapters, checked and detected.
 //! - [`conformance`], [`transcript`]: tools for adapter authors.
 //! - [`self_check`]: `terminull self-check`.
+//! - [`connection`]: the one connection loop every transport drives; [`local`]: the
+//!   Unix socket; [`daemon_client`]: the command line's client of the daemon.
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
 //!   and the connection to a relay; [`lan`]: the same for devices on the local network.
 
 pub mod chat;
-pub mod client;
 pub mod conformance;
+pub mod connection;
+pub mod daemon_client;
 pub mod devices;
 pub mod handoff;
 pub mod history;

@@ -1,8 +1,8 @@
-//! One paired device's encrypted link, whatever carries it (the relay now, the LAN
-//! server later): checks the device at `link_hello`, opens its control messages,
-//! hands them to the one dispatcher exactly as the local socket does, and seals
-//! what comes back — replies under the link, blocks under the session keys of the
-//! device's attachment.
+//! One paired device's encrypted link, whatever carries it (the relay or the LAN
+//! server): checks the device at `link_hello`, opens and parses its control messages,
+//! hands them to the one connection loop ([`crate::connection`]) exactly as the local
+//! socket does, and seals what comes back — replies under the link, blocks under the
+//! session keys of the device's attachment.
 //!
 //! A control message is refused (logged with its reason; nothing is dispatched)
 //! when the device is no longer paired or was revoked, when its signature does not
@@ -12,23 +12,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use terminull_protocol::blocks::now_ts;
-use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::blocks::{Block, now_ts};
+use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, Reply};
 use terminull_protocol::crypto::channel::{Channel, Sealer, link_keys, session_keys};
 use terminull_protocol::crypto::envelope::{
     link_accept_bytes, link_hello_bytes, open_control, seal_block, seal_reply, verify_control,
 };
-use terminull_protocol::crypto::keys::{Identity, PublicIdentity};
+use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{DeviceId, SessionId};
-use terminull_protocol::ndjson::LineError;
 use terminull_protocol::relay::{
     Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDone, ReplyEnvelope, SealedReply,
 };
 use tokio::sync::mpsc;
 
+use crate::connection::{self, Inbound, Malformed, Outbound, Peer};
 use crate::devices::DeviceRegistry;
-use crate::local;
 use crate::service::Service;
 
 /// Messages from the dispatcher buffered per link before it waits on the transport.
@@ -93,7 +92,6 @@ impl LinkContext {
 pub struct OpenLink {
     ctx: LinkContext,
     device_id: DeviceId,
-    device: PublicIdentity,
     channel: Channel,
 }
 
@@ -130,22 +128,14 @@ pub fn accept(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenL
     };
     Ok((
         accept,
-        OpenLink {
-            ctx: ctx.clone(),
-            device_id: hello.device_id.clone(),
-            device,
-            channel: Channel::bridge_side(&keys, "link"),
-        },
+        OpenLink { ctx: ctx.clone(), device_id: hello.device_id.clone(), channel: Channel::bridge_side(&keys, "link") },
     ))
 }
 
-/// A session request or resume waiting for its reply: the app's key for the session.
-#[derive(Debug, Clone)]
-struct PendingAttach {
-    app_pubkey: [u8; 32],
-    /// The session, for a resume (a new session's id comes in the reply).
-    session_id: Option<SessionId>,
-}
+/// The app's X25519 key for one session (`app_pubkey` of `session_request`,
+/// `session_resume` and `attach_external`): what the link attaches to those messages,
+/// to derive the session's keys when the reply says which session it follows.
+type AppKey = [u8; 32];
 
 /// Why a link ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,25 +150,15 @@ impl OpenLink {
     /// Runs the link: control envelopes in, frames out (without `conn`). Returns when
     /// `controls` ends or the device is revoked.
     pub async fn run(self, mut controls: mpsc::Receiver<ControlEnvelope>, out: mpsc::Sender<RelayFrame>) -> LinkEnd {
-        let OpenLink { ctx, device_id, device, channel } = self;
+        let OpenLink { ctx, device_id, channel } = self;
         let Channel { sealer, mut opener } = channel;
         let bridge_id = ctx.identity.public().bridge_id();
-        let pending: Arc<Mutex<HashMap<String, PendingAttach>>> = Arc::default();
-        let (lines_tx, lines_rx) = mpsc::channel::<Value>(64);
-        let (messages_tx, messages_rx) = mpsc::channel::<BridgeMessage>(LINK_QUEUE);
-        let lines = Box::pin(futures::stream::unfold(lines_rx, |mut rx| async move {
-            rx.recv().await.map(|v| (Ok::<_, LineError>(v), rx))
-        }));
-        let dispatcher = tokio::spawn(local::serve_connection(ctx.service.clone(), lines, messages_tx));
-        let sealing = tokio::spawn(seal_outgoing(
-            ctx.clone(),
-            device_id.clone(),
-            device,
-            sealer,
-            pending.clone(),
-            messages_rx,
-            out,
-        ));
+        let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound<AppKey>>(64);
+        let (outbound_tx, outbound_rx) = mpsc::channel::<Outbound<AppKey>>(LINK_QUEUE);
+        let inbound = futures::stream::poll_fn(move |cx| inbound_rx.poll_recv(cx));
+        let peer = Peer::Device(device_id.clone());
+        let dispatcher = tokio::spawn(connection::serve(ctx.service.clone(), peer, inbound, outbound_tx));
+        let sealing = tokio::spawn(seal_outgoing(ctx.clone(), device_id.clone(), sealer, outbound_rx, out));
         let mut next_id = 0u64;
         let end = loop {
             let Some(envelope) = controls.recv().await else { break LinkEnd::Closed };
@@ -196,7 +176,7 @@ impl OpenLink {
                 ctx.refuse(&device_id, "a control message", e);
                 continue;
             }
-            let mut value = match open_control(&mut opener, bridge_id.as_str(), &envelope).and_then(|bytes| {
+            let value = match open_control(&mut opener, bridge_id.as_str(), &envelope).and_then(|bytes| {
                 serde_json::from_slice::<Value>(&bytes)
                     .map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })
             }) {
@@ -206,34 +186,51 @@ impl OpenLink {
                     continue;
                 }
             };
-            let kind = value.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
-            if matches!(kind.as_str(), "session_request" | "session_resume" | "attach_external") {
-                let key = value.get("app_pubkey").and_then(Value::as_str).map(|k| b64url_array::<32>("app_pubkey", k));
-                let Some(Ok(app_pubkey)) = key else {
-                    ctx.refuse(&device_id, "a control message", format!("{kind} without a valid app_pubkey"));
+            let inbound = match with_app_key(connection::parse(value), &mut next_id) {
+                Ok(Some(inbound)) => inbound,
+                Ok(None) => continue,
+                Err(reason) => {
+                    ctx.refuse(&device_id, "a control message", reason);
                     continue;
-                };
-                let id = match value.get("id").and_then(Value::as_str) {
-                    Some(id) => id.to_owned(),
-                    None => {
-                        next_id += 1;
-                        let id = format!("link-{next_id}");
-                        value["id"] = Value::from(id.clone());
-                        id
-                    }
-                };
-                let session_id = value.get("session_id").and_then(Value::as_str).map(|s| SessionId(s.to_owned()));
-                pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, PendingAttach { app_pubkey, session_id });
-            }
-            if lines_tx.send(value).await.is_err() {
+                }
+            };
+            if inbound_tx.send(inbound).await.is_err() {
                 break LinkEnd::Closed;
             }
         };
-        drop(lines_tx);
+        drop(inbound_tx);
         dispatcher.abort();
         sealing.abort();
         end
     }
+}
+
+/// Attaches the app's key to a message that makes the link follow a session, which is
+/// refused without a valid one. Such a message without an `id` gets one (`link-N`),
+/// so the device can tell which reply answers it.
+fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<Option<Inbound<AppKey>>, String> {
+    let mut control = match inbound {
+        Some(Inbound::Control { control, .. }) => control,
+        Some(Inbound::Malformed(Malformed::Control {
+            error: ControlError::InvalidField { message_type, field, .. },
+            ..
+        })) if field == "app_pubkey" => return Err(format!("{message_type} without a valid app_pubkey")),
+        other => return Ok(other),
+    };
+    let app_pubkey = match &control.message {
+        ControlMessage::SessionRequest(m) => &m.app_pubkey,
+        ControlMessage::SessionResume(m) => &m.app_pubkey,
+        ControlMessage::AttachExternal(m) => &m.app_pubkey,
+        _ => return Ok(Some(control.into())),
+    };
+    let Ok(app_key) = b64url_array::<32>("app_pubkey", app_pubkey) else {
+        return Err(format!("{} without a valid app_pubkey", control.message.message_type()));
+    };
+    control.id.get_or_insert_with(|| {
+        *next_id += 1;
+        format!("link-{next_id}")
+    });
+    Ok(Some(Inbound::Control { control, attach: Some(app_key) }))
 }
 
 /// Messages read ahead from the dispatcher's queue to find superseded chunks.
@@ -265,25 +262,29 @@ pub fn superseded(message: &BridgeMessage, next: Option<&BridgeMessage>) -> bool
         && block.kind.replace_key() == next_block.kind.replace_key()
 }
 
-/// Seals the dispatcher's messages for the device. While the transport keeps up, one
-/// message is read and sent at a time; when it falls behind (sealing, the socket), the
-/// messages that queued meanwhile are read ahead and a chunk replaced by the next one
-/// is skipped (counted in `coalesced`, when given) — so a slow link receives fewer,
-/// larger-but-current chunks instead of every full-text-so-far copy.
+/// True when `message` is a chunk that the next queued message replaces ([`superseded`]).
+fn superseded_outbound(message: &Outbound<AppKey>, next: Option<&Outbound<AppKey>>) -> bool {
+    match (message, next) {
+        (Outbound::Message(message), Some(Outbound::Message(next))) => superseded(message, Some(next)),
+        _ => false,
+    }
+}
+
+/// Seals the connection loop's messages for the device. While the transport keeps up,
+/// one message is read and sent at a time; when it falls behind (sealing, the socket),
+/// the messages that queued meanwhile are read ahead and a chunk replaced by the next
+/// one is skipped (counted in `coalesced`, when given) — so a slow link receives
+/// fewer, larger-but-current chunks instead of every full-text-so-far copy.
 async fn seal_outgoing(
     ctx: LinkContext,
     device_id: DeviceId,
-    device: PublicIdentity,
-    mut link_sealer: Sealer,
-    pending: Arc<Mutex<HashMap<String, PendingAttach>>>,
-    mut messages: mpsc::Receiver<BridgeMessage>,
+    link_sealer: Sealer,
+    mut messages: mpsc::Receiver<Outbound<AppKey>>,
     out: mpsc::Sender<RelayFrame>,
 ) {
-    let identity = ctx.identity.clone();
     let coalesced = ctx.coalesce_chunks.then(|| ctx.coalesced.clone());
-    let bridge_id = identity.public().bridge_id();
-    let mut sessions: HashMap<SessionId, Sealer> = HashMap::new();
-    let mut ahead: std::collections::VecDeque<BridgeMessage> = std::collections::VecDeque::new();
+    let mut sealing = Sealing { identity: ctx.identity, device_id, link_sealer, sessions: HashMap::new() };
+    let mut ahead: std::collections::VecDeque<Outbound<AppKey>> = std::collections::VecDeque::new();
     loop {
         if ahead.is_empty() {
             match messages.recv().await {
@@ -299,76 +300,100 @@ async fn seal_outgoing(
                 }
             }
             let Some(message) = ahead.pop_front() else { continue };
-            if superseded(&message, ahead.front()) {
+            if superseded_outbound(&message, ahead.front()) {
                 counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             }
             ahead.push_front(message);
         }
         let Some(message) = ahead.pop_front() else { continue };
-        let frame = match message {
-            BridgeMessage::Reply(reply) => {
-                let waiting =
-                    reply.id.as_ref().and_then(|id| pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id));
-                let attach = waiting.and_then(|p| {
-                    let session_id = match &reply.outcome {
-                        ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } => session_id.clone(),
-                        ReplyOutcome::Ok { .. } => p.session_id?,
-                        ReplyOutcome::Error { .. } => return None,
-                    };
-                    let shared = match identity.agree(&x25519_dalek::PublicKey::from(p.app_pubkey), "app_pubkey") {
-                        Ok(s) => s,
-                        Err(e) => {
-                            tracing::warn!(device = %device_id, "no session keys: {e}");
-                            return None;
-                        }
-                    };
-                    let nonce = terminull_protocol::crypto::random_bytes::<16>();
-                    let keys = session_keys(&shared, session_id.as_str(), &p.app_pubkey, &nonce);
-                    sessions.insert(session_id.clone(), Sealer::new(keys.bridge_to_app, "block"));
-                    Some(Attach { session_id, attach_nonce: b64url(&nonce) })
-                });
-                let sealed = SealedReply { reply, attach };
-                let body = serde_json::to_vec(&sealed)
-                    .map_err(|e| CryptoError::Json { what: "reply", detail: e.to_string() })
-                    .and_then(|json| seal_reply(&mut link_sealer, bridge_id.as_str(), device_id.as_str(), &json));
-                match body {
-                    Ok(body) => RelayFrame::Reply(ReplyEnvelope { device_id: device_id.clone(), body, conn: None }),
-                    Err(e) => {
-                        tracing::error!(device = %device_id, "cannot seal a reply: {e}");
-                        continue;
-                    }
-                }
-            }
-            BridgeMessage::Block { session_id, block, replay } => {
-                let Some(sealer) = sessions.get_mut(&session_id) else {
-                    tracing::warn!(device = %device_id, session = %session_id, "a block for a session this link has no keys for; not sent");
-                    continue;
-                };
-                let sealed = serde_json::to_vec(&block)
-                    .map_err(|e| CryptoError::Json { what: "block", detail: e.to_string() })
-                    .and_then(|json| {
-                        // Live blocks carry the send time, history its original time (§1.3).
-                        let server_ts = if replay { block.ts } else { now_ts() };
-                        seal_block(sealer, &identity, &session_id, block.block_type(), replay, server_ts, &json)
-                    });
-                match sealed {
-                    Ok(envelope) => RelayFrame::Block(envelope),
-                    Err(e) => {
-                        tracing::error!(device = %device_id, "cannot seal a block: {e}");
-                        continue;
-                    }
-                }
-            }
-            BridgeMessage::ReplayDone { session_id, last_seq } => {
-                RelayFrame::ReplayDone(ReplayDone { session_id, last_seq, conn: None })
-            }
-        };
+        let Some(frame) = sealing.frame(message) else { continue };
         if out.send(frame).await.is_err() {
             return;
         }
     }
-    let _ = device;
+}
+
+/// What sealing for one device keeps: the link's sealer for replies and one sealer
+/// per attached session for its blocks.
+struct Sealing {
+    identity: Arc<Identity>,
+    device_id: DeviceId,
+    link_sealer: Sealer,
+    sessions: HashMap<SessionId, Sealer>,
+}
+
+impl Sealing {
+    /// The frame that carries `message`, or `None` (logged) when it cannot be sealed.
+    fn frame(&mut self, message: Outbound<AppKey>) -> Option<RelayFrame> {
+        match message {
+            Outbound::Attached { reply, session_id, attach } => {
+                let attach = self.attach(session_id, attach);
+                self.reply(reply, attach)
+            }
+            Outbound::Message(BridgeMessage::Reply(reply)) => self.reply(reply, None),
+            Outbound::Message(BridgeMessage::Block { session_id, block, replay }) => {
+                self.block(session_id, block, replay)
+            }
+            Outbound::Message(BridgeMessage::ReplayDone { session_id, last_seq }) => {
+                Some(RelayFrame::ReplayDone(ReplayDone { session_id, last_seq, conn: None }))
+            }
+        }
+    }
+
+    /// Derives the keys of a session the device now follows, from the app's key for
+    /// it; the returned attachment tells the device the nonce.
+    fn attach(&mut self, session_id: SessionId, app_key: AppKey) -> Option<Attach> {
+        let shared = match self.identity.agree(&x25519_dalek::PublicKey::from(app_key), "app_pubkey") {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(device = %self.device_id, "no session keys: {e}");
+                return None;
+            }
+        };
+        let nonce = terminull_protocol::crypto::random_bytes::<16>();
+        let keys = session_keys(&shared, session_id.as_str(), &app_key, &nonce);
+        self.sessions.insert(session_id.clone(), Sealer::new(keys.bridge_to_app, "block"));
+        Some(Attach { session_id, attach_nonce: b64url(&nonce) })
+    }
+
+    fn reply(&mut self, reply: Reply, attach: Option<Attach>) -> Option<RelayFrame> {
+        let bridge_id = self.identity.public().bridge_id();
+        let device_id = &self.device_id;
+        let sealed = SealedReply { reply, attach };
+        let body = serde_json::to_vec(&sealed)
+            .map_err(|e| CryptoError::Json { what: "reply", detail: e.to_string() })
+            .and_then(|json| seal_reply(&mut self.link_sealer, bridge_id.as_str(), device_id.as_str(), &json));
+        match body {
+            Ok(body) => Some(RelayFrame::Reply(ReplyEnvelope { device_id: device_id.clone(), body, conn: None })),
+            Err(e) => {
+                tracing::error!(device = %device_id, "cannot seal a reply: {e}");
+                None
+            }
+        }
+    }
+
+    fn block(&mut self, session_id: SessionId, block: Block, replay: bool) -> Option<RelayFrame> {
+        let device_id = &self.device_id;
+        let Some(sealer) = self.sessions.get_mut(&session_id) else {
+            tracing::warn!(device = %device_id, session = %session_id, "a block for a session this link has no keys for; not sent");
+            return None;
+        };
+        let sealed = serde_json::to_vec(&block)
+            .map_err(|e| CryptoError::Json { what: "block", detail: e.to_string() })
+            .and_then(|json| {
+                // Live blocks carry the send time, history its original time (§1.3).
+                let server_ts = if replay { block.ts } else { now_ts() };
+                seal_block(sealer, &self.identity, &session_id, block.block_type(), replay, server_ts, &json)
+            });
+        match sealed {
+            Ok(envelope) => Some(RelayFrame::Block(envelope)),
+            Err(e) => {
+                tracing::error!(device = %device_id, "cannot seal a block: {e}");
+                None
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -380,6 +405,34 @@ mod tests {
     fn chunk(session: &str, id: &str, text: &str, done: bool, replay: bool) -> BridgeMessage {
         let kind = BlockKind::Text(StreamedText { id: id.into(), text: text.into(), done });
         BridgeMessage::Block { session_id: SessionId(session.into()), block: Block::now(kind), replay }
+    }
+
+    #[test]
+    fn a_message_that_follows_a_session_carries_the_app_key_and_an_id_and_is_refused_without_a_valid_key() {
+        let key = b64url(&[7u8; 32]);
+        let request = |key: serde_json::Value| {
+            let mut value = serde_json::json!({"type": "session_request", "agent": "echo", "cwd": "/"});
+            if !key.is_null() {
+                value["app_pubkey"] = key;
+            }
+            connection::parse(value)
+        };
+        let mut next_id = 0;
+        let Ok(Some(Inbound::Control { control, attach: Some(app_key) })) =
+            with_app_key(request(key.clone().into()), &mut next_id)
+        else {
+            panic!("a session_request with a valid key is dispatched")
+        };
+        assert_eq!((control.id.as_deref(), app_key), (Some("link-1"), [7u8; 32]));
+        for bad in [serde_json::Value::Null, "k".into()] {
+            let refused = with_app_key(request(bad), &mut next_id).unwrap_err();
+            assert_eq!(refused, "session_request without a valid app_pubkey");
+        }
+        let listing = connection::parse(serde_json::json!({"type": "list_sessions"}));
+        let Ok(Some(Inbound::Control { control, attach: None })) = with_app_key(listing, &mut next_id) else {
+            panic!("other messages pass as they are")
+        };
+        assert_eq!(control.id, None);
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use terminull_bridge::chat::{self, ChatOptions, PermissionAnswer};
-use terminull_bridge::client::Client;
 use terminull_bridge::conformance::{CheckOptions, check_adapter};
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::home::Home;
 use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
@@ -375,7 +375,7 @@ async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
 fn with_client<F, Fut>(home: Option<PathBuf>, remote: RemoteArgs, run: F) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(Client) -> Fut,
-    Fut: std::future::Future<Output = Result<(bool, Client), terminull_bridge::client::ClientError>>,
+    Fut: std::future::Future<Output = Result<(bool, Client), terminull_bridge::daemon_client::ClientError>>,
 {
     let home = Home::resolve(home)?;
     runtime()?.block_on(async move {

@@ -31,8 +31,8 @@ use crate::session::{Following, SessionHandle, SessionPolicy, SessionSpec, spawn
 pub struct Dispatched {
     /// The reply to send.
     pub reply: Reply,
-    /// Blocks to forward to this client from now on.
-    pub follow: Option<(SessionId, Following)>,
+    /// The session this client follows from now on, and its blocks.
+    pub follow: Option<(SessionHandle, Following)>,
 }
 
 impl Dispatched {
@@ -229,20 +229,6 @@ impl Service {
         }
     }
 
-    /// Handles one raw control value: an unknown `type` is ignored and logged (no
-    /// reply, as the spec says); a bad field is answered with `invalid_message`.
-    pub async fn dispatch_value(&self, value: serde_json::Value) -> Option<Dispatched> {
-        let id = value.get("id").and_then(|v| v.as_str()).map(str::to_owned);
-        match control::parse(value) {
-            Ok(control) => Some(self.dispatch(control).await),
-            Err(e @ control::ControlError::UnknownType { .. }) => {
-                tracing::info!("ignored: {e}");
-                None
-            }
-            Err(e) => Some(Dispatched::reply(Reply::error(id, ReplyErrorCode::InvalidMessage, e.to_string()))),
-        }
-    }
-
     async fn session(&self, id: &SessionId) -> Result<SessionHandle, ReplyError> {
         // Held across the revive so two messages for the same stored session cannot
         // start two actors (and two writers) for it. Reviving starts no process.
@@ -291,7 +277,7 @@ impl Service {
     async fn handle(
         &self,
         message: ControlMessage,
-    ) -> Result<(ReplyResult, Option<(SessionId, Following)>), ReplyError> {
+    ) -> Result<(ReplyResult, Option<(SessionHandle, Following)>), ReplyError> {
         let accepted = || ReplyResult::Accepted {};
         match message {
             ControlMessage::SessionRequest(r) => {
@@ -320,13 +306,13 @@ impl Service {
                     .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
                 let handle = self.spawn(meta, log, true, false).await?;
                 let following = handle.follow(Some(0), None).await?;
-                self.inner.sessions.lock().await.insert(session_id.clone(), handle);
-                Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))
+                self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
+                Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
             }
             ControlMessage::SessionResume(r) => {
                 let handle = self.session(&r.session_id).await?;
                 let following = handle.follow(r.since_seq, r.since_ts).await?;
-                Ok((accepted(), Some((r.session_id, following))))
+                Ok((accepted(), Some((handle, following))))
             }
             ControlMessage::UserMessage(m) => {
                 let handle = self.session(&m.session_id).await?;
@@ -384,8 +370,8 @@ impl Service {
                     .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
                 let handle = self.spawn(meta, log, false, true).await?;
                 let following = handle.follow(Some(0), None).await?;
-                self.inner.sessions.lock().await.insert(session_id.clone(), handle);
-                Ok((ReplyResult::SessionStarted { session_id: session_id.clone() }, Some((session_id, following))))
+                self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
+                Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
             }
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;

@@ -22,7 +22,7 @@ struct Rig {
     home: tempfile::TempDir,
     ws: PathBuf,
     service: Service,
-    client: terminull_bridge::client::Client,
+    client: terminull_bridge::daemon_client::Client,
     next_id: u64,
     /// Every block seen so far, in order.
     seen: Vec<Block>,
@@ -40,7 +40,7 @@ impl Rig {
         let ws = home.path().join("ws");
         std::fs::create_dir_all(ws.join(".handoff")).unwrap();
         let service = Self::service(home.path()).await;
-        let client = terminull_bridge::client::Client::in_process(&service);
+        let client = terminull_bridge::daemon_client::Client::in_process(&service);
         Rig { home, ws, service, client, next_id: 0, seen: Vec::new() }
     }
 
@@ -62,7 +62,7 @@ impl Rig {
         self.service.shutdown().await;
         between(self);
         self.service = Self::service(self.home.path()).await;
-        self.client = terminull_bridge::client::Client::in_process(&self.service);
+        self.client = terminull_bridge::daemon_client::Client::in_process(&self.service);
         self.service.revive_pending_work().await.into_iter().map(|id| id.to_string()).collect()
     }
 
@@ -375,7 +375,8 @@ async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daem
     let ws = rig.ws.display().to_string();
     // The daemon over the rig's home (its drop-in included); the rig's own bridge is idle.
     let mut daemon = support::daemon_up(rig.home.path(), &[]);
-    let mut client = terminull_bridge::client::Client::connect(&rig.home.path().join("bridge.sock")).await.unwrap();
+    let mut client =
+        terminull_bridge::daemon_client::Client::connect(&rig.home.path().join("bridge.sock")).await.unwrap();
     let mut kept = Vec::new();
     let request =
         terminull_protocol::control::ControlMessage::SessionRequest(terminull_protocol::control::SessionRequest {

@@ -261,11 +261,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     let cwd = tempfile::tempdir().unwrap();
 
     // A normal session first.
-    connection
-        .tx
-        .send(json!({"id": "r1", "type": "session_request", "agent": "echo", "cwd": cwd.path(), "app_pubkey": ""}))
-        .await
-        .unwrap();
+    support::remote::request_echo_session(&connection.tx, Some("r1"), cwd.path()).await;
     let reply = next_reply(&mut connection.rx).await;
     let ReplyOutcome::Ok { result: ReplyResult::SessionStarted { session_id } } = reply.outcome else {
         panic!("{reply:?}")
@@ -465,21 +461,13 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     settle().await;
     bridge_case("link_hello impersonating the paired device", before, &mut accepted, &mut tried);
     // 12. A pairing attempt without the secret: guessed secret, and the real offer's id with a wrong secret.
-    let (secret, expires_at) = terminull_bridge::devices::create_offer(&paired.home(), 60).unwrap();
+    let offer = support::remote::offer_link(&paired.home(), None, None, 60);
     for with_real_id in [false, true] {
         let before = refusals.count();
-        let public = paired.ctx.identity.public();
-        let guess = PairingLink {
-            bridge_id: public.bridge_id(),
-            bridge: public.to_wire(),
-            relay: None,
-            lan: None,
-            secret: terminull_protocol::crypto::random_bytes::<32>(),
-            expires_at,
-        };
+        let guess = PairingLink { secret: terminull_protocol::crypto::random_bytes::<32>(), ..offer.clone() };
         let (mut request, _) = pairing::request(&guess, &stranger, "relay").unwrap();
         if with_real_id {
-            request.pairing_id = pairing::pairing_id(&secret);
+            request.pairing_id = pairing::pairing_id(&offer.secret);
         }
         relay.to_bridge.send(RelayFrame::PairRequest(PairRequestFrame { request_id: 7, request })).unwrap();
         settle().await;
@@ -496,11 +484,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     settle().await;
     bridge_case("replayed link_hello of a revoked device", before, &mut accepted, &mut tried);
     let before = refusals.count();
-    connection
-        .tx
-        .send(json!({"type": "session_request", "agent": "echo", "cwd": cwd.path(), "app_pubkey": ""}))
-        .await
-        .unwrap();
+    support::remote::request_echo_session(&connection.tx, None, cwd.path()).await;
     settle().await;
     bridge_case("session_request of a revoked device", before, &mut accepted, &mut tried);
 

@@ -8,12 +8,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use terminull_bridge::devices;
-use terminull_bridge::lan::{self, LanConfig};
 use terminull_client::connection::{ConnectError, Connection};
 use terminull_client::home::DeviceHome;
 use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
-use terminull_protocol::crypto::pairing::PairingLink;
 use terminull_protocol::ids::SessionId;
 use terminull_protocol::relay::RelayErrorCode;
 
@@ -24,37 +22,22 @@ async fn next(rx: &mut tokio::sync::mpsc::Receiver<BridgeMessage>) -> BridgeMess
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
     let paired = support::remote::paired_bridge().await;
-    let server = lan::start(paired.ctx.clone(), paired.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
-        .await
-        .expect("the LAN server binds");
+    let server = support::remote::start_lan(&paired).await;
 
     // Pairing over the LAN: the link names the bridge's own server.
-    let (secret, expires_at) = devices::create_offer(&paired.home(), 60).unwrap();
-    let public = paired.ctx.identity.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: None,
-        lan: Some(server.ws_url()),
-        secret,
-        expires_at,
-    };
+    let link = support::remote::offer_link(&paired.home(), None, Some(server.ws_url()), 60);
     let phone_dir = tempfile::tempdir().unwrap();
     let phone = DeviceHome::at(phone_dir.path());
     let paired_phone = terminull_client::pairing::pair(&phone, &link.to_url(&server.http_url()), "phone", None)
         .await
         .expect("pairs over the LAN");
-    assert_eq!(paired_phone.short_code, devices::offer_result(&paired.home(), &secret).unwrap().short_code);
+    assert_eq!(paired_phone.short_code, devices::offer_result(&paired.home(), &link.secret).unwrap().short_code);
 
     let record = phone.bridge(None).unwrap();
     assert_eq!(record.lan.as_deref(), Some(server.ws_url().as_str()), "the device keeps the LAN address");
     let mut connection = Connection::open_lan(&phone, &record, &server.ws_url()).await.expect("link over the LAN");
     let cwd = tempfile::tempdir().unwrap();
-    connection
-        .tx
-        .send(json!({"id": "r1", "type": "session_request", "agent": "echo", "cwd": cwd.path(), "app_pubkey": ""}))
-        .await
-        .unwrap();
+    support::remote::request_echo_session(&connection.tx, Some("r1"), cwd.path()).await;
     let mut transcript = Transcript::new();
     // The reply, then the session's opening blocks up to `replay_done`.
     let mut session = None;
@@ -94,11 +77,7 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
             BridgeMessage::ReplayDone { .. } => {}
         }
     }
-    let texts: Vec<String> = transcript
-        .entries()
-        .iter()
-        .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
-        .collect();
+    let texts = support::remote::texts(&transcript);
     assert!(texts.iter().any(|t| t == "You said: hello over the LAN"), "{texts:?}");
     support::remote::assert_complete(
         &transcript,

@@ -8,7 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use terminull_bridge::client::Client;
+use support::remote::{say, until_turn_end};
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices;
 use terminull_bridge::lan::{self, LanConfig};
 use terminull_client::connection::{Connection, LinkPath};
@@ -16,52 +17,12 @@ use terminull_client::failover::{self, FailoverPolicy, Routes};
 use terminull_client::home::DeviceHome;
 use terminull_client::mdns::{self, MdnsScope};
 use terminull_client::transcript::{Applied, Transcript};
-use terminull_protocol::control::{self, BridgeMessage, ControlMessage};
-use terminull_protocol::crypto::pairing::PairingLink;
-use terminull_protocol::ids::SessionId;
+use terminull_protocol::control::BridgeMessage;
 use terminull_protocol::lan::LanAdvert;
 use terminull_relay::{Relay, RelayConfig};
 
-/// Logs to the test's output when `RUST_LOG` is set.
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 async fn next(client: &mut Client) -> BridgeMessage {
-    tokio::time::timeout(Duration::from_secs(30), client.next()).await.expect("a message in time").expect("open")
-}
-
-async fn say(client: &mut Client, session: &SessionId, text: &str, transcript: &mut Transcript) {
-    let mut kept = Vec::new();
-    let message = ControlMessage::UserMessage(control::UserMessage {
-        session_id: session.clone(),
-        text: text.into(),
-        attachments: vec![],
-    });
-    client.call(message, &mut kept).await.expect("user_message accepted");
-    for m in kept {
-        if let BridgeMessage::Block { block, .. } = m {
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-        }
-    }
-}
-
-/// Applies blocks until the turn's `session_end`; returns how many arrived.
-async fn until_turn_end(client: &mut Client, transcript: &mut Transcript) -> usize {
-    let mut n = 0;
-    loop {
-        if let BridgeMessage::Block { block, .. } = next(client).await {
-            let end = block.block_type() == "session_end";
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-            n += 1;
-            if end {
-                return n;
-            }
-        }
-    }
+    support::remote::next_within(client, 30).await
 }
 
 #[test]
@@ -69,30 +30,19 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
     if !terminull_netns::body_runs_here("a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn") {
         return;
     }
-    logs();
+    support::remote::logs();
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         // The bridge: its LAN server on a port the kernel picks, advertised by mDNS.
         let bridge = support::remote::paired_bridge().await;
-        let server = lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
-            .await
-            .expect("the LAN server binds");
+        let server = support::remote::start_lan(&bridge).await;
         let bridge_id = bridge.ctx.identity.public().bridge_id();
         let advert = LanAdvert::new(bridge_id.clone(), server.addr().port());
         let _advertised =
             mdns::advertise(&advert, server.addr().ip(), MdnsScope::LoopbackOnly).expect("advertised by mDNS");
 
         // The QR link names no relay and no address: the phone must find the bridge.
-        let (secret, expires_at) = devices::create_offer(&bridge.home(), 60).unwrap();
-        let public = bridge.ctx.identity.public();
-        let link = PairingLink {
-            bridge_id: bridge_id.clone(),
-            bridge: public.to_wire(),
-            relay: None,
-            lan: None,
-            secret,
-            expires_at,
-        };
+        let link = support::remote::offer_link(&bridge.home(), None, None, 60);
         let phone_dir = tempfile::tempdir().unwrap();
         let phone = DeviceHome::at(phone_dir.path());
         let paired = terminull_client::pairing::pair(
@@ -103,7 +53,7 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
         )
         .await
         .expect("pairs with the bridge found by mDNS");
-        assert_eq!(paired.short_code, devices::offer_result(&bridge.home(), &secret).unwrap().short_code);
+        assert_eq!(paired.short_code, devices::offer_result(&bridge.home(), &link.secret).unwrap().short_code);
         let record = phone.bridge(None).unwrap();
         assert_eq!(record.lan, Some(server.ws_url()), "the device keeps the address it found");
 
@@ -117,11 +67,7 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
         let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
         say(&mut client, &session, "hello, found by mDNS", &mut transcript).await;
         until_turn_end(&mut client, &mut transcript).await;
-        let texts: Vec<String> = transcript
-            .entries()
-            .iter()
-            .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
-            .collect();
+        let texts = support::remote::texts(&transcript);
         assert!(texts.iter().any(|t| t == "You said: hello, found by mDNS"), "{texts:?}");
         support::remote::assert_complete(&transcript, &support::remote::history(bridge.bridge_home.path(), &session));
         server.stop();
@@ -130,17 +76,14 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_link_falls_back_to_the_relay_when_the_lan_dies_mid_stream_and_returns_when_it_is_back() {
-    logs();
+    support::remote::logs();
     let relay_data = tempfile::tempdir().unwrap();
     let mut relay_config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), relay_data.path());
     relay_config.ping_interval = Duration::from_secs(2);
     let relay = Relay::start(relay_config).await.expect("the relay starts");
     let bridge = support::remote::paired_bridge().await;
-    let backoff =
-        terminull_bridge::relay_client::Backoff { min: Duration::from_millis(50), max: Duration::from_millis(400) };
-    tokio::spawn(terminull_bridge::relay_client::run(bridge.ctx.clone(), bridge.home(), relay.ws_url(), backoff));
-    let lan_config = LanConfig::new("127.0.0.1:0".parse().unwrap());
-    let server = lan::start(bridge.ctx.clone(), bridge.home(), lan_config).await.expect("the LAN server binds");
+    support::remote::connect_to_relay(&bridge, relay.ws_url());
+    let server = support::remote::start_lan(&bridge).await;
     let lan_addr = server.addr();
     let lan_url = server.ws_url();
     // Wait for the bridge to be on the relay, so the fallback has somewhere to go.

@@ -10,26 +10,17 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices;
 use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;
 use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::control::{self, BridgeMessage, ControlMessage};
-use terminull_protocol::crypto::pairing::PairingLink;
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig, RunningRelay};
 
-/// Logs to the test's output when `RUST_LOG` is set.
-fn logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 async fn start_relay(listen: SocketAddr, data: &Path) -> RunningRelay {
-    logs();
+    support::remote::logs();
     let mut config = RelayConfig::new(listen, data);
     config.ping_interval = Duration::from_secs(2);
     Relay::start(config).await.expect("the relay starts")
@@ -51,30 +42,8 @@ async fn connect(device: &DeviceHome, relay: &str) -> Client {
 
 /// Sends `text` and applies blocks to `transcript` until the turn's session_end.
 async fn turn(client: &mut Client, session: &SessionId, text: &str, transcript: &mut Transcript) {
-    let mut kept = Vec::new();
-    let message = ControlMessage::UserMessage(control::UserMessage {
-        session_id: session.clone(),
-        text: text.into(),
-        attachments: vec![],
-    });
-    client.call(message, &mut kept).await.expect("user_message accepted");
-    let mut pending: std::collections::VecDeque<_> = kept.into();
-    loop {
-        let m = match pending.pop_front() {
-            Some(m) => m,
-            None => tokio::time::timeout(Duration::from_secs(20), client.next())
-                .await
-                .expect("blocks in time")
-                .expect("open"),
-        };
-        if let BridgeMessage::Block { block, .. } = m {
-            let end = block.block_type() == "session_end";
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-            if end {
-                return;
-            }
-        }
-    }
+    support::remote::say(client, session, text, transcript).await;
+    support::remote::until_turn_end(client, transcript).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,24 +51,10 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
     let data = tempfile::tempdir().unwrap();
     let relay = start_relay("127.0.0.1:0".parse().unwrap(), data.path()).await;
     let paired = support::remote::paired_bridge().await;
-    tokio::spawn(terminull_bridge::relay_client::run(
-        paired.ctx.clone(),
-        paired.home(),
-        relay.ws_url(),
-        Default::default(),
-    ));
+    support::remote::connect_to_relay(&paired, relay.ws_url());
 
     // A second device pairs through the relay's HTTP broker, as a phone would.
-    let (secret, expires_at) = devices::create_offer(&paired.home(), 60).unwrap();
-    let public = paired.ctx.identity.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: Some(relay.ws_url()),
-        lan: None,
-        secret,
-        expires_at,
-    };
+    let link = support::remote::offer_link(&paired.home(), Some(relay.ws_url()), None, 60);
     let phone_dir = tempfile::tempdir().unwrap();
     let phone = DeviceHome::at(phone_dir.path());
     let mut paired_phone = None;
@@ -113,7 +68,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
         }
     }
     let paired_phone = paired_phone.expect("the phone pairs through the relay");
-    let shown_by_bridge = devices::offer_result(&paired.home(), &secret).expect("the bridge recorded the pairing");
+    let shown_by_bridge = devices::offer_result(&paired.home(), &link.secret).expect("the bridge recorded the pairing");
     assert_eq!(paired_phone.short_code, shown_by_bridge.short_code, "both sides show the same short code");
 
     let mut client = connect(&phone, &relay.ws_url()).await;
@@ -121,11 +76,7 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
     let mut transcript = Transcript::new();
     let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
     turn(&mut client, &session, "hello through the relay", &mut transcript).await;
-    let texts: Vec<String> = transcript
-        .entries()
-        .iter()
-        .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
-        .collect();
+    let texts = support::remote::texts(&transcript);
     assert!(texts.iter().any(|t| t == "You said: hello through the relay"), "{texts:?}");
     let written = support::remote::history(paired.bridge_home.path(), &session);
     support::remote::assert_complete(&transcript, &written);
@@ -210,9 +161,7 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
     let addr = relay.as_ref().unwrap().addr();
     let url = relay.as_ref().unwrap().ws_url();
     let paired = support::remote::paired_bridge().await;
-    let backoff =
-        terminull_bridge::relay_client::Backoff { min: Duration::from_millis(50), max: Duration::from_millis(400) };
-    tokio::spawn(terminull_bridge::relay_client::run(paired.ctx.clone(), paired.home(), url.clone(), backoff));
+    support::remote::connect_to_relay(&paired, url.clone());
     let cwd = tempfile::tempdir().unwrap();
     let mut transcript = Transcript::new();
     let mut client = connect(&paired.device, &url).await;
@@ -220,18 +169,8 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
 
     // 1. The device goes away in the middle of a slow turn, then resumes.
     for (round, restart_relay) in [(1, false), (2, true)] {
-        let message = ControlMessage::UserMessage(control::UserMessage {
-            session_id: session.clone(),
-            text: format!("slow round {round} one two three four five six"),
-            attachments: vec![],
-        });
-        let mut kept = Vec::new();
-        client.call(message, &mut kept).await.expect("user_message accepted");
-        for m in kept {
-            if let BridgeMessage::Block { block, .. } = m {
-                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-            }
-        }
+        let text = format!("slow round {round} one two three four five six");
+        support::remote::say(&mut client, &session, &text, &mut transcript).await;
         // Take a few blocks of the turn, then cut.
         let mut taken = 0;
         while taken < 3 {
@@ -259,20 +198,9 @@ async fn a_device_cut_mid_stream_resumes_without_loss_or_duplicates_also_across_
             app_pubkey: String::new(),
         });
         client.call(resume, &mut kept).await.expect("resumed");
-        let mut pending: std::collections::VecDeque<_> = kept.into();
-        loop {
-            let m = match pending.pop_front() {
-                Some(m) => m,
-                None => tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap(),
-            };
-            if let BridgeMessage::Block { block, .. } = m {
-                let end = block.block_type() == "session_end";
-                assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-                if end {
-                    break;
-                }
-            }
-        }
+        // The reply comes before the blocks the resume sends: none are kept.
+        support::remote::apply_blocks(kept, &mut transcript);
+        support::remote::until_turn_end(&mut client, &mut transcript).await;
     }
     support::remote::assert_complete(&transcript, &support::remote::history(paired.bridge_home.path(), &session));
     if let Some(running) = relay {

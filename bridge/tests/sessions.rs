@@ -59,21 +59,21 @@ async fn service(home: &Path, policy: SessionPolicy) -> Service {
 
 /// The library's client, with helpers that keep the tests short.
 struct Client {
-    inner: terminull_bridge::client::Client,
+    inner: terminull_bridge::daemon_client::Client,
     next_id: u64,
 }
 
 impl Client {
     fn in_process(service: &Service) -> Self {
-        Client { inner: terminull_bridge::client::Client::in_process(service), next_id: 0 }
+        Client { inner: terminull_bridge::daemon_client::Client::in_process(service), next_id: 0 }
     }
 
     fn remote(connection: terminull_client::connection::Connection) -> Self {
-        Client { inner: terminull_bridge::client::Client::remote(connection), next_id: 0 }
+        Client { inner: terminull_bridge::daemon_client::Client::remote(connection), next_id: 0 }
     }
 
     async fn over_socket(path: &Path) -> Self {
-        Client { inner: terminull_bridge::client::Client::connect(path).await.unwrap(), next_id: 0 }
+        Client { inner: terminull_bridge::daemon_client::Client::connect(path).await.unwrap(), next_id: 0 }
     }
 
     async fn send(&mut self, mut message: Value) -> String {
@@ -585,7 +585,8 @@ async fn a_client_that_falls_behind_the_live_feed_resumes_from_history_without_l
     let service = service(home.path(), policy()).await;
     // Room for 8 messages only: while this client does not read, the live feed (256
     // blocks) overflows and its follower must resume from history.
-    let mut slow = Client { inner: terminull_bridge::client::Client::in_process_with_inbox(&service, 8), next_id: 0 };
+    let mut slow =
+        Client { inner: terminull_bridge::daemon_client::Client::in_process_with_inbox(&service, 8), next_id: 0 };
     let (session, _) = slow.start("echo", home.path()).await;
     let words: Vec<String> = (0..600).map(|i| format!("w{i}")).collect();
     let text = words.join(" ");

@@ -16,10 +16,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use terminull_bridge::devices;
-use terminull_bridge::lan::{self, LanConfig};
 use terminull_protocol::blocks::Block;
-use terminull_protocol::crypto::pairing::PairingLink;
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
 
@@ -122,10 +119,7 @@ fn page_key(block: &Block) -> Option<(String, String)> {
 }
 
 fn offer(home: &terminull_bridge::home::Home, relay: Option<String>, lan: Option<String>, base: &str) -> String {
-    let identity = devices::bridge_identity(home).unwrap();
-    let (secret, expires_at) = devices::create_offer(home, 300).unwrap();
-    let public = identity.public();
-    PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at }.to_url(base)
+    support::remote::offer_link(home, relay, lan, 300).to_url(base)
 }
 
 #[test]
@@ -138,9 +132,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let bridge = support::remote::paired_bridge().await;
-        let server = lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
-            .await
-            .expect("the LAN server binds");
+        let server = support::remote::start_lan(&bridge).await;
         let link = offer(&bridge.home(), None, Some(server.ws_url()), &server.http_url());
         let report = run_browser(&link, "lan").await;
         assert_eq!(report.path, "lan");
@@ -162,9 +154,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
         let data = tempfile::tempdir().unwrap();
         let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
         let bridge = support::remote::paired_bridge().await;
-        let backoff =
-            terminull_bridge::relay_client::Backoff { min: Duration::from_millis(50), max: Duration::from_millis(400) };
-        tokio::spawn(terminull_bridge::relay_client::run(bridge.ctx.clone(), bridge.home(), relay.ws_url(), backoff));
+        support::remote::connect_to_relay(&bridge, relay.ws_url());
         // The bridge registers before the phone arrives.
         let mut online = false;
         for _ in 0..100 {

@@ -105,6 +105,12 @@ impl SessionHandle {
         self.ask(|reply| SessionCommand::Follow { since_seq, since_ts, reply }).await.unwrap_or_else(|| Err(gone()))
     }
 
+    /// Follows again from just after `last_seq`, for a follower that fell behind the
+    /// live feed: the blocks it missed, from history, and a new live feed.
+    pub async fn catch_up(&self, last_seq: u64) -> Result<Following, ReplyError> {
+        self.follow(Some(last_seq), None).await
+    }
+
     /// A listing line, `None` once the actor is gone.
     pub async fn listing(&self) -> Option<SessionListing> {
         self.ask(SessionCommand::Listing).await

@@ -1,12 +1,16 @@
-//! A bridge with one paired device, for the tests of the relay path: an in-process
-//! service with the echo adapter, its identity and device registry, and a device
-//! home that paired with it (through the pairing functions, no relay needed).
+//! A bridge with one paired device, for the tests of the relay and LAN paths: an
+//! in-process service with the echo adapter, its identity and device registry, and a
+//! device home that paired with it (through the pairing functions, no relay needed);
+//! and what those tests do alike (pairing links, a LAN server, the relay connection,
+//! turns driven through a client and checked against the bridge's history).
 
 use std::path::Path;
 use std::time::Duration;
 
+use terminull_bridge::daemon_client::Client;
 use terminull_bridge::devices::{self, DeviceRegistry};
 use terminull_bridge::home::{Config, Home};
+use terminull_bridge::lan::{self, LanConfig, RunningLan};
 use terminull_bridge::link::LinkContext;
 use terminull_bridge::registry::ScanOptions;
 use terminull_bridge::relay_client;
@@ -85,16 +89,7 @@ pub struct PairedDevice {
 pub fn pair_device(home: &Home, service: &Service) -> PairedDevice {
     let identity = devices::bridge_identity(home).unwrap();
     let registry = DeviceRegistry::open(home);
-    let (secret, expires_at) = devices::create_offer(home, 60).unwrap();
-    let public = identity.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: None,
-        lan: None,
-        secret,
-        expires_at,
-    };
+    let link = offer_link(home, None, None, 60);
     let device_dir = tempfile::tempdir().unwrap();
     let device = DeviceHome::at(device_dir.path());
     let device_identity = device.identity().unwrap();
@@ -145,11 +140,7 @@ pub fn assert_complete(client: &Transcript, history: &[Block]) {
 
 /// Starts an echo session through `client` and applies its opening blocks, up to the
 /// session's `replay_done`, to `transcript`; returns the session's id.
-pub async fn start_echo_session(
-    client: &mut terminull_bridge::client::Client,
-    cwd: &Path,
-    transcript: &mut Transcript,
-) -> SessionId {
+pub async fn start_echo_session(client: &mut Client, cwd: &Path, transcript: &mut Transcript) -> SessionId {
     let mut kept = Vec::new();
     let request = ControlMessage::SessionRequest(control::SessionRequest {
         agent: AgentId("echo".into()),
@@ -163,11 +154,7 @@ pub async fn start_echo_session(
     else {
         panic!("not started")
     };
-    for m in kept {
-        if let BridgeMessage::Block { block, .. } = m {
-            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
-        }
-    }
+    apply_blocks(kept, transcript);
     // The opening blocks (agent_info, …) up to the replay_done of the new session.
     loop {
         match tokio::time::timeout(Duration::from_secs(20), client.next()).await.unwrap().unwrap() {
@@ -179,4 +166,95 @@ pub async fn start_echo_session(
         }
     }
     session_id
+}
+
+/// Sends a raw `session_request` for the echo agent in `cwd` through a device's link
+/// (which puts its own session key in `app_pubkey`), with `id` when given.
+pub async fn request_echo_session(link: &tokio::sync::mpsc::Sender<serde_json::Value>, id: Option<&str>, cwd: &Path) {
+    let mut request = serde_json::json!({"type": "session_request", "agent": "echo", "cwd": cwd, "app_pubkey": ""});
+    if let Some(id) = id {
+        request["id"] = id.into();
+    }
+    link.send(request).await.unwrap();
+}
+
+/// Logs to the test's output when `RUST_LOG` is set.
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A fresh pairing offer of the bridge of `home`, valid `ttl_secs`, as the link a
+/// device opens (the QR code), naming `relay` and `lan` when given.
+pub fn offer_link(home: &Home, relay: Option<String>, lan: Option<String>, ttl_secs: u64) -> PairingLink {
+    let public = devices::bridge_identity(home).unwrap().public();
+    let (secret, expires_at) = devices::create_offer(home, ttl_secs).unwrap();
+    PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at }
+}
+
+/// The bridge's LAN server, on a loopback port the kernel picks.
+pub async fn start_lan(bridge: &Paired) -> RunningLan {
+    lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new("127.0.0.1:0".parse().unwrap()))
+        .await
+        .expect("the LAN server binds")
+}
+
+/// Connects the bridge to the relay at `relay_url`, reconnecting quickly (50 ms to
+/// 400 ms) when the relay goes away, for as long as the test runs.
+pub fn connect_to_relay(bridge: &Paired, relay_url: String) {
+    let backoff =
+        terminull_bridge::relay_client::Backoff { min: Duration::from_millis(50), max: Duration::from_millis(400) };
+    tokio::spawn(terminull_bridge::relay_client::run(bridge.ctx.clone(), bridge.home(), relay_url, backoff));
+}
+
+/// The texts of a transcript's entries (messages, replies), in order.
+pub fn texts(transcript: &Transcript) -> Vec<String> {
+    transcript
+        .entries()
+        .iter()
+        .filter_map(|b| serde_json::to_value(b).ok()?.get("text")?.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The next message from the bridge, within `secs` seconds.
+pub async fn next_within(client: &mut Client, secs: u64) -> BridgeMessage {
+    tokio::time::timeout(Duration::from_secs(secs), client.next()).await.expect("a message in time").expect("open")
+}
+
+/// Applies the blocks among `messages` to `transcript`, each once.
+pub fn apply_blocks(messages: Vec<BridgeMessage>, transcript: &mut Transcript) {
+    for m in messages {
+        if let BridgeMessage::Block { block, .. } = m {
+            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
+        }
+    }
+}
+
+/// Sends `text` to `session` and applies the blocks that arrived before its reply.
+pub async fn say(client: &mut Client, session: &SessionId, text: &str, transcript: &mut Transcript) {
+    let mut kept = Vec::new();
+    let message = ControlMessage::UserMessage(control::UserMessage {
+        session_id: session.clone(),
+        text: text.into(),
+        attachments: vec![],
+    });
+    client.call(message, &mut kept).await.expect("user_message accepted");
+    apply_blocks(kept, transcript);
+}
+
+/// Applies blocks until the turn's `session_end`; returns how many arrived.
+pub async fn until_turn_end(client: &mut Client, transcript: &mut Transcript) -> usize {
+    let mut n = 0;
+    loop {
+        if let BridgeMessage::Block { block, .. } = next_within(client, 30).await {
+            let end = block.block_type() == "session_end";
+            assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
+            n += 1;
+            if end {
+                return n;
+            }
+        }
+    }
 }

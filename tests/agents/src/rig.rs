@@ -15,7 +15,7 @@ use anyhow::{Context, bail, ensure};
 use serde_json::Value;
 use terminull_adapter_sdk::tap::{TAP_DIR_ENV, TapRecord};
 use terminull_bridge::chat::{PermissionAnswer, choose};
-use terminull_bridge::client::Client;
+use terminull_bridge::daemon_client::Client;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{BridgeMessage, ControlMessage, ReplyOutcome, ReplyResult};

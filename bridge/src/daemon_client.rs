@@ -1,16 +1,18 @@
-//! A client of the bridge for the command line and tests: over the local socket when
-//! a daemon runs, otherwise an in-process bridge behind the same per-connection loop.
+//! A client of the bridge daemon for the command line and tests (not to be confused
+//! with the device, the remote client): over the local socket when a daemon runs,
+//! otherwise an in-process bridge behind the same connection loop
+//! ([`crate::connection`]).
 
 use std::path::Path;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use terminull_protocol::control::{BridgeMessage, Control, ControlMessage, ReplyOutcome, ReplyResult};
-use terminull_protocol::ndjson::{LineError, NdjsonCodec};
+use terminull_protocol::ndjson::NdjsonCodec;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::local;
+use crate::connection::{self, Outbound, Peer};
 use crate::service::Service;
 
 /// Messages buffered from the bridge.
@@ -20,10 +22,19 @@ const INBOX: usize = 4096;
 #[derive(Debug)]
 pub struct Client {
     tx: mpsc::Sender<Value>,
-    rx: mpsc::Receiver<BridgeMessage>,
+    rx: Inbox,
     next_id: u64,
     /// The bridge this client runs in-process, when there is no daemon.
     in_process: Option<Service>,
+}
+
+/// Where a client's messages from the bridge arrive.
+#[derive(Debug)]
+enum Inbox {
+    /// Straight from the connection loop of an in-process bridge.
+    Loop(mpsc::Receiver<Outbound>),
+    /// Read from the socket, or opened by a device-side link.
+    Messages(mpsc::Receiver<BridgeMessage>),
 }
 
 /// Why a call failed.
@@ -60,13 +71,12 @@ impl Client {
     /// [`in_process`](Self::in_process) with room for `inbox` messages before the bridge
     /// waits on this client (a small inbox makes a slow client fall behind sooner).
     pub fn in_process_with_inbox(service: &Service, inbox: usize) -> Self {
-        let (tx, lines_rx) = mpsc::channel::<Value>(64);
+        let (tx, mut values) = mpsc::channel::<Value>(64);
         let (out_tx, rx) = mpsc::channel(inbox.max(1));
-        let lines = Box::pin(futures::stream::unfold(lines_rx, |mut rx| async move {
-            rx.recv().await.map(|v| (Ok::<_, LineError>(v), rx))
-        }));
-        tokio::spawn(local::serve_connection(service.clone(), lines, out_tx));
-        Client { tx, rx, next_id: 0, in_process: Some(service.clone()) }
+        let inbound = futures::stream::poll_fn(move |cx| values.poll_recv(cx))
+            .filter_map(|value| std::future::ready(connection::parse(value)));
+        tokio::spawn(connection::serve(service.clone(), Peer::Local, inbound, out_tx));
+        Client { tx, rx: Inbox::Loop(rx), next_id: 0, in_process: Some(service.clone()) }
     }
 
     /// A client of the daemon listening on `socket`.
@@ -104,13 +114,13 @@ impl Client {
                 }
             }
         });
-        Ok(Client { tx, rx, next_id: 0, in_process: None })
+        Ok(Client { tx, rx: Inbox::Messages(rx), next_id: 0, in_process: None })
     }
 
     /// A client of a bridge reached through a relay: the device-side link of
     /// [`terminull_client::connection`], which seals what is sent and opens what arrives.
     pub fn remote(connection: terminull_client::connection::Connection) -> Self {
-        Client { tx: connection.tx, rx: connection.rx, next_id: 0, in_process: None }
+        Client { tx: connection.tx, rx: Inbox::Messages(connection.rx), next_id: 0, in_process: None }
     }
 
     /// True when the bridge runs inside this process (no daemon was found).
@@ -134,7 +144,10 @@ impl Client {
 
     /// The next message from the bridge; `None` when it is gone.
     pub async fn next(&mut self) -> Option<BridgeMessage> {
-        self.rx.recv().await
+        match &mut self.rx {
+            Inbox::Loop(rx) => rx.recv().await.map(Outbound::into_message),
+            Inbox::Messages(rx) => rx.recv().await,
+        }
     }
 
     /// Sends a control message and waits for its reply; other messages that arrive

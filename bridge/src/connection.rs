@@ -1,0 +1,319 @@
+//! The one connection loop every transport drives: the local socket ([`crate::local`]),
+//! the in-process client ([`crate::daemon_client`]) and each device's encrypted link
+//! ([`crate::link`], carried by the relay or the LAN server).
+//!
+//! A transport parses what it receives once, at its edge, into [`Inbound`] values
+//! (with [`parse`]), and hands them to [`serve`] with what it knows about the other
+//! end ([`Peer`], and per message the data it needs to attach a session). The loop
+//! hands each control message to the one dispatcher, [`Service::dispatch`], and sends
+//! back [`Outbound`] values: the replies, and the blocks of every session the
+//! connection follows — in order per session, each reply before the blocks its
+//! message causes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+use terminull_protocol::blocks::Block;
+use terminull_protocol::control::{self, BridgeMessage, Control, ControlError, ControlMessage, Reply, ReplyErrorCode};
+use terminull_protocol::ids::{DeviceId, SessionId};
+use terminull_protocol::ndjson::LineError;
+use tokio::sync::{RwLock, broadcast, mpsc};
+use tokio::task::JoinSet;
+
+use crate::service::Service;
+use crate::session::{Following, SessionHandle};
+
+/// Who is at the other end of a connection, for the logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// A client of the local socket or an in-process client.
+    Local,
+    /// A paired device, over its encrypted link.
+    Device(DeviceId),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Local => f.write_str("a local client"),
+            Peer::Device(id) => write!(f, "device {id}"),
+        }
+    }
+}
+
+/// Input a transport received that is not a control message the bridge can act on.
+/// It is answered `invalid_message`; nothing is dispatched.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformed {
+    /// The line is not JSON (or too long): the local socket's framing.
+    #[error(transparent)]
+    Line(#[from] LineError),
+    /// A known message type with a missing or malformed field (or not a JSON object).
+    #[error("{error}")]
+    Control {
+        /// The message's `id`, when it had a readable one, so the reply can name it.
+        id: Option<String>,
+        /// What is wrong, naming the field.
+        error: ControlError,
+    },
+}
+
+impl Malformed {
+    /// The reply that answers it.
+    fn reply(&self) -> Reply {
+        let id = match self {
+            Malformed::Line(_) => None,
+            Malformed::Control { id, .. } => id.clone(),
+        };
+        Reply::error(id, ReplyErrorCode::InvalidMessage, self.to_string())
+    }
+}
+
+/// What a transport hands the loop. `A` is what it attaches to a message that makes
+/// the connection follow a session (the link: the app's key for the session's
+/// encryption); transports without encryption use `()`.
+#[derive(Debug)]
+pub enum Inbound<A = ()> {
+    /// A control message to dispatch.
+    Control {
+        /// The message.
+        control: Control,
+        /// Returned with the reply when the message makes the connection follow a
+        /// session ([`Outbound::Attached`]).
+        attach: Option<A>,
+    },
+    /// Input that is not a control message: answered `invalid_message`.
+    Malformed(Malformed),
+}
+
+impl<A> From<Control> for Inbound<A> {
+    fn from(control: Control) -> Self {
+        Inbound::Control { control, attach: None }
+    }
+}
+
+impl<A> From<Malformed> for Inbound<A> {
+    fn from(malformed: Malformed) -> Self {
+        Inbound::Malformed(malformed)
+    }
+}
+
+/// Decodes one JSON value a transport received. An unknown `type` is ignored and
+/// logged (`None`: no reply, as the spec says); a bad field is [`Malformed`], naming
+/// the field.
+pub fn parse<A>(value: Value) -> Option<Inbound<A>> {
+    let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+    match control::parse(value) {
+        Ok(control) => Some(control.into()),
+        Err(e @ ControlError::UnknownType { .. }) => {
+            tracing::info!("ignored: {e}");
+            None
+        }
+        Err(error) => Some(Malformed::Control { id, error }.into()),
+    }
+}
+
+/// What the loop sends back through the transport.
+#[derive(Debug)]
+pub enum Outbound<A = ()> {
+    /// A reply, a block or a `replay_done`, as the client receives it.
+    Message(BridgeMessage),
+    /// The reply to a message that carried attach data and made the connection follow
+    /// `session_id`. It is queued before any block of that session, so the transport
+    /// can set the session up (the link derives its keys) before the first block.
+    Attached {
+        /// The reply.
+        reply: Reply,
+        /// The session now followed.
+        session_id: SessionId,
+        /// The data the message carried ([`Inbound::Control::attach`]).
+        attach: A,
+    },
+}
+
+impl<A> Outbound<A> {
+    /// The message as a client without encryption receives it.
+    pub fn into_message(self) -> BridgeMessage {
+        match self {
+            Outbound::Message(message) => message,
+            Outbound::Attached { reply, .. } => BridgeMessage::Reply(reply),
+        }
+    }
+}
+
+/// Orders one followed session's output on one connection: the dispatcher holds it
+/// (write) from handing a message for that session to the service until its reply is
+/// queued; the session's forwarder holds it (read) for each block it queues. So the
+/// reply to a `user_message`, `interrupt` or `permission_response` always comes before
+/// the blocks it causes, although the two are sent by different tasks.
+type OrderGate = Arc<RwLock<()>>;
+
+/// The session a message is about, if any: its gate must be held while it is handled.
+fn session_of(message: &ControlMessage) -> Option<&SessionId> {
+    match message {
+        ControlMessage::SessionResume(m) => Some(&m.session_id),
+        ControlMessage::UserMessage(m) => Some(&m.session_id),
+        ControlMessage::Interrupt(m) => Some(&m.session_id),
+        ControlMessage::PermissionResponse(m) => Some(&m.session_id),
+        ControlMessage::StopSession(m) => Some(&m.session_id),
+        ControlMessage::GetUsage(m) => Some(&m.session_id),
+        ControlMessage::SlashCommand(m) => Some(&m.session_id),
+        ControlMessage::ContinueInTerminal(m) => Some(&m.session_id),
+        ControlMessage::SessionRequest(_)
+        | ControlMessage::ListSessions(_)
+        | ControlMessage::ListAgents(_)
+        | ControlMessage::ListModels(_)
+        | ControlMessage::ScanExternalSessions(_)
+        | ControlMessage::AttachExternal(_) => None,
+    }
+}
+
+/// Serves one connection: every inbound message goes to the dispatcher; replies and
+/// followed sessions' blocks go to `out`, in order per session, each reply before the
+/// blocks its message causes. Returns when `inbound` ends (or `out` closes); the
+/// connection's forwarders stop with it.
+pub async fn serve<A: Send + 'static>(
+    service: Service,
+    peer: Peer,
+    mut inbound: impl Stream<Item = Inbound<A>> + Unpin,
+    out: mpsc::Sender<Outbound<A>>,
+) {
+    let mut followers: JoinSet<()> = JoinSet::new();
+    let mut gates: HashMap<SessionId, OrderGate> = HashMap::new();
+    while let Some(item) = inbound.next().await {
+        let (control, attach) = match item {
+            Inbound::Control { control, attach } => (control, attach),
+            Inbound::Malformed(malformed) => {
+                if let Malformed::Line(e) = &malformed {
+                    tracing::warn!("{peer} sent a bad line: {e}");
+                }
+                if out.send(Outbound::Message(BridgeMessage::Reply(malformed.reply()))).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        let gate = session_of(&control.message).and_then(|id| gates.get(id)).cloned();
+        let held = match gate {
+            Some(gate) => Some(gate.write_owned().await),
+            None => None,
+        };
+        let dispatched = service.dispatch(control).await;
+        let reply = match (&dispatched.follow, attach) {
+            (Some((session, _)), Some(attach)) => {
+                Outbound::Attached { reply: dispatched.reply, session_id: session.id.clone(), attach }
+            }
+            _ => Outbound::Message(BridgeMessage::Reply(dispatched.reply)),
+        };
+        if out.send(reply).await.is_err() {
+            break;
+        }
+        drop(held);
+        if let Some((session, following)) = dispatched.follow {
+            let gate = gates.entry(session.id.clone()).or_default().clone();
+            let forwarder = Forwarder { session, gate, peer: peer.clone(), out: out.clone() };
+            followers.spawn(forwarder.run(following));
+        }
+    }
+    followers.abort_all();
+}
+
+/// Sends one followed session's blocks to one connection.
+struct Forwarder<A> {
+    session: SessionHandle,
+    gate: OrderGate,
+    peer: Peer,
+    out: mpsc::Sender<Outbound<A>>,
+}
+
+/// The connection went away.
+struct Gone;
+
+impl<A: Send + 'static> Forwarder<A> {
+    async fn send(&self, message: BridgeMessage) -> Result<(), Gone> {
+        self.out.send(Outbound::Message(message)).await.map_err(|_| Gone)
+    }
+
+    async fn send_block(&self, block: Block, replay: bool) -> Result<(), Gone> {
+        self.send(BridgeMessage::Block { session_id: self.session.id.clone(), block, replay }).await
+    }
+
+    /// A live block, after any reply the dispatcher is sending for this session.
+    async fn send_live(&self, block: Block) -> Result<(), Gone> {
+        let _order = self.gate.read().await;
+        self.send_block(block, false).await
+    }
+
+    /// Sends the backlog, `replay_done`, then live blocks; after a lag, resumes from
+    /// the last block sent so nothing is lost or repeated.
+    async fn run(self, following: Following) {
+        let _ = self.forward(following).await;
+    }
+
+    async fn forward(&self, following: Following) -> Result<(), Gone> {
+        let Following { backlog, history, mut live } = following;
+        let mut last_seq = 0u64;
+        for block in backlog {
+            last_seq = block.seq.unwrap_or(last_seq);
+            self.send_block(block, false).await?;
+        }
+        let session_id = self.session.id.clone();
+        self.send(BridgeMessage::ReplayDone { session_id, last_seq: (last_seq > 0).then_some(last_seq) }).await?;
+        for block in history {
+            self.send_block(block, true).await?;
+        }
+        loop {
+            match live.recv().await {
+                Ok(block) => {
+                    let seq = block.seq.unwrap_or(0);
+                    if seq != 0 && seq <= last_seq {
+                        continue;
+                    }
+                    last_seq = seq.max(last_seq);
+                    self.send_live(block).await?;
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    let (peer, session) = (&self.peer, &self.session.id);
+                    tracing::warn!(%session, "{peer} fell {missed} blocks behind; resuming from seq {last_seq}");
+                    let Ok(caught_up) = self.session.catch_up(last_seq).await else { return Ok(()) };
+                    for block in caught_up.backlog {
+                        last_seq = block.seq.unwrap_or(last_seq);
+                        self.send_live(block).await?;
+                    }
+                    live = caught_up.live;
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use terminull_protocol::control::ReplyOutcome;
+
+    use super::*;
+
+    #[test]
+    fn a_bad_field_is_answered_naming_the_field_and_the_id_and_an_unknown_type_is_ignored() {
+        assert!(parse::<()>(json!({"id": "c0", "type": "no_such_message"})).is_none());
+        let Some(Inbound::Malformed(malformed)) = parse::<()>(json!({"id": "c1", "type": "interrupt"})) else {
+            panic!("an interrupt without a session is malformed")
+        };
+        let reply = malformed.reply();
+        assert_eq!(reply.id.as_deref(), Some("c1"));
+        let ReplyOutcome::Error { error } = reply.outcome else { panic!("{reply:?}") };
+        assert_eq!(error.code, ReplyErrorCode::InvalidMessage);
+        assert!(error.message.contains("`session_id`"), "{}", error.message);
+        let Some(Inbound::Control { control, attach: None }) =
+            parse::<()>(json!({"type": "interrupt", "session_id": "s"}))
+        else {
+            panic!("a valid interrupt")
+        };
+        assert_eq!(session_of(&control.message), Some(&SessionId("s".into())));
+    }
+}
