@@ -205,16 +205,24 @@ impl OpenLink {
     }
 }
 
+/// Why the link refused a message that would make it follow a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message_type} without a valid app_pubkey")]
+struct NoAppKey {
+    /// The message's `type`.
+    message_type: String,
+}
+
 /// Attaches the app's key to a message that makes the link follow a session, which is
 /// refused without a valid one. Such a message without an `id` gets one (`link-N`),
 /// so the device can tell which reply answers it.
-fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<Option<Inbound<AppKey>>, String> {
+fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<Option<Inbound<AppKey>>, NoAppKey> {
     let mut control = match inbound {
         Some(Inbound::Control { control, .. }) => control,
         Some(Inbound::Malformed(Malformed::Control {
             error: ControlError::InvalidField { message_type, field, .. },
             ..
-        })) if field == "app_pubkey" => return Err(format!("{message_type} without a valid app_pubkey")),
+        })) if field == "app_pubkey" => return Err(NoAppKey { message_type }),
         other => return Ok(other),
     };
     let app_pubkey = match &control.message {
@@ -224,7 +232,7 @@ fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<O
         _ => return Ok(Some(control.into())),
     };
     let Ok(app_key) = b64url_array::<32>("app_pubkey", app_pubkey) else {
-        return Err(format!("{} without a valid app_pubkey", control.message.message_type()));
+        return Err(NoAppKey { message_type: control.message.message_type().to_owned() });
     };
     control.id.get_or_insert_with(|| {
         *next_id += 1;
@@ -426,7 +434,7 @@ mod tests {
         assert_eq!((control.id.as_deref(), app_key), (Some("link-1"), [7u8; 32]));
         for bad in [serde_json::Value::Null, "k".into()] {
             let refused = with_app_key(request(bad), &mut next_id).unwrap_err();
-            assert_eq!(refused, "session_request without a valid app_pubkey");
+            assert_eq!(refused.to_string(), "session_request without a valid app_pubkey");
         }
         let listing = connection::parse(serde_json::json!({"type": "list_sessions"}));
         let Ok(Some(Inbound::Control { control, attach: None })) = with_app_key(listing, &mut next_id) else {

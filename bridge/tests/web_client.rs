@@ -118,18 +118,25 @@ fn page_key(block: &Block) -> Option<(String, String)> {
         .then(|| ("tool_call".to_owned(), value["id"].as_str().unwrap_or_default().to_owned()))
 }
 
+/// The runtime for a browser test's body, or `None` when the body does not run in
+/// this process (no browser here, or this is the process that re-runs the test in a
+/// private network namespace).
+fn browser_test(name: &str) -> Option<tokio::runtime::Runtime> {
+    if !browser_available() || !terminull_netns::body_runs_here(name) {
+        return None;
+    }
+    Some(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap())
+}
+
 fn offer(home: &terminull_bridge::home::Home, relay: Option<String>, lan: Option<String>, base: &str) -> String {
     support::remote::offer_link(home, relay, lan, 300).to_url(base)
 }
 
 #[test]
 fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
-    if !browser_available()
-        || !terminull_netns::body_runs_here("the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium")
-    {
+    let Some(runtime) = browser_test("the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium") else {
         return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    };
     runtime.block_on(async {
         let bridge = support::remote::paired_bridge().await;
         let server = support::remote::start_lan(&bridge).await;
@@ -144,12 +151,9 @@ fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
 
 #[test]
 fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
-    if !browser_available()
-        || !terminull_netns::body_runs_here("the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium")
-    {
+    let Some(runtime) = browser_test("the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium") else {
         return;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    };
     runtime.block_on(async {
         let data = tempfile::tempdir().unwrap();
         let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
