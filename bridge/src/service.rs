@@ -240,7 +240,7 @@ impl Service {
         let unknown =
             |e: crate::history::HistoryError| error(ReplyErrorCode::UnknownSession, format!("no session `{id}`: {e}"));
         let meta = self.inner.history.meta(id).map_err(unknown)?;
-        if meta.state == LogStatus::Stopped {
+        if meta.status == LogStatus::Stopped {
             return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
         }
         let log = self.inner.history.open_session(id).map_err(unknown)?;
@@ -487,7 +487,7 @@ impl Service {
             }
             let last_seq = self.inner.history.open_session(&meta.session_id).map(|l| l.last_seq()).unwrap_or(0);
             out.push(SessionListing {
-                state: if meta.state == LogStatus::Stopped { SessionState::Stopped } else { SessionState::Detached },
+                state: if meta.status == LogStatus::Stopped { SessionState::Stopped } else { SessionState::Detached },
                 agent_id: meta.agent_id,
                 session_id: meta.session_id,
                 cwd: meta.cwd,

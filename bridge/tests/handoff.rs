@@ -69,13 +69,34 @@ impl Rig {
     /// A bridge with a fresh session whose first turn never ends (later messages wait).
     async fn with_a_held_turn() -> (Rig, String) {
         let mut rig = Rig::start().await;
-        let ws = rig.ws.display().to_string();
-        let started =
-            rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-        let s = session_id.as_str().to_owned();
-        rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
+        let s = rig.start_session().await;
+        rig.say(&s, "hold the turn").await;
         (rig, s)
+    }
+
+    /// Starts a session of the handoff adapter in the workspace; returns its id.
+    async fn start_session(&mut self) -> String {
+        let ws = self.ws.display().to_string();
+        let started =
+            self.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+        session_id.as_str().to_owned()
+    }
+
+    /// Binds a session to the terminal's conversation `conversation`; returns its id.
+    async fn attach_external(&mut self, conversation: &str) -> String {
+        let ws = self.ws.display().to_string();
+        let started = self
+            .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": conversation, "cwd": ws, "app_pubkey": "k"}))
+            .await;
+        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+        session_id.as_str().to_owned()
+    }
+
+    /// Sends `text` to `session` as the app does; the bridge accepts it.
+    async fn say(&mut self, session: &str, text: &str) {
+        let r = self.call(json!({"type": "user_message", "session_id": session, "text": text})).await;
+        assert!(matches!(r, ReplyResult::Accepted {}), "{r:?}");
     }
 
     /// The session's `meta.json` as stored.
@@ -198,11 +219,7 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
     assert_eq!(sessions[0].agent_id.as_str(), "handoff-echo");
     assert_eq!(sessions[0].session.agent_session_id.as_str(), "conv-1");
 
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
 
     // The conversation so far is mirrored, and the app is told it observes.
     let first = rig.until("the terminal's first turn", |b| text_is(b, "terminal turn 1")).await;
@@ -214,8 +231,7 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
 
     // Messages from the app queue.
     for text in ["queued one", "queued two"] {
-        let r = rig.call(json!({"type": "user_message", "session_id": s, "text": text})).await;
-        assert!(matches!(r, ReplyResult::Accepted {}));
+        rig.say(&s, text).await;
     }
     rig.until("two queued", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.queued == 2)).await;
     // The terminal goes on; its turn is mirrored live.
@@ -244,11 +260,8 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
 async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_terminal() {
     let mut rig = Rig::start().await;
     let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "hello"})).await;
+    let s = rig.start_session().await;
+    rig.say(&s, "hello").await;
     rig.until("the reply", |b| text_is(b, "You said: hello (conversation fresh-conversation)")).await;
     // Only between turns.
     rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
@@ -267,7 +280,7 @@ async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_t
     // The terminal takes it; a message meanwhile waits.
     rig.set("owned", "777");
     rig.until("the terminal seen", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.owner_pid == Some(777))).await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "from the phone"})).await;
+    rig.say(&s, "from the phone").await;
     rig.terminal_writes("typed in the terminal");
     rig.until("the terminal's turn", |b| text_is(b, "typed in the terminal")).await;
     assert_eq!(rig.agent_log().len(), 4, "the agent was touched while parked: {:?}", rig.agent_log());
@@ -286,17 +299,13 @@ async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_not_sent() {
     let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "one"})).await;
+    let s = rig.start_session().await;
+    rig.say(&s, "one").await;
     rig.until("the reply", |b| text_is(b, "You said: one (conversation fresh-conversation)")).await;
 
     // Someone runs the CLI in that directory without telling terminull.
     rig.set("owned", "99");
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "two"})).await;
+    rig.say(&s, "two").await;
     rig.until("parked", parked).await;
     assert_eq!(rig.agent_log(), ["start None", "send one"]);
     assert_eq!(rig.state_of(&s).await, SessionState::Parked);
@@ -305,22 +314,16 @@ async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_
     rig.until("the reply", |b| text_is(b, "You said: two (conversation fresh-conversation)")).await;
     let log = rig.agent_log();
     assert_eq!(log.last().map(String::as_str), Some("send two"));
-    let _ = Path::new(&ws);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_session_stays_parked_while_ownership_cannot_be_known() {
     let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
     rig.set("head", "conv-1");
     rig.set("owned", "5");
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
     rig.until("parked", parked).await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "waiting"})).await;
+    rig.say(&s, "waiting").await;
     // The terminal may or may not still run: the check fails, so nothing is sent.
     rig.set("broken", "");
     std::fs::remove_file(rig.state("owned")).unwrap();
@@ -351,11 +354,8 @@ async fn the_cli_lists_external_sessions_and_refuses_to_hand_over_a_stopped_sess
 
     // A session with a conversation, then handed over from the command line (another
     // bridge over the same home: the session is revived from history).
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "hi"})).await;
+    let s = rig.start_session().await;
+    rig.say(&s, "hi").await;
     rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
     rig.call(json!({"type": "stop_session", "session_id": s})).await;
     let out = assert_cmd::Command::cargo_bin("terminull")
@@ -422,17 +422,12 @@ async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daem
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains_into_the_head() {
     let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
     rig.set("head", "conv-1");
     rig.set("owned", "4242");
     rig.terminal_writes("terminal turn 1");
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
     rig.until("parked", parked).await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "sent before the restart"})).await;
+    rig.say(&s, "sent before the restart").await;
     rig.until("one queued", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.queued == 1)).await;
 
     // The bridge goes down; meanwhile the terminal writes a turn, resumes into a new
@@ -467,7 +462,7 @@ async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_queued_behind_a_running_turn_is_delivered_by_the_restarted_bridge() {
     let (mut rig, s) = Rig::with_a_held_turn().await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "behind the turn"})).await;
+    rig.say(&s, "behind the turn").await;
     assert_eq!(rig.agent_log(), ["start None", "send hold the turn"], "the second message waits for the turn");
 
     let revived = rig.restart_bridge(|_| {}).await;
@@ -483,7 +478,7 @@ async fn a_message_queued_behind_a_running_turn_is_delivered_by_the_restarted_br
 async fn a_session_holds_at_most_its_bound_of_waiting_messages_and_refuses_the_next_as_busy() {
     let (mut rig, s) = Rig::with_a_held_turn().await;
     for i in 0..terminull_bridge::session::MAX_QUEUED_MESSAGES {
-        rig.call(json!({"type": "user_message", "session_id": s, "text": format!("waiting {i}")})).await;
+        rig.say(&s, &format!("waiting {i}")).await;
     }
     let refused = rig.call_outcome(json!({"type": "user_message", "session_id": s, "text": "one too many"})).await;
     let ReplyOutcome::Error { error } = refused else { panic!("{refused:?}") };

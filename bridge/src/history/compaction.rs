@@ -1,5 +1,5 @@
 //! Compaction: of the streamed blocks (`text`, `thinking`, `progress`, `bg_task`), only
-//! the last one of each id counts. A replay compacts as it reads ([`Compactor`]); a
+//! the last one of each id counts. A replay compacts as it reads (`Compactor`); a
 //! rewrite drops the superseded lines from the file itself
 //! ([`SessionLog::compact`](super::SessionLog::compact)).
 

@@ -80,8 +80,9 @@ pub struct SessionMeta {
     /// The conversation's title, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Active or stopped.
-    pub state: LogStatus,
+    /// Active or stopped (`state` in `meta.json`).
+    #[serde(rename = "state")]
+    pub status: LogStatus,
     /// Work the session owes its user across a bridge restart; absent when none.
     #[serde(default, skip_serializing_if = "PendingWork::is_empty")]
     pub pending: PendingWork,
@@ -103,7 +104,7 @@ impl SessionMeta {
             updated_at: now,
             agent_session_id: None,
             title: None,
-            state: LogStatus::Active,
+            status: LogStatus::Active,
             pending: PendingWork::default(),
         }
     }

@@ -20,7 +20,7 @@
 //! a mix. [`HistoryStore::create`] writes it last, so a directory without `meta.json`
 //! is a session whose creation did not finish; [`HistoryStore::list`] skips it.
 //!
-//! **`blocks.jsonl`** holds one [`Block`] per line, serialized with `serde_json`
+//! **`blocks.jsonl`** holds one [`Block`](terminull_protocol::blocks::Block) per line, serialized with `serde_json`
 //! exactly as the app receives it (`seq` and `ts` included), each line ended by `\n`.
 //! It is the source of truth. Lines are appended with one `write` call each; `seq`
 //! grows by one per line (1, 2, 3, …) until [`SessionLog::compact`] removes superseded
@@ -73,7 +73,7 @@
 //! `write` returning means the line is in the kernel: `kill -9` of the bridge cannot
 //! lose it. fsync is what protects against an OS crash or a power loss. The default,
 //! [`SyncPolicy::Boundaries`] with [`DEFAULT_SYNC_INTERVAL`] (1 s), fsyncs the data
-//! file ([`File::sync_data`]):
+//! file ([`File::sync_data`](std::fs::File::sync_data)):
 //!
 //! - after every block that marks a point the user must not lose: `agent_info` (the
 //!   session exists), `user_message` (what the user sent), `permission_request` (a turn

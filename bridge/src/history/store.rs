@@ -141,7 +141,7 @@ impl HistoryStore {
         Ok(self
             .list()?
             .into_iter()
-            .filter(|m| m.state != LogStatus::Stopped && keep(m))
+            .filter(|m| m.status != LogStatus::Stopped && keep(m))
             .map(|m| m.session_id)
             .collect())
     }

@@ -608,6 +608,37 @@ fn meta_updates_are_atomic_and_survive_a_new_store() {
     serde_json::from_str::<SessionMeta>(&text).unwrap();
 }
 
+/// The `meta.json` keys are a stored format (docs/history.md#metajson): the Rust
+/// names (`status`, `TerminalHold`) are not what is written.
+#[test]
+fn meta_json_keeps_its_keys() {
+    let mut m = meta("s1");
+    m.created_at = 1.5;
+    m.updated_at = 2.5;
+    m.status = LogStatus::Stopped;
+    m.pending.queued.push_back(UserMessage { text: "later".into(), attachments: vec![] });
+    m.pending.parked = Some(crate::handoff::TerminalHold {
+        seen_owner: true,
+        owner_pid: Some(7),
+        resume_command: Some(vec!["agent".into(), "--resume".into()]),
+    });
+    m.pending.mirror_cursor = Some("c1".into());
+    let want = serde_json::json!({
+        "session_id": "s1", "agent_id": "echo", "cwd": "/tmp/work", "created_at": 1.5, "updated_at": 2.5,
+        "state": "stopped",
+        "pending": {
+            "queued": [{"text": "later"}],
+            "parked": {"seen_owner": true, "owner_pid": 7, "resume_command": ["agent", "--resume"]},
+            "mirror_cursor": "c1",
+        },
+    });
+    assert_eq!(serde_json::to_value(&m).unwrap(), want);
+    assert_eq!(serde_json::from_value::<SessionMeta>(want).unwrap(), m);
+    let fresh = serde_json::to_value(meta("s2")).unwrap();
+    assert_eq!(fresh["state"], "active");
+    assert!(fresh.get("pending").is_none(), "{fresh}");
+}
+
 #[test]
 fn list_skips_malformed_session_directories() {
     let (_tmp, store) = store();
@@ -649,12 +680,12 @@ fn resumable_sessions_are_active_with_an_agent_session_id() {
         let mut m = meta(id);
         m.created_at = i as f64;
         m.agent_session_id = agent_session.map(AgentSessionId::from);
-        m.state = state;
+        m.status = state;
         store.create(m).unwrap();
     }
     let ids: Vec<String> = store.resumable_session_ids().unwrap().into_iter().map(|s| s.0).collect();
     assert_eq!(ids, vec!["resumable", "also-resumable"]);
-    store.update_meta(&"resumable".into(), |m| m.state = LogStatus::Stopped).unwrap();
+    store.update_meta(&"resumable".into(), |m| m.status = LogStatus::Stopped).unwrap();
     store.update_meta(&"no-agent-id".into(), |m| m.agent_session_id = Some("a2".into())).unwrap();
     let ids: Vec<String> = store.resumable_session_ids().unwrap().into_iter().map(|s| s.0).collect();
     assert_eq!(ids, vec!["no-agent-id", "also-resumable"]);

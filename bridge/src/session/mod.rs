@@ -24,7 +24,8 @@
 //!
 //! - [`policy`]: the limits and the pure decisions (restart, attach); unit-tested.
 //! - [`handle`]: the commands a session takes and the handle that sends them.
-//! - [`notices`]: which blocks become a push notice, and its wording.
+//! - [`notices`]: the push [`Notice`](notices::Notice) a session sends: which blocks
+//!   become one, and its wording.
 //! - `actor`: the actor's state and core (publish, start/stop the adapter, deliver).
 //! - `hooks`, `mirror`, `handoff`: the terminal handoff on top of the core.
 //! - `turn`: the turn contract (messages, adapter events).

@@ -174,7 +174,7 @@ impl Actor {
                 }
                 self.shutdown_adapter(true).await;
                 self.state = SessionState::Stopped;
-                self.spec.meta.state = LogStatus::Stopped;
+                self.spec.meta.status = LogStatus::Stopped;
                 self.save_meta();
                 let _ = reply.send(Ok(()));
                 return true;
