@@ -23,7 +23,7 @@ use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b6
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::ndjson::LineError;
 use terminull_protocol::relay::{
-    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDone, ReplyEnvelope, SealedReply,
+    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDoneFrame, ReplyEnvelope, SealedReply,
 };
 use tokio::sync::mpsc;
 
@@ -361,7 +361,7 @@ async fn seal_outgoing(
                 }
             }
             BridgeMessage::ReplayDone { session_id, last_seq } => {
-                RelayFrame::ReplayDone(ReplayDone { session_id, last_seq, conn: None })
+                RelayFrame::ReplayDone(ReplayDoneFrame { session_id, last_seq, conn: None })
             }
         };
         if out.send(frame).await.is_err() {

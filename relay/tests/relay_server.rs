@@ -18,7 +18,7 @@ use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairResponse, PairingLink};
 use terminull_protocol::crypto::{b64, b64url, random_bytes};
 use terminull_protocol::relay::{
-    CloseConn, LinkAccept, PairResponseFrame, Push, PushKind, RelayErrorCode, RelayFrame, ReplayDone,
+    CloseConn, LinkAccept, PairResponseFrame, Push, PushKind, RelayErrorCode, RelayFrame, ReplayDoneFrame,
 };
 use terminull_protocol::{BridgeId, SessionId};
 use tokio_tungstenite::tungstenite::Message;
@@ -55,9 +55,9 @@ async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
     bridge.send(&RelayFrame::LinkAccept(accept.clone())).await;
     assert_eq!(recv(&mut phone).await, RelayFrame::LinkAccept(LinkAccept { conn: None, ..accept }), "conn is stripped");
 
-    let done = ReplayDone { session_id: SessionId("s1".into()), last_seq: Some(3), conn: Some(conn) };
+    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(3), conn: Some(conn) };
     bridge.send(&RelayFrame::ReplayDone(done.clone())).await;
-    assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDone { conn: None, ..done }));
+    assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDoneFrame { conn: None, ..done }));
 
     let (code, body) = http(relay.addr(), "GET", &format!("/v1/bridges/{}/devices", bridge.id()), None).await;
     assert_eq!(code, 200);
