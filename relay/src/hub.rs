@@ -24,12 +24,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::RelayConfig;
 use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, frame_json};
+use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
 use crate::webpush::{PushError, PushOutcome, PushSender, Subscription, Urgency};
-
-/// A refusal: the `error` code and its message.
-pub(crate) type Refusal = (RelayErrorCode, String);
 
 /// The longest device name the relay stores.
 const MAX_DEVICE_NAME: usize = 256;
@@ -230,22 +228,32 @@ fn urgency(kind: PushKind) -> Urgency {
 
 /// Checks a device list from a bridge: every key parses, every id matches its key, no
 /// duplicates, within the bound. Returns the devices that may connect.
-fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, String> {
+fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, Refusal> {
     if devices.len() > max {
-        return Err(format!("{} devices listed; this relay keeps at most {max} per bridge", devices.len()));
+        return Err(Refusal::bad_frame(format!(
+            "{} devices listed; this relay keeps at most {max} per bridge",
+            devices.len()
+        )));
     }
     let mut seen = HashSet::new();
     let mut active = HashMap::new();
     for d in devices {
-        let key = PublicIdentity::from_wire(&d.keys).map_err(|e| format!("device `{}`: {e}", d.device_id))?;
+        let key = PublicIdentity::from_wire(&d.keys)
+            .map_err(|e| Refusal::bad_frame(format!("device `{}`: {e}", d.device_id)))?;
         if key.device_id() != d.device_id {
-            return Err(format!("device `{}`: the id does not match the device's key", d.device_id));
+            return Err(Refusal::bad_frame(format!(
+                "device `{}`: the id does not match the device's key",
+                d.device_id
+            )));
         }
         if d.name.len() > MAX_DEVICE_NAME {
-            return Err(format!("device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes", d.device_id));
+            return Err(Refusal::bad_frame(format!(
+                "device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes",
+                d.device_id
+            )));
         }
         if !seen.insert(d.device_id.clone()) {
-            return Err(format!("device `{}` is listed twice", d.device_id));
+            return Err(Refusal::bad_frame(format!("device `{}` is listed twice", d.device_id)));
         }
         if !d.revoked {
             active.insert(d.device_id.clone(), key);
@@ -371,8 +379,8 @@ impl Hub {
     /// the bridge's connection (closing an older one), answers `registered` and tells
     /// the bridge's clients.
     pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle) -> Result<(), Refusal> {
-        let bad = |m: String| (RelayErrorCode::BadFrame, m);
-        let active = check_devices(&reg.devices, self.config.max_devices_per_bridge).map_err(bad)?;
+        let bad = Refusal::bad_frame;
+        let active = check_devices(&reg.devices, self.config.max_devices_per_bridge)?;
         if reg.agents.len() > self.config.max_agents_per_bridge {
             return Err(bad(format!(
                 "{} agents listed; this relay keeps at most {}",
@@ -392,10 +400,10 @@ impl Hub {
 
         let mut state = self.lock();
         if state.stopping {
-            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+            return Err(Refusal::shutting_down());
         }
         if !state.bridges.contains_key(&reg.bridge_id) && state.bridges.len() >= self.config.max_bridges {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
             ));
@@ -434,14 +442,11 @@ impl Hub {
     /// connection its tokens for them.
     pub(crate) fn add_resumable(&self, bridge_id: &BridgeId, ids: &[SessionId]) -> Result<(), Refusal> {
         if ids.len() > self.config.max_resumable_sessions {
-            return Err((
-                RelayErrorCode::BadFrame,
-                format!(
-                    "`sessions` lists {} sessions; this relay keeps at most {}",
-                    ids.len(),
-                    self.config.max_resumable_sessions
-                ),
-            ));
+            return Err(Refusal::bad_frame(format!(
+                "`sessions` lists {} sessions; this relay keeps at most {}",
+                ids.len(),
+                self.config.max_resumable_sessions
+            )));
         }
         let mut state = self.lock();
         let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
@@ -458,8 +463,7 @@ impl Hub {
     }
 
     pub(crate) fn replace_devices(&self, bridge_id: &BridgeId, devices: Vec<DeviceRecord>) -> Result<(), Refusal> {
-        let active =
-            check_devices(&devices, self.config.max_devices_per_bridge).map_err(|m| (RelayErrorCode::BadFrame, m))?;
+        let active = check_devices(&devices, self.config.max_devices_per_bridge)?;
         let mut state = self.lock();
         self.apply_devices(&mut state, bridge_id, devices, active);
         Ok(())
@@ -619,10 +623,7 @@ impl Hub {
             (Some(response), None) => PairOutcome::Accepted(response),
             (None, Some(error)) => PairOutcome::Refused(crate::conn::truncate(&error, 1024).to_owned()),
             _ => {
-                return Err((
-                    RelayErrorCode::BadFrame,
-                    "pair_response needs exactly one of `response` and `error`".to_owned(),
-                ));
+                return Err(Refusal::bad_frame("pair_response needs exactly one of `response` and `error`"));
             }
         };
         let mut state = self.lock();
@@ -642,7 +643,7 @@ impl Hub {
     pub(crate) fn bridge_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push) -> Result<(), Refusal> {
         let text = frame_json(&RelayFrame::Push(push.clone()));
         if text.len() > self.config.max_push_frame_bytes {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::TooLarge,
                 format!(
                     "push frame is {} bytes; at most {} are accepted",
@@ -655,7 +656,7 @@ impl Hub {
         let state = &mut *guard;
         let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
         if !bridge.active.contains_key(&push.device_id) {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::UnknownDevice,
                 format!("device `{}` is not paired with this bridge", push.device_id),
             ));
@@ -794,14 +795,9 @@ impl Hub {
     pub(crate) fn device_key(&self, bridge_id: &BridgeId, device_id: &DeviceId) -> Result<PublicIdentity, Refusal> {
         let state = self.lock();
         let Some(bridge) = state.bridges.get(bridge_id) else {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("bridge `{bridge_id}` is not registered at this relay"),
-            ));
+            return Err(Refusal::unregistered_bridge(bridge_id));
         };
-        bridge.active.get(device_id).copied().ok_or_else(|| {
-            (RelayErrorCode::UnknownDevice, format!("device `{device_id}` is not paired with bridge `{bridge_id}`"))
-        })
+        bridge.active.get(device_id).copied().ok_or_else(|| Refusal::unpaired_device(device_id, bridge_id))
     }
 
     /// Admits an authenticated client connection: sends its `relay_status`, then the
@@ -815,23 +811,17 @@ impl Hub {
         let mut guard = self.lock();
         let state = &mut *guard;
         if state.stopping {
-            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+            return Err(Refusal::shutting_down());
         }
         let Some(bridge) = state.bridges.get_mut(bridge_id) else {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("bridge `{bridge_id}` is not registered at this relay"),
-            ));
+            return Err(Refusal::unregistered_bridge(bridge_id));
         };
         if !bridge.active.contains_key(device_id) {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("device `{device_id}` is not paired with bridge `{bridge_id}`"),
-            ));
+            return Err(Refusal::unpaired_device(device_id, bridge_id));
         }
         let live = bridge.clients.iter().filter(|c| state.clients.get(*c).is_some_and(|cl| &cl.device_id == device_id));
         if live.count() >= self.config.max_connections_per_device {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!(
                     "device `{device_id}` already holds {} connections to this bridge",
@@ -883,15 +873,15 @@ impl Hub {
         let state = self.lock();
         let online = state.bridges.get(bridge_id).and_then(Bridge::online);
         let Some(online) = online else {
-            return Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned()));
+            return Err(Refusal::bridge_offline());
         };
         match online.send_frame(frame) {
             Ok(()) => Ok(()),
-            Err(SendError::Full) => Err((
+            Err(SendError::Full) => Err(Refusal::new(
                 RelayErrorCode::RateLimited,
-                "the bridge is not keeping up; the frame was dropped, retry later".to_owned(),
+                "the bridge is not keeping up; the frame was dropped, retry later",
             )),
-            Err(SendError::Closed) => Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned())),
+            Err(SendError::Closed) => Err(Refusal::bridge_offline()),
         }
     }
 
@@ -1053,10 +1043,10 @@ mod tests {
             name: "phone".into(),
             revoked: false,
         };
-        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().contains("does not match"));
+        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().message.contains("does not match"));
         let good = DeviceRecord { device_id: key.device_id(), ..record };
         assert_eq!(check_devices(std::slice::from_ref(&good), 8).unwrap().len(), 1);
-        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().contains("twice"));
+        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().message.contains("twice"));
         let revoked = DeviceRecord { revoked: true, ..good };
         assert!(check_devices(&[revoked], 8).unwrap().is_empty(), "revoked devices may not connect");
     }

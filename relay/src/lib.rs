@@ -15,6 +15,7 @@ pub mod error;
 mod http_api;
 mod hub;
 mod limits;
+mod refusal;
 pub mod server;
 mod store;
 mod tls;
@@ -22,5 +23,5 @@ pub mod token;
 pub mod webpush;
 
 pub use config::{RelayConfig, TlsFiles};
-pub use error::{RelayError, StoreError};
+pub use error::{ConfigError, RelayError, StoreError};
 pub use server::{Relay, RunningRelay};

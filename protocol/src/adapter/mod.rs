@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::blocks::{AgentInfo, Block, Usage, UserMessage};
 use crate::ids::{AgentSessionId, PermissionRequestId, SessionId};
-use crate::jsonrpc::{Notification, Request, RequestId, decode_params};
+use crate::jsonrpc::{Notification, ParamsError, Request, RequestId, decode_params};
 
 /// A request the bridge sends to an adapter.
 pub trait AdapterRequest {
@@ -165,7 +165,7 @@ pub enum ExtractError {
         /// The method.
         method: &'static str,
         /// Which field is wrong and how.
-        problem: String,
+        problem: ParamsError,
     },
 }
 
