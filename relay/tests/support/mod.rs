@@ -46,6 +46,39 @@ pub async fn start(config: RelayConfig) -> RunningRelay {
     Relay::start(config).await.expect("the relay starts")
 }
 
+/// Session ids from their names.
+pub fn sessions(ids: &[&str]) -> Vec<SessionId> {
+    ids.iter().map(|s| SessionId((*s).into())).collect()
+}
+
+/// The start of most tests: a relay on loopback with its data in a fresh temporary
+/// directory, a bridge registered with it and `N` devices paired with the bridge (not
+/// yet connected).
+pub struct Paired<const N: usize> {
+    /// The relay's data directory: removed when this is dropped, so keep it bound.
+    pub dir: tempfile::TempDir,
+    /// The relay.
+    pub relay: RunningRelay,
+    /// The registered bridge.
+    pub bridge: FakeBridge,
+    /// The paired devices, in the order of their names.
+    pub devices: [Identity; N],
+}
+
+impl<const N: usize> Paired<N> {
+    /// Devices named `names`; the bridge can resume `resumable`; [`config`] as `tune` changes it.
+    pub async fn start(names: [&str; N], resumable: &[&str], tune: impl FnOnce(&mut RelayConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        tune(&mut cfg);
+        let relay = start(cfg).await;
+        let devices: [Identity; N] = std::array::from_fn(|_| Identity::generate());
+        let records = names.iter().zip(&devices).map(|(name, device)| device_record(device, name, false)).collect();
+        let bridge = FakeBridge::connect(&relay, &Identity::generate(), records, sessions(resumable)).await;
+        Self { dir, relay, bridge, devices }
+    }
+}
+
 /// Opens a WebSocket to `path` of `relay`.
 pub async fn open(relay: &RunningRelay, path: &str) -> Ws {
     let (ws, _) = tokio_tungstenite::connect_async(format!("{}{path}", relay.ws_url())).await.expect("websocket opens");
