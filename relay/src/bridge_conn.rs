@@ -6,42 +6,23 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
 use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_block};
+use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::crypto::{b64url, from_b64, random_bytes};
-use terminull_protocol::relay::{Challenge, PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
 use terminull_protocol::{BridgeId, SessionId};
-use tokio::time::Instant;
 
-use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
+use crate::challenge::{Challenged, Side, challenge};
+use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
 use crate::hub::{ConnectionSlot, Hub};
-use crate::limits::deadline_after;
 use crate::refusal::Refusal;
 
 /// Serves one bridge connection until it ends.
 pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
-    let id = hub.next_conn_id();
-    let config = Arc::clone(&hub.config);
-    let limits = InboundLimits { frames_per_sec: config.bridge_frames_per_sec, burst: config.bridge_frames_burst };
-    let mut io = ConnIo::start(
-        socket,
-        id,
-        "bridge",
-        config.bridge_queue_frames,
-        limits,
-        Arc::clone(&config),
-        hub.shutdown.clone(),
-    );
-    tracing::debug!(conn = id, %peer, "bridge connection opened");
-
-    let nonce = random_bytes::<32>();
-    // A fresh queue has room for the first frame.
-    let _ = io.handle.send_frame(&RelayFrame::Challenge(Challenge { nonce: b64url(&nonce) }));
-    let deadline = deadline_after(Instant::now(), config.auth_timeout);
-    let frame = match io.next_frame(Some(deadline)).await {
-        Inbound::Frame(frame) => frame,
-        Inbound::Ended => return io.finish().await,
+    let Challenged { id, mut io, nonce, answer } = match challenge(&hub, socket, peer, Side::Bridge).await {
+        Ok(challenged) => challenged,
+        Err(io) => return io.finish().await,
     };
-    let (register, key) = match authenticate(*frame, &nonce) {
+    let (register, key) = match authenticate(answer, &nonce) {
         Ok(ok) => ok,
         Err(Refusal { code, message }) => {
             tracing::info!(conn = id, %peer, %message, "bridge registration refused");

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod bridge_conn;
+mod challenge;
 mod client_conn;
 pub mod config;
 mod conn;
