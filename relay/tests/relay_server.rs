@@ -8,10 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::SinkExt as _;
-use p256::SecretKey;
-use p256::elliptic_curve::Generate as _;
-use p256::elliptic_curve::sec1::ToSec1Point as _;
-use rand::RngExt as _;
+use support::user_agent::UserAgent;
 use support::*;
 use terminull_protocol::crypto::envelope::push_subscription_bytes;
 use terminull_protocol::crypto::keys::Identity;
@@ -487,22 +484,6 @@ async fn a_push_reaches_a_connected_device_directly_and_is_held_for_an_offline_o
     assert_eq!(recv(&mut phone).await, RelayFrame::Push(push(3)), "the oldest was dropped at the bound");
     assert_eq!(recv(&mut phone).await, RelayFrame::Push(push(4)));
     relay.shutdown().await;
-}
-
-/// A browser's push keys.
-struct UserAgent {
-    private: SecretKey,
-    auth: [u8; 16],
-}
-
-impl UserAgent {
-    fn new() -> Self {
-        Self { private: SecretKey::generate_from_rng(&mut rand::rng()), auth: rand::rng().random() }
-    }
-
-    fn p256dh(&self) -> String {
-        URL_SAFE_NO_PAD.encode(self.private.public_key().to_sec1_point(false).as_bytes())
-    }
 }
 
 fn subscription_body(device: &Identity, bridge_id: &BridgeId, endpoint: &str, ua: &UserAgent, ts: u64) -> String {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod user_agent;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -21,7 +23,7 @@ use terminull_relay::{Relay, RelayConfig, RunningRelay};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// How long a test waits for something that should happen.
@@ -120,16 +122,24 @@ pub async fn next_event(ws: &mut Ws) -> Event {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let message = tokio::time::timeout_at(deadline, ws.next()).await.expect("something arrives in time");
-        match message {
-            None | Some(Err(_)) => return Event::Closed(None),
-            Some(Ok(Message::Text(text))) => {
-                return Event::Frame(serde_json::from_str(text.as_str()).expect("the relay sends relay frames"));
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Event::Closed(frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())));
-            }
-            Some(Ok(_)) => {}
+        if let Some(event) = event_of(message) {
+            return event;
         }
+    }
+}
+
+/// What a message read from the relay means: a frame, the end, or (`None`) nothing to
+/// report (a ping, a pong).
+pub fn event_of(message: Option<Result<Message, tungstenite::Error>>) -> Option<Event> {
+    match message {
+        None | Some(Err(_)) => Some(Event::Closed(None)),
+        Some(Ok(Message::Text(text))) => {
+            Some(Event::Frame(serde_json::from_str(text.as_str()).expect("the relay sends relay frames")))
+        }
+        Some(Ok(Message::Close(frame))) => {
+            Some(Event::Closed(frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned()))))
+        }
+        Some(Ok(_)) => None,
     }
 }
 

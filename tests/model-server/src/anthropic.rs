@@ -10,7 +10,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, logged, parse_body,
+    CallSummary, Shared, answer, logged, parse_body,
     script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
@@ -36,17 +36,6 @@ pub(crate) fn conversation(body: &Value) -> Conversation {
     }
 }
 
-fn summary(body: &Value, conv: &Conversation) -> CallSummary {
-    CallSummary {
-        api: "anthropic",
-        model: body["model"].as_str().map(str::to_owned),
-        stream: body["stream"].as_bool().unwrap_or(false),
-        scenario: None,
-        messages: conv.history,
-        tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
-    }
-}
-
 /// `POST /v1/messages`.
 pub(crate) async fn messages(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
     let body = match parse_body(&state, &method, &uri, "anthropic", &body) {
@@ -55,19 +44,21 @@ pub(crate) async fn messages(State(state): State<Shared>, method: Method, uri: U
     };
     let conv = conversation(&body);
     let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary(&body, &conv);
+    let mut summary = CallSummary::of("anthropic", &body, &conv);
     summary.scenario = Some(scenario);
     let model = summary.model.clone().unwrap_or_else(|| "mock-claude".into());
     let response = match outcome {
         Outcome::Error => error_response(),
         Outcome::Reply(reply) => {
             let id = state.next_id();
-            if summary.stream {
-                sse::response(stream_frames(&reply, &model, id, conv.input_tokens), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(message(&reply, &model, id, conv.input_tokens)).into_response()
-            }
+            answer(
+                &state,
+                &reply,
+                summary.stream,
+                || stream_frames(&reply, &model, id, conv.input_tokens),
+                || message(&reply, &model, id, conv.input_tokens),
+            )
+            .await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)
@@ -88,7 +79,7 @@ pub(crate) async fn count_tokens(State(state): State<Shared>, method: Method, ur
         Err(r) => return *r,
     };
     let conv = conversation(&body);
-    let summary = summary(&body, &conv);
+    let summary = CallSummary::of("anthropic", &body, &conv);
     let response = Json(json!({"input_tokens": conv.input_tokens})).into_response();
     logged(&state, &method, &uri, Some(body), summary, response)
 }

@@ -158,6 +158,38 @@ pub(crate) struct CallSummary {
     pub tools: Vec<String>,
 }
 
+impl CallSummary {
+    /// A model call to `api`: the model and `stream` as the body asks, the size of the
+    /// conversation and the tools it offers.
+    pub(crate) fn of(api: &'static str, body: &Value, conv: &script::Conversation) -> Self {
+        Self {
+            api,
+            model: body["model"].as_str().map(str::to_owned),
+            stream: body["stream"].as_bool().unwrap_or(false),
+            scenario: None,
+            messages: conv.history,
+            tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+}
+
+/// Sends a scripted reply the way every API does: as the SSE `frames` when `stream`,
+/// else as one JSON body once the reply's pace allows.
+pub(crate) async fn answer(
+    state: &AppState,
+    reply: &script::Reply,
+    stream: bool,
+    frames: impl FnOnce() -> Vec<String>,
+    whole: impl FnOnce() -> Value,
+) -> Response {
+    if stream {
+        sse::response(frames(), state.pace(reply))
+    } else {
+        state.pace(reply).before_answer().await;
+        Json(whole()).into_response()
+    }
+}
+
 /// Records a request and passes its response through.
 pub(crate) fn logged(
     state: &AppState,

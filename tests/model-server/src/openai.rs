@@ -10,7 +10,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, logged, parse_body,
+    CallSummary, Shared, answer, logged, parse_body,
     script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
@@ -18,17 +18,6 @@ use crate::{
 fn error_response() -> Response {
     let body = json!({"error": {"message": "scripted server error (mock:error)", "type": "server_error", "param": null, "code": "server_error"}});
     (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
-}
-
-fn summary(api: &'static str, body: &Value, conv: &Conversation) -> CallSummary {
-    CallSummary {
-        api,
-        model: body["model"].as_str().map(str::to_owned),
-        stream: body["stream"].as_bool().unwrap_or(false),
-        scenario: None,
-        messages: conv.history,
-        tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -72,7 +61,7 @@ pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: 
     };
     let conv = responses_conversation(&body);
     let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary("responses", &body, &conv);
+    let mut summary = CallSummary::of("responses", &body, &conv);
     summary.scenario = Some(scenario);
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let response = match outcome {
@@ -80,12 +69,7 @@ pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: 
         Outcome::Reply(reply) => {
             let id = state.next_id();
             let r = ResponsesRender { reply: &reply, model: &model, id, input_tokens: conv.input_tokens };
-            if summary.stream {
-                sse::response(r.frames(), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(r.response("completed", r.items())).into_response()
-            }
+            answer(&state, &reply, summary.stream, || r.frames(), || r.response("completed", r.items())).await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)
@@ -254,7 +238,7 @@ pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method
     };
     let conv = chat_conversation(&body);
     let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary("chat", &body, &conv);
+    let mut summary = CallSummary::of("chat", &body, &conv);
     summary.scenario = Some(scenario);
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let include_usage = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
@@ -262,12 +246,14 @@ pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method
         Outcome::Error => error_response(),
         Outcome::Reply(reply) => {
             let id = state.next_id();
-            if summary.stream {
-                sse::response(chat_frames(&reply, &model, id, conv.input_tokens, include_usage), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(chat_message(&reply, &model, id, conv.input_tokens)).into_response()
-            }
+            answer(
+                &state,
+                &reply,
+                summary.stream,
+                || chat_frames(&reply, &model, id, conv.input_tokens, include_usage),
+                || chat_message(&reply, &model, id, conv.input_tokens),
+            )
+            .await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)
