@@ -54,7 +54,7 @@ fn conversation(body: &Value) -> Conversation {
         tools,
         history: contents.len(),
         json_schema,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
+        input_tokens: script::input_tokens(body),
     }
 }
 

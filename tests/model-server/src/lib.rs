@@ -173,6 +173,35 @@ impl CallSummary {
     }
 }
 
+/// A model call as every API handler starts it: the parsed body, the API-neutral
+/// conversation, what the script answers and the summary that logs it.
+pub(crate) struct ScriptedCall {
+    pub body: Value,
+    pub conv: script::Conversation,
+    pub outcome: script::Outcome,
+    pub summary: CallSummary,
+}
+
+impl ScriptedCall {
+    /// Parses `body` (an unparsable one is answered, and logged, as the `Err`), reads its
+    /// conversation with `conversation` and picks the scenario.
+    pub(crate) fn read(
+        state: &AppState,
+        method: &Method,
+        uri: &Uri,
+        api: &'static str,
+        body: &Bytes,
+        conversation: fn(&Value) -> script::Conversation,
+    ) -> Result<Self, Box<Response>> {
+        let body = parse_body(state, method, uri, api, body)?;
+        let conv = conversation(&body);
+        let (scenario, outcome) = script::select(&conv, &state.config);
+        let mut summary = CallSummary::of(api, &body, &conv);
+        summary.scenario = Some(scenario);
+        Ok(Self { body, conv, outcome, summary })
+    }
+}
+
 /// Sends a scripted reply the way every API does: as the SSE `frames` when `stream`,
 /// else as one JSON body once the reply's pace allows.
 pub(crate) async fn answer(

@@ -10,7 +10,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, answer, logged, parse_body,
+    ScriptedCall, Shared, answer, logged,
     script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
@@ -40,29 +40,17 @@ fn responses_conversation(body: &Value) -> Conversation {
             )
         })
         .map(|i| content_text(&i["output"]));
-    let last_user_text =
-        turns.iter().rev().find(|i| i["role"] == "user").map(|i| content_text(&i["content"])).unwrap_or_default();
     let tools = ToolSpec::all_in(&body["tools"], |t| t, "parameters");
-    Conversation {
-        last_user_text,
-        tool_result,
-        tools,
-        history: items.len(),
-        json_schema: None,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
-    }
+    Conversation::of_turns(body, &turns, items.len(), tool_result, tools)
 }
 
 /// `POST /v1/responses`.
 pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body = match parse_body(&state, &method, &uri, "responses", &body) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let conv = responses_conversation(&body);
-    let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = CallSummary::of("responses", &body, &conv);
-    summary.scenario = Some(scenario);
+    let ScriptedCall { body, conv, outcome, summary } =
+        match ScriptedCall::read(&state, &method, &uri, "responses", &body, responses_conversation) {
+            Ok(call) => call,
+            Err(response) => return *response,
+        };
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let response = match outcome {
         Outcome::Error => error_response(),
@@ -217,29 +205,17 @@ fn chat_conversation(body: &Value) -> Conversation {
     let turns: Vec<&Value> =
         messages.iter().filter(|m| !matches!(m["role"].as_str(), Some("developer" | "system"))).collect();
     let tool_result = turns.last().filter(|m| m["role"] == "tool").map(|m| content_text(&m["content"]));
-    let last_user_text =
-        turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
     let tools = ToolSpec::all_in(&body["tools"], |t| &t["function"], "parameters");
-    Conversation {
-        last_user_text,
-        tool_result,
-        tools,
-        history: messages.len(),
-        json_schema: None,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
-    }
+    Conversation::of_turns(body, &turns, messages.len(), tool_result, tools)
 }
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body = match parse_body(&state, &method, &uri, "chat", &body) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let conv = chat_conversation(&body);
-    let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = CallSummary::of("chat", &body, &conv);
-    summary.scenario = Some(scenario);
+    let ScriptedCall { body, conv, outcome, summary } =
+        match ScriptedCall::read(&state, &method, &uri, "chat", &body, chat_conversation) {
+            Ok(call) => call,
+            Err(response) => return *response,
+        };
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let include_usage = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
     let response = match outcome {
