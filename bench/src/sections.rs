@@ -10,16 +10,14 @@ use futures::{SinkExt, StreamExt};
 use terminull_bridge::history::{HistoryStore, SessionMeta, SyncPolicy};
 use terminull_bridge::home::Home;
 use terminull_client::net::{self, Stream};
-use terminull_protocol::blocks::{
-    Block, BlockKind, EndReason, SessionEnd, SessionSummary, StreamedText, ToolCall, ToolResult, ToolStatus,
-    UserMessage,
-};
+use terminull_protocol::blocks::{Block, BlockKind, StreamedText};
 use terminull_protocol::crypto::channel::{Opener, Sealer, session_keys};
 use terminull_protocol::crypto::envelope::{link_hello_bytes, open_block, relay_auth_bytes, seal_block, verify_block};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{b64, b64url, from_b64url};
 use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::{Auth, DeviceRecord, LinkHello, PROTOCOL_VERSION, Register, RelayFrame};
+use terminull_protocol::samples::realistic_session;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -554,74 +552,16 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
     Ok(rows)
 }
 
-/// The blocks of one realistic turn (45 blocks, about 30 KB): a user message, a
-/// streamed thinking (8 chunks), a tool call with its result, a streamed answer (30
-/// chunks, each the full text so far), a summary and the end — the shape of the
-/// history bench's log (bridge/benches/history.rs), so the figures compare.
-fn history_turn(t: u64, ts: f64) -> Vec<Block> {
-    let mut kinds = vec![BlockKind::UserMessage(UserMessage {
-        text: format!("turn {t}: please fix the failing test in parser.rs"),
-        attachments: vec![],
-    })];
-    let mut thought = String::new();
-    for i in 0..8 {
-        thought.push_str("Let me look at the parser's error path first. ");
-        kinds.push(BlockKind::Thinking(StreamedText {
-            id: format!("r{t}").into(),
-            text: thought.clone(),
-            done: i == 7,
-        }));
-    }
-    let call = |status| {
-        BlockKind::ToolCall(ToolCall {
-            id: format!("t{t}").into(),
-            name: "Bash".into(),
-            input: serde_json::json!({"command": "cargo test -p parser"}),
-            status,
-            parent_id: None,
-            title: Some("Run the tests".into()),
-        })
-    };
-    kinds.push(call(ToolStatus::Running));
-    kinds.push(BlockKind::ToolResult(ToolResult {
-        tool_call_id: format!("t{t}").into(),
-        output: "test result: FAILED. 41 passed; 1 failed\n".repeat(10),
-        is_error: false,
-    }));
-    kinds.push(call(ToolStatus::Done));
-    let mut answer = String::new();
-    for _ in 0..30 {
-        answer.push_str("The failing test expects a span. ");
-        kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer.clone(), done: false }));
-    }
-    kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer, done: true }));
-    kinds.push(BlockKind::SessionSummary(SessionSummary { title: Some("Fix the parser".into()), usage: None }));
-    kinds.push(BlockKind::SessionEnd(SessionEnd { reason: EndReason::Completed, usage: None, message: None }));
-    kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, kind)| Block { seq: None, ts: ts + i as f64 * 0.01, meta: None, kind })
-        .collect()
-}
-
 /// Writes a session of `n` blocks under `home`; returns its id and the `ts` of its
 /// last turn's first block (a typical reconnect's `since_ts`).
 fn write_history(home: &Path, n: u64, cwd: &Path) -> Result<(SessionId, f64)> {
     let store = HistoryStore::open(Home::at(home).sessions())?.with_sync_policy(SyncPolicy::Never);
     let session = SessionId(format!("s-{n:032x}"));
     let mut log = store.create(SessionMeta::new(session.clone(), AgentId("echo".into()), cwd.display().to_string()))?;
-    let (mut written, mut t, mut last_turn_ts) = (0u64, 0u64, 0.0);
-    while written < n {
-        let ts = 1e9 + 10.0 * t as f64;
-        for block in history_turn(t, ts) {
-            if written == n {
-                break;
-            }
-            log.append(block)?;
-            written += 1;
-            last_turn_ts = ts;
-        }
-        t += 1;
+    let blocks = realistic_session(n);
+    let last_turn_ts = blocks.iter().rev().find(|b| matches!(b.kind, BlockKind::UserMessage(_))).map_or(0.0, |b| b.ts);
+    for block in blocks {
+        log.append(block)?;
     }
     log.sync()?;
     Ok((session, last_turn_ts - 0.001))

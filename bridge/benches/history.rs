@@ -13,73 +13,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use terminull_bridge::history::{HistoryStore, SessionLog, SessionMeta, SyncPolicy};
-use terminull_protocol::blocks::{
-    Block, BlockKind, EndReason, SessionEnd, SessionSummary, StreamedText, ToolCall, ToolResult, ToolStatus,
-    UserMessage,
-};
+use terminull_protocol::blocks::Block;
+use terminull_protocol::samples::realistic_session;
 
 const BLOCKS: u64 = 100_000;
-
-/// The blocks of one realistic turn (45 blocks, about 30 KB): a user message, a
-/// streamed thinking (8 chunks), a tool call with its result, a streamed answer
-/// (30 chunks of up to 1.2 KB, each the full text so far), a summary and the end.
-fn turn(t: u64, ts: f64) -> Vec<Block> {
-    let mut kinds = vec![BlockKind::UserMessage(UserMessage {
-        text: format!("turn {t}: please fix the failing test in parser.rs"),
-        attachments: vec![],
-    })];
-    let mut thought = String::new();
-    for i in 0..8 {
-        thought.push_str("Let me look at the parser's error path first. ");
-        kinds.push(BlockKind::Thinking(StreamedText {
-            id: format!("r{t}").into(),
-            text: thought.clone(),
-            done: i == 7,
-        }));
-    }
-    let call = |status| {
-        BlockKind::ToolCall(ToolCall {
-            id: format!("t{t}").into(),
-            name: "Bash".into(),
-            input: serde_json::json!({"command": "cargo test -p parser"}),
-            status,
-            parent_id: None,
-            title: Some("Run the tests".into()),
-        })
-    };
-    kinds.push(call(ToolStatus::Running));
-    kinds.push(BlockKind::ToolResult(ToolResult {
-        tool_call_id: format!("t{t}").into(),
-        output: "test result: FAILED. 41 passed; 1 failed\n".repeat(10),
-        is_error: false,
-    }));
-    kinds.push(call(ToolStatus::Done));
-    let mut answer = String::new();
-    for _ in 0..30 {
-        answer.push_str("The failing test expects a span. ");
-        kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer.clone(), done: false }));
-    }
-    kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer, done: true }));
-    kinds.push(BlockKind::SessionSummary(SessionSummary { title: Some("Fix the parser".into()), usage: None }));
-    kinds.push(BlockKind::SessionEnd(SessionEnd { reason: EndReason::Completed, usage: None, message: None }));
-    kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, kind)| Block { seq: None, ts: ts + i as f64 * 0.01, meta: None, kind })
-        .collect()
-}
-
-/// The first `n` blocks of a session made of [`turn`]s; turn `t` starts at ts 1e9 + 10 t.
-fn blocks(n: u64) -> Vec<Block> {
-    let mut out = Vec::with_capacity(n as usize);
-    let mut t = 0;
-    while (out.len() as u64) < n {
-        out.extend(turn(t, 1e9 + 10.0 * t as f64));
-        t += 1;
-    }
-    out.truncate(n as usize);
-    out
-}
 
 /// Appends `blocks` to a new session under `policy`; returns the log and the time taken.
 fn append_all(store: &HistoryStore, id: &str, policy: SyncPolicy, blocks: &[Block]) -> (SessionLog, Duration) {
@@ -118,7 +55,7 @@ fn main() {
     let runs = if quick { 100 } else { 1000 };
     let tmp = tempfile::tempdir().expect("temporary directory");
     let store = HistoryStore::open(tmp.path().join("sessions")).expect("store");
-    let all = blocks(BLOCKS);
+    let all = realistic_session(BLOCKS);
     let bytes: usize = all.iter().map(|b| serde_json::to_vec(b).map_or(0, |v| v.len() + 10)).sum();
     println!("log: {BLOCKS} blocks of 45-block turns, about {:.0} MB, in {}", bytes as f64 / 1e6, tmp.path().display());
     println!("{:<60} {:>16}  note", "operation", "figure");

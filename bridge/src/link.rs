@@ -22,7 +22,7 @@ use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::relay::{
-    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDone, ReplyEnvelope, SealedReply,
+    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDoneFrame, ReplyEnvelope, SealedReply,
 };
 use tokio::sync::mpsc;
 
@@ -344,7 +344,7 @@ impl Sealing {
                 self.block(session_id, block, replay)
             }
             Outbound::Message(BridgeMessage::ReplayDone { session_id, last_seq }) => {
-                Some(RelayFrame::ReplayDone(ReplayDone { session_id, last_seq, conn: None }))
+                Some(RelayFrame::ReplayDone(ReplayDoneFrame { session_id, last_seq, conn: None }))
             }
         }
     }

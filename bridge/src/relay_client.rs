@@ -14,7 +14,8 @@ use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
 use terminull_protocol::crypto::{b64, from_b64url};
 use terminull_protocol::ids::SessionId;
 use terminull_protocol::relay::{
-    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame, Sessions,
+    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame,
+    ResumableSessions,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -212,7 +213,7 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                 live = now;
                 if !started.is_empty() {
                     started.sort();
-                    write(&mut ws, &RelayFrame::Sessions(Sessions { resumable_session_ids: started })).await?;
+                    write(&mut ws, &RelayFrame::Sessions(ResumableSessions { resumable_session_ids: started })).await?;
                 }
                 let (devices, version) = ctx.devices.snapshot();
                 if version != devices_version {

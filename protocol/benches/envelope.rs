@@ -8,6 +8,8 @@
 // A bench binary's output is its table.
 #![allow(clippy::print_stdout)]
 
+mod timing;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -18,19 +20,9 @@ use terminull_protocol::crypto::envelope::{
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::ids::SessionId;
 
-fn measure(budget: Duration, mut f: impl FnMut()) -> (u64, Duration) {
-    for _ in 0..50 {
-        f();
-    }
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < budget {
-        for _ in 0..50 {
-            f();
-        }
-        n += 50;
-    }
-    (n, start.elapsed())
+/// Runs `f` for about `budget`; returns (iterations, elapsed).
+fn measure(budget: Duration, f: impl FnMut()) -> (u64, Duration) {
+    timing::measure(budget, 50, f)
 }
 
 /// Times one pass of `f` over `n` prepared inputs (each may be used once).

@@ -7,8 +7,10 @@
 // A bench binary's output is its table.
 #![allow(clippy::print_stdout)]
 
+mod timing;
+
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use serde_json::Value;
@@ -18,21 +20,16 @@ use terminull_protocol::ndjson::NdjsonCodec;
 use terminull_protocol::samples;
 use tokio_util::codec::{Decoder, Encoder};
 
-/// Runs `f` repeatedly for about `budget` and returns (iterations, elapsed).
-fn measure(budget: Duration, mut f: impl FnMut()) -> (u64, Duration) {
-    // Warm up.
-    for _ in 0..100 {
-        f();
-    }
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < budget {
-        for _ in 0..100 {
-            f();
-        }
-        n += 100;
-    }
-    (n, start.elapsed())
+/// Runs `f` for about `budget`; returns (iterations, elapsed).
+fn measure(budget: Duration, f: impl FnMut()) -> (u64, Duration) {
+    timing::measure(budget, 100, f)
+}
+
+/// Times `f`, one pass over `items` things, and prints the time and rate per thing.
+fn per_item_row(name: &str, budget: Duration, items: usize, f: impl FnMut()) {
+    let (n, t) = measure(budget, f);
+    let per = t / (n as u32 * items as u32);
+    println!("{:<44} {:>14} {:>10.0} k/s", name, format!("{per:.2?}"), 1e-3 / per.as_secs_f64());
 }
 
 fn stream_line(block: &Block) -> Vec<u8> {
@@ -70,20 +67,13 @@ fn main() {
         mb_s
     );
 
-    let (n, t) = measure(budget, || {
+    per_item_row("blocks::validate, per block (mixed types)", budget, values.len(), || {
         for v in &values {
             black_box(blocks::validate(v.clone()).unwrap());
         }
     });
-    let per_block = t / (n as u32 * values.len() as u32);
-    println!(
-        "{:<44} {:>14} {:>10.0} k/s",
-        "blocks::validate, per block (mixed types)",
-        format!("{per_block:.2?}"),
-        1e-3 / per_block.as_secs_f64()
-    );
 
-    let (n, t) = measure(budget, || {
+    per_item_row("ndjson encode, per block", budget, turn.len(), || {
         let mut codec = NdjsonCodec::default();
         let mut out = BytesMut::new();
         for b in &turn {
@@ -91,41 +81,20 @@ fn main() {
         }
         black_box(out);
     });
-    let per_block = t / (n as u32 * turn.len() as u32);
-    println!(
-        "{:<44} {:>14} {:>10.0} k/s",
-        "ndjson encode, per block",
-        format!("{per_block:.2?}"),
-        1e-3 / per_block.as_secs_f64()
-    );
 
     // A block as the bridge stores and seals it: `Block` to JSON bytes and back (typed,
     // no JSON-RPC envelope, no validation).
-    let (n, t) = measure(budget, || {
+    per_item_row("Block serialise (to_vec), per block (mixed)", budget, turn.len(), || {
         for b in &turn {
             black_box(serde_json::to_vec(b).unwrap());
         }
     });
-    let per_block = t / (n as u32 * turn.len() as u32);
-    println!(
-        "{:<44} {:>14} {:>10.0} k/s",
-        "Block serialise (to_vec), per block (mixed)",
-        format!("{per_block:.2?}"),
-        1e-3 / per_block.as_secs_f64()
-    );
     let encoded: Vec<Vec<u8>> = turn.iter().map(|b| serde_json::to_vec(b).unwrap()).collect();
-    let (n, t) = measure(budget, || {
+    per_item_row("Block deserialise (from_slice), per block", budget, encoded.len(), || {
         for e in &encoded {
             black_box(serde_json::from_slice::<Block>(e).unwrap());
         }
     });
-    let per_block = t / (n as u32 * encoded.len() as u32);
-    println!(
-        "{:<44} {:>14} {:>10.0} k/s",
-        "Block deserialise (from_slice), per block",
-        format!("{per_block:.2?}"),
-        1e-3 / per_block.as_secs_f64()
-    );
     let kib = Block::now(BlockKind::Text(StreamedText { id: "m1".into(), text: "x".repeat(1024 - 80), done: true }));
     let kib_json = serde_json::to_vec(&kib).unwrap();
     let (n, t) = measure(budget, || {

@@ -6,7 +6,7 @@
 //! ("everything after seq N"). Adapters never assign `seq`; the bridge overwrites
 //! whatever an adapter sent.
 //!
-//! Streaming rule (developer-docs §1.2): `text` and `thinking` arrive as `done=false`
+//! Streaming rule (docs/block-protocol.md#streaming-and-replacement-rules): `text` and `thinking` arrive as `done=false`
 //! chunks, each holding the full text so far under a stable `id`, then exactly one
 //! `done=true`. A client replaces, never appends, when it sees a repeated id. The
 //! bridge may coalesce chunks of one id under back-pressure but never drops the

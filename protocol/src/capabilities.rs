@@ -3,7 +3,7 @@
 //! The same ten flags appear in the adapter's declaration (the `initialize` result)
 //! and in the `agent_info` block, flattened into both objects. Every flag is
 //! required on the wire: an adapter states each one explicitly, as the spec's
-//! "explicit opt-out" demands (developer-docs §2.1, §2.3).
+//! "explicit opt-out" demands (docs/adapter-protocol.md#52-explicit-opt-out).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

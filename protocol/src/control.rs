@@ -184,7 +184,7 @@ control_messages! {
 
 /// What the bridge sends a client on the transports that carry blocks in the clear:
 /// the local socket and the in-process path. (The relay and the LAN server carry the
-/// same blocks sealed in [`crate::relay::BlockEnvelope`]s.)
+/// same blocks sealed in the relay's `block` envelopes, docs/relay.md#block.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -298,7 +298,7 @@ pub enum ReplyResult {
     /// Answer to `list_agents`.
     Agents {
         /// The registered agents.
-        agents: Vec<crate::relay::AgentSummary>,
+        agents: Vec<AgentSummary>,
     },
     /// Answer to `list_models`.
     Models {
@@ -348,6 +348,21 @@ pub struct ExternalSessionListing {
     /// The session, as the agent's adapter described it.
     #[serde(flatten)]
     pub session: crate::adapter::ExternalSession,
+}
+
+/// An agent as listed to apps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct AgentSummary {
+    /// The agent id.
+    pub agent_id: AgentId,
+    /// Its display name.
+    pub display_name: String,
+    /// Its CLI version, when detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Whether the new-session model picker can list its models.
+    pub provides_models: bool,
 }
 
 /// One session as listed by `list_sessions`.

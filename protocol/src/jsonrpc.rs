@@ -285,13 +285,23 @@ impl<'de> Deserialize<'de> for Message {
 
 /// Decodes typed params or results; `null` stands for `{}` so that methods whose
 /// params are an empty object may omit them.
-pub fn decode_params<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+pub fn decode_params<T: DeserializeOwned>(value: &Value) -> Result<T, ParamsError> {
     let value = if value.is_null() { Value::Object(Map::new()) } else { value.clone() };
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = strip_position(&e.inner().to_string());
-        if path == "." { inner } else { format!("{path}: {inner}") }
+        ParamsError { field: (path != ".").then_some(path), problem: strip_position(&e.inner().to_string()) }
     })
+}
+
+/// Why params or a result do not decode as the method's type: the field at fault
+/// (a path like `options[0].id`, absent when the whole value is wrong) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{problem}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
+pub struct ParamsError {
+    /// The path of the field at fault, when one field is.
+    pub field: Option<String>,
+    /// What is wrong, as serde words it.
+    pub problem: String,
 }
 
 #[cfg(test)]
@@ -367,9 +377,8 @@ mod tests {
             cwd: Option<String>,
         }
         assert_eq!(decode_params::<P>(&Value::Null), Ok(P { cwd: None }));
-        assert_eq!(
-            decode_params::<P>(&json!({"cwd": 3})),
-            Err("cwd: invalid type: integer `3`, expected a string".into())
-        );
+        let error = decode_params::<P>(&json!({"cwd": 3})).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("cwd"));
+        assert_eq!(error.to_string(), "cwd: invalid type: integer `3`, expected a string");
     }
 }

@@ -1,6 +1,6 @@
 //! Frames on the relay WebSocket (one JSON object per text message, tagged by `type`).
 //!
-//! Flow (developer-docs §1.4):
+//! Flow (docs/relay.md#session-lifecycle):
 //! 1. bridge → relay `register` with its resumable session ids; the relay issues
 //!    resume tokens to the bridge's connected, authenticated clients.
 //! 2. app connects → relay sends `relay_status` (bridge online, agents, resume tokens).
@@ -18,109 +18,80 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::control::AgentSummary;
+use crate::control::Reply;
 use crate::crypto::keys::PublicKeys;
 use crate::crypto::pairing::{PairRequest, PairResponse};
-use crate::ids::{AgentId, BridgeId, DeviceId, SessionId};
+use crate::ids::{BridgeId, DeviceId, SessionId};
 
-/// Every frame of the relay protocol.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum RelayFrame {
+macro_rules! relay_frames {
+    ($( $(#[$doc:meta])* $tag:literal => $variant:ident($body:ty), )*) => {
+        /// Every frame of the relay protocol.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+        #[serde(tag = "type")]
+        pub enum RelayFrame {
+            $( $(#[$doc])* #[serde(rename = $tag)] $variant($body), )*
+        }
+
+        /// Every frame `type` of the relay protocol, in the enum's order.
+        pub const FRAME_TYPES: &[&str] = &[$($tag),*];
+
+        impl RelayFrame {
+            /// The wire value of `type`.
+            pub fn frame_type(&self) -> &'static str {
+                match self { $(Self::$variant(_) => $tag,)* }
+            }
+        }
+    };
+}
+
+relay_frames! {
     /// relay → bridge or device, first frame of every connection: sign this.
-    Challenge(Challenge),
+    "challenge" => Challenge(Challenge),
     /// bridge → relay: prove the key, announce the sessions it can resume and its devices.
-    Register(Register),
+    "register" => Register(Register),
     /// relay → bridge: the registration was accepted.
-    Registered(Registered),
+    "registered" => Registered(Registered),
     /// bridge → relay: the device registry changed (paired or revoked).
-    Devices(Devices),
+    "devices" => Devices(Devices),
     /// bridge → relay: the sessions it can resume now (sessions started since
     /// `register`, e.g. over the LAN, become resumable through the relay too).
-    Sessions(Sessions),
+    "sessions" => Sessions(ResumableSessions),
     /// device → relay: prove the device key.
-    Auth(Auth),
+    "auth" => Auth(Auth),
     /// relay → app: is the bridge there, what it runs, and the app's resume tokens.
-    RelayStatus(RelayStatus),
+    "relay_status" => RelayStatus(RelayStatus),
     /// device → relay → bridge: open an encrypted link.
-    LinkHello(LinkHello),
+    "link_hello" => LinkHello(LinkHello),
     /// bridge → relay → device: the link is open.
-    LinkAccept(LinkAccept),
+    "link_accept" => LinkAccept(LinkAccept),
     /// bridge → relay → app: one sealed block.
-    Block(BlockEnvelope),
+    "block" => Block(BlockEnvelope),
     /// bridge → relay → app: the live part of a resume is complete; history follows.
-    ReplayDone(ReplayDone),
+    "replay_done" => ReplayDone(ReplayDoneFrame),
     /// app → relay → bridge: one signed, sealed control message.
-    Control(ControlEnvelope),
+    "control" => Control(ControlEnvelope),
     /// bridge → relay → app: the sealed answer to a control message.
-    Reply(ReplyEnvelope),
+    "reply" => Reply(ReplyEnvelope),
     /// relay → bridge: a device asks to pair (from the HTTP pairing broker).
-    PairRequest(PairRequestFrame),
+    "pair_request" => PairRequest(PairRequestFrame),
     /// bridge → relay: the answer to a pairing request.
-    PairResponse(PairResponseFrame),
+    "pair_response" => PairResponse(PairResponseFrame),
     /// bridge → relay (→ device): a notification sealed for one device.
-    Push(Push),
+    "push" => Push(Push),
     /// bridge → relay: close a device connection (revoked, refused).
-    CloseConn(CloseConn),
+    "close_conn" => CloseConn(CloseConn),
     /// relay → bridge: a device connection ended.
-    ConnClosed(ConnClosed),
+    "conn_closed" => ConnClosed(ConnClosed),
     /// relay → either side: a frame was refused.
-    Error(RelayError),
+    "error" => Error(RelayError),
 }
 
 /// The relay protocol version this crate speaks (`register.protocol_version`).
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// Every frame `type` of the relay protocol.
-pub const FRAME_TYPES: [&str; 19] = [
-    "challenge",
-    "register",
-    "registered",
-    "devices",
-    "auth",
-    "relay_status",
-    "link_hello",
-    "link_accept",
-    "block",
-    "replay_done",
-    "control",
-    "reply",
-    "pair_request",
-    "pair_response",
-    "push",
-    "close_conn",
-    "conn_closed",
-    "error",
-    "sessions",
-];
-
 impl RelayFrame {
-    /// The wire value of `type`.
-    pub fn frame_type(&self) -> &'static str {
-        let i = match self {
-            RelayFrame::Challenge(_) => 0,
-            RelayFrame::Register(_) => 1,
-            RelayFrame::Registered(_) => 2,
-            RelayFrame::Devices(_) => 3,
-            RelayFrame::Auth(_) => 4,
-            RelayFrame::RelayStatus(_) => 5,
-            RelayFrame::LinkHello(_) => 6,
-            RelayFrame::LinkAccept(_) => 7,
-            RelayFrame::Block(_) => 8,
-            RelayFrame::ReplayDone(_) => 9,
-            RelayFrame::Control(_) => 10,
-            RelayFrame::Reply(_) => 11,
-            RelayFrame::PairRequest(_) => 12,
-            RelayFrame::PairResponse(_) => 13,
-            RelayFrame::Push(_) => 14,
-            RelayFrame::CloseConn(_) => 15,
-            RelayFrame::ConnClosed(_) => 16,
-            RelayFrame::Error(_) => 17,
-            RelayFrame::Sessions(_) => 18,
-        };
-        FRAME_TYPES[i]
-    }
-
     /// The relay-assigned connection a bridge-side frame concerns, when it has one.
     pub fn conn(&self) -> Option<u64> {
         match self {
@@ -176,10 +147,11 @@ pub struct Devices {
     pub devices: Vec<DeviceRecord>,
 }
 
-/// Body of `sessions`.
+/// Body of `sessions`: the sessions a device may resume through the relay (not the
+/// session listing a `list_sessions` reply carries).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-pub struct Sessions {
+pub struct ResumableSessions {
     /// The sessions the bridge can resume, newest last (as in `register`). The relay
     /// adds the ones it did not know; it forgets none it already issued tokens for.
     pub resumable_session_ids: Vec<SessionId>,
@@ -244,7 +216,7 @@ pub struct ReplyEnvelope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SealedReply {
     /// The answer to a control message, as on the local socket.
-    pub reply: crate::control::Reply,
+    pub reply: Reply,
     /// Set when the control message started or resumed a session: the session
     /// keys' inputs from the bridge (docs/encryption.md §Session keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,21 +330,6 @@ pub struct Register {
     pub sig: String,
 }
 
-/// An agent as listed to apps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-pub struct AgentSummary {
-    /// The agent id.
-    pub agent_id: AgentId,
-    /// Its display name.
-    pub display_name: String,
-    /// Its CLI version, when detected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Whether the new-session model picker can list its models.
-    pub provides_models: bool,
-}
-
 /// Body of `relay_status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
@@ -385,7 +342,8 @@ pub struct RelayStatus {
     pub resume_tokens: BTreeMap<SessionId, String>,
 }
 
-/// Body of `block`: the envelope exactly as developer-docs §1.3 shows it.
+/// Body of `block`: the sealed block envelope (docs/relay.md#block, sealed as
+/// docs/encryption.md#the-block-envelope says).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct BlockEnvelope {
@@ -410,10 +368,11 @@ pub struct BlockEnvelope {
     pub conn: Option<u64>,
 }
 
-/// Body of `replay_done`.
+/// Body of `replay_done`: the local socket's `replay_done` message (a `BridgeMessage`)
+/// plus the relay's connection number for routing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-pub struct ReplayDone {
+pub struct ReplayDoneFrame {
     /// The session resumed.
     pub session_id: SessionId,
     /// The highest `seq` sent before this frame, when any block was sent.
@@ -485,4 +444,20 @@ pub enum RelayErrorCode {
     SlowConsumer,
     /// Too many connections for this key.
     TooManyConnections,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_types_list_matches_the_enum() {
+        let schema = serde_json::to_string(&schemars::schema_for!(RelayFrame)).unwrap();
+        for t in FRAME_TYPES {
+            assert!(schema.contains(&format!("\"const\":\"{t}\"")), "{t}");
+        }
+        let distinct: std::collections::BTreeSet<_> = FRAME_TYPES.iter().collect();
+        assert_eq!(distinct.len(), FRAME_TYPES.len());
+        assert_eq!(FRAME_TYPES.len(), 19);
+    }
 }

@@ -136,6 +136,9 @@ proptest! {
     #[test]
     fn relay_frames_roundtrip(f in any::<RelayFrame>()) {
         assert_roundtrip(&f);
+        let value = serde_json::to_value(&f).unwrap();
+        prop_assert_eq!(value["type"].as_str(), Some(f.frame_type()));
+        prop_assert!(crate::relay::FRAME_TYPES.contains(&f.frame_type()));
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! One well-formed value of every block type, for self-checks, benchmarks and tests
-//! in other crates. Built from the types, so it cannot drift from them.
+//! Sample blocks for self-checks, benchmarks and tests in other crates: one
+//! well-formed value of every block type, and the realistic turn every benchmark of
+//! history, resume and the wire shares (so their figures compare). Built from the
+//! types, so they cannot drift from them.
 
 use serde_json::json;
 
@@ -102,6 +104,63 @@ pub fn one_of_each_block(ts: f64) -> Vec<Block> {
     kinds.into_iter().map(|kind| Block { seq: None, ts, meta: None, kind }).collect()
 }
 
+/// The blocks of one realistic turn `t` (45 blocks, about 30 KB), starting at `ts`
+/// and 10 ms apart: a user message, a streamed thinking (8 chunks), a tool call with
+/// its result, a streamed answer (30 chunks of up to 1.2 KB, each the full text so
+/// far), a summary and the end. No `seq`: a history stamps it.
+pub fn realistic_turn(t: u64, ts: f64) -> Vec<Block> {
+    let mut kinds = vec![BlockKind::UserMessage(UserMessage {
+        text: format!("turn {t}: please fix the failing test in parser.rs"),
+        attachments: vec![],
+    })];
+    let mut thought = String::new();
+    for i in 0..8 {
+        thought.push_str("Let me look at the parser's error path first. ");
+        kinds.push(BlockKind::Thinking(StreamedText {
+            id: format!("r{t}").into(),
+            text: thought.clone(),
+            done: i == 7,
+        }));
+    }
+    let call = |status| {
+        BlockKind::ToolCall(ToolCall {
+            id: format!("t{t}").into(),
+            name: "Bash".into(),
+            input: json!({"command": "cargo test -p parser"}),
+            status,
+            parent_id: None,
+            title: Some("Run the tests".into()),
+        })
+    };
+    kinds.push(call(ToolStatus::Running));
+    kinds.push(BlockKind::ToolResult(ToolResult {
+        tool_call_id: format!("t{t}").into(),
+        output: "test result: FAILED. 41 passed; 1 failed\n".repeat(10),
+        is_error: false,
+    }));
+    kinds.push(call(ToolStatus::Done));
+    let mut answer = String::new();
+    for _ in 0..30 {
+        answer.push_str("The failing test expects a span. ");
+        kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer.clone(), done: false }));
+    }
+    kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer, done: true }));
+    kinds.push(BlockKind::SessionSummary(SessionSummary { title: Some("Fix the parser".into()), usage: None }));
+    kinds.push(BlockKind::SessionEnd(SessionEnd { reason: EndReason::Completed, usage: None, message: None }));
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| Block { seq: None, ts: ts + i as f64 * 0.01, meta: None, kind })
+        .collect()
+}
+
+/// The first `n` blocks of a session made of [`realistic_turn`]s; turn `t` starts at
+/// ts 1e9 + 10 t.
+pub fn realistic_session(n: u64) -> Vec<Block> {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    (0..).flat_map(|t| realistic_turn(t, 1e9 + 10.0 * t as f64)).take(n).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -110,6 +169,19 @@ mod tests {
         let types: Vec<_> = blocks.iter().map(|b| b.block_type()).collect();
         assert_eq!(types, crate::blocks::BLOCK_TYPES);
         for b in blocks {
+            assert_eq!(crate::blocks::validate(serde_json::to_value(&b).unwrap()).unwrap(), b);
+        }
+    }
+
+    #[test]
+    fn a_realistic_session_is_whole_turns_of_valid_blocks() {
+        let turn = super::realistic_turn(0, 1e9);
+        assert_eq!(turn.len(), 45);
+        let session = super::realistic_session(100);
+        assert_eq!(session.len(), 100);
+        assert_eq!(session[..45], turn[..]);
+        assert_eq!(session[45].ts, 1e9 + 10.0);
+        for b in session {
             assert_eq!(crate::blocks::validate(serde_json::to_value(&b).unwrap()).unwrap(), b);
         }
     }

@@ -6,50 +6,32 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
 use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_block};
+use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::crypto::{b64url, from_b64, random_bytes};
-use terminull_protocol::relay::{Challenge, PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
 use terminull_protocol::{BridgeId, SessionId};
-use tokio::time::Instant;
 
-use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
-use crate::hub::{ConnectionSlot, Hub, Refusal};
-use crate::limits::deadline_after;
+use crate::challenge::{Challenged, Side, challenge};
+use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
+use crate::hub::{ConnectionSlot, Hub};
+use crate::refusal::Refusal;
 
 /// Serves one bridge connection until it ends.
 pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
-    let id = hub.next_conn_id();
-    let config = Arc::clone(&hub.config);
-    let limits = InboundLimits { frames_per_sec: config.bridge_frames_per_sec, burst: config.bridge_frames_burst };
-    let mut io = ConnIo::start(
-        socket,
-        id,
-        "bridge",
-        config.bridge_queue_frames,
-        limits,
-        Arc::clone(&config),
-        hub.shutdown.clone(),
-    );
-    tracing::debug!(conn = id, %peer, "bridge connection opened");
-
-    let nonce = random_bytes::<32>();
-    // A fresh queue has room for the first frame.
-    let _ = io.handle.send_frame(&RelayFrame::Challenge(Challenge { nonce: b64url(&nonce) }));
-    let deadline = deadline_after(Instant::now(), config.auth_timeout);
-    let frame = match io.next_frame(Some(deadline)).await {
-        Inbound::Frame(frame) => frame,
-        Inbound::Ended => return io.finish().await,
+    let Challenged { id, mut io, nonce, answer } = match challenge(&hub, socket, peer, Side::Bridge).await {
+        Ok(challenged) => challenged,
+        Err(io) => return io.finish().await,
     };
-    let (register, key) = match authenticate(*frame, &nonce) {
+    let (register, key) = match authenticate(answer, &nonce) {
         Ok(ok) => ok,
-        Err((code, message)) => {
+        Err(Refusal { code, message }) => {
             tracing::info!(conn = id, %peer, %message, "bridge registration refused");
             io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
             return io.finish().await;
         }
     };
     let bridge_id = register.bridge_id.clone();
-    if let Err((code, message)) = hub.register_bridge(&register, io.handle.clone()) {
+    if let Err(Refusal { code, message }) = hub.register_bridge(&register, io.handle.clone()) {
         tracing::info!(conn = id, %bridge_id, %message, "bridge registration refused");
         io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
         return io.finish().await;
@@ -73,7 +55,7 @@ pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
 /// Checks `register`: its keys, that the id is derived from them, the protocol version,
 /// and the signature over the challenge.
 fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, PublicIdentity), Refusal> {
-    let bad = |m: String| (RelayErrorCode::BadFrame, m);
+    let bad = Refusal::bad_frame;
     let RelayFrame::Register(register) = frame else {
         return Err(bad(format!("expected `register` answering the challenge, got `{}`", frame.frame_type())));
     };
@@ -90,7 +72,7 @@ fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, Public
     let signed = relay_auth_bytes("bridge", register.bridge_id.as_str(), register.bridge_id.as_str(), nonce);
     from_b64("sig", &register.sig)
         .and_then(|sig| key.verify(&signed, &sig, "the challenge"))
-        .map_err(|e| (RelayErrorCode::BadSignature, format!("register.sig: {e}")))?;
+        .map_err(|e| Refusal::new(RelayErrorCode::BadSignature, format!("register.sig: {e}")))?;
     Ok((register, key))
 }
 
@@ -107,11 +89,11 @@ fn handle_frame(
     match frame {
         RelayFrame::Devices(devices) => match hub.replace_devices(bridge_id, devices.devices) {
             Ok(()) => true,
-            Err((code, message)) => io.refuse(code, &message, None),
+            Err(Refusal { code, message }) => io.refuse(code, &message, None),
         },
         RelayFrame::Sessions(sessions) => match hub.add_resumable(bridge_id, &sessions.resumable_session_ids) {
             Ok(()) => true,
-            Err((code, message)) => io.refuse(code, &message, None),
+            Err(Refusal { code, message }) => io.refuse(code, &message, None),
         },
         RelayFrame::Block(mut block) => {
             if let Err(e) = verify_block(key, &block) {
@@ -131,11 +113,11 @@ fn handle_frame(
         RelayFrame::LinkAccept(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::LinkAccept(f)),
         RelayFrame::PairResponse(f) => match hub.pair_response(bridge_id, f) {
             Ok(()) => true,
-            Err((code, message)) => io.refuse(code, &message, None),
+            Err(Refusal { code, message }) => io.refuse(code, &message, None),
         },
         RelayFrame::Push(push) => match hub.bridge_push(bridge_id, push) {
             Ok(()) => true,
-            Err((code, message)) => io.refuse(code, &message, None),
+            Err(Refusal { code, message }) => io.refuse(code, &message, None),
         },
         RelayFrame::CloseConn(c) => {
             hub.close_conn(bridge_id, c.conn, &c.reason);

@@ -7,49 +7,31 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
 use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_control};
+use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::crypto::{b64url, from_b64, random_bytes};
-use terminull_protocol::relay::{Auth, Challenge, RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{Auth, RelayErrorCode, RelayFrame};
 use terminull_protocol::{BridgeId, DeviceId};
-use tokio::time::Instant;
 
-use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
-use crate::hub::{ConnectionSlot, Hub, Refusal};
-use crate::limits::deadline_after;
+use crate::challenge::{Challenged, Side, challenge};
+use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
+use crate::hub::{ConnectionSlot, Hub};
+use crate::refusal::Refusal;
 
 /// Serves one client connection until it ends.
 pub(crate) async fn serve_client(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
-    let id = hub.next_conn_id();
-    let config = Arc::clone(&hub.config);
-    let limits = InboundLimits { frames_per_sec: config.client_frames_per_sec, burst: config.client_frames_burst };
-    let mut io = ConnIo::start(
-        socket,
-        id,
-        "client",
-        config.client_queue_frames,
-        limits,
-        Arc::clone(&config),
-        hub.shutdown.clone(),
-    );
-    tracing::debug!(conn = id, %peer, "client connection opened");
-
-    let nonce = random_bytes::<32>();
-    // A fresh queue has room for the first frame.
-    let _ = io.handle.send_frame(&RelayFrame::Challenge(Challenge { nonce: b64url(&nonce) }));
-    let deadline = deadline_after(Instant::now(), config.auth_timeout);
-    let frame = match io.next_frame(Some(deadline)).await {
-        Inbound::Frame(frame) => frame,
-        Inbound::Ended => return io.finish().await,
+    let Challenged { id, mut io, nonce, answer } = match challenge(&hub, socket, peer, Side::Client).await {
+        Ok(challenged) => challenged,
+        Err(io) => return io.finish().await,
     };
-    let (bridge_id, device_id, key) = match authenticate(&hub, *frame, &nonce) {
+    let (bridge_id, device_id, key) = match authenticate(&hub, answer, &nonce) {
         Ok(ok) => ok,
-        Err((code, message)) => {
+        Err(Refusal { code, message }) => {
             tracing::info!(conn = id, %peer, %message, "client authentication refused");
             io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
             return io.finish().await;
         }
     };
-    if let Err((code, message)) = hub.attach_client(&bridge_id, &device_id, io.handle.clone()) {
+    if let Err(Refusal { code, message }) = hub.attach_client(&bridge_id, &device_id, io.handle.clone()) {
         tracing::info!(conn = id, %bridge_id, %device_id, %message, "client refused");
         let close =
             if code == RelayErrorCode::TooManyConnections { close_code::TRY_AGAIN_LATER } else { close_code::POLICY };
@@ -89,16 +71,16 @@ fn authenticate(
     nonce: &[u8; 32],
 ) -> Result<(BridgeId, DeviceId, PublicIdentity), Refusal> {
     let RelayFrame::Auth(Auth { bridge_id, device_id, sig }) = frame else {
-        return Err((
-            RelayErrorCode::BadFrame,
-            format!("expected `auth` answering the challenge, got `{}`", frame.frame_type()),
-        ));
+        return Err(Refusal::bad_frame(format!(
+            "expected `auth` answering the challenge, got `{}`",
+            frame.frame_type()
+        )));
     };
     let key = hub.device_key(&bridge_id, &device_id)?;
     let signed = relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), nonce);
     from_b64("sig", &sig)
         .and_then(|sig| key.verify(&signed, &sig, "the challenge"))
-        .map_err(|e| (RelayErrorCode::BadSignature, format!("auth.sig: {e}")))?;
+        .map_err(|e| Refusal::new(RelayErrorCode::BadSignature, format!("auth.sig: {e}")))?;
     Ok((bridge_id, device_id, key))
 }
 
@@ -147,7 +129,7 @@ fn handle_frame(hub: &Hub, io: &mut ConnIo, client: &Authenticated, frame: Relay
     };
     match hub.forward_to_bridge(&client.bridge_id, &forwarded) {
         Ok(()) => true,
-        Err((code, message)) => {
+        Err(Refusal { code, message }) => {
             let session_id = match &forwarded {
                 RelayFrame::Control(c) => c.session_id.clone(),
                 _ => None,

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::error::ConfigError;
+
 /// A PEM certificate chain and its private key: the relay terminates TLS itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -168,7 +170,7 @@ impl RelayConfig {
     }
 
     /// Refuses settings the relay cannot run with (zero-sized queues, zero rates).
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         let nonzero: [(&str, usize); 12] = [
             ("max_message_bytes", self.max_message_bytes),
             ("client_queue_frames", self.client_queue_frames),
@@ -185,11 +187,11 @@ impl RelayConfig {
         ];
         for (name, value) in nonzero {
             if value == 0 {
-                return Err(format!("`{name}` must be greater than zero"));
+                return Err(ConfigError::Zero { setting: name });
             }
         }
         if self.ping_interval.is_zero() {
-            return Err("`ping_interval` must be greater than zero".to_owned());
+            return Err(ConfigError::Zero { setting: "ping_interval" });
         }
         Ok(())
     }

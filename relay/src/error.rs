@@ -9,7 +9,10 @@ use std::path::PathBuf;
 pub enum RelayError {
     /// A configuration value is unusable.
     #[error("invalid relay configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
+    /// The task that opens the store panicked or was cancelled.
+    #[error("invalid relay configuration: the store loader failed: {0}")]
+    StoreLoader(#[source] tokio::task::JoinError),
     /// The data directory could not be created.
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
@@ -37,6 +40,18 @@ pub enum RelayError {
     /// The Web Push sender could not be set up (for example a bad VAPID subject).
     #[error("Web Push setup: {0}")]
     Push(#[from] crate::webpush::PushError),
+}
+
+/// A setting the relay cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A size, rate or interval is zero.
+    #[error("`{setting}` must be greater than zero")]
+    Zero {
+        /// The setting's name in [`RelayConfig`](crate::RelayConfig).
+        setting: &'static str,
+    },
 }
 
 /// Why the relay's database refused an operation.

@@ -20,6 +20,7 @@ use terminull_protocol::crypto::pairing::PairRequest;
 use terminull_protocol::{BridgeId, DeviceId};
 
 use crate::bridge_conn::serve_bridge;
+use crate::challenge::Side;
 use crate::client_conn::serve_client;
 use crate::hub::{Hub, PairOutcome, PairStartError, SubscriptionError, unix_now};
 use crate::limits::IpRateLimiter;
@@ -59,15 +60,28 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
 
-/// A request body, or the status and sentence explaining why there is none.
-fn body_or_error(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, (StatusCode, String)> {
+/// An HTTP request the relay refuses: the status and the sentence of the JSON `error`.
+struct HttpRefusal {
+    status: StatusCode,
+    message: String,
+}
+
+impl IntoResponse for HttpRefusal {
+    fn into_response(self) -> Response {
+        error(self.status, self.message)
+    }
+}
+
+/// A request body, or why there is none.
+fn body_or_error(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, HttpRefusal> {
     body.map_err(|rejection| {
         let status = rejection.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            (status, format!("the request body is larger than {limit} bytes"))
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!("the request body is larger than {limit} bytes")
         } else {
-            (status, format!("the request body could not be read: {}", rejection.body_text()))
-        }
+            format!("the request body could not be read: {}", rejection.body_text())
+        };
+        HttpRefusal { status, message }
     })
 }
 
@@ -84,20 +98,7 @@ async fn bridge_socket(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => return upgrade_refused(rejection),
-    };
-    let Some(slot) = api.hub.try_connection_slot() else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the relay is at its connection limit; retry later");
-    };
-    let hub = api.hub;
-    let tracked = hub.tasks.token();
-    let max = hub.config.max_message_bytes;
-    upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
-        let _tracked = tracked;
-        serve_bridge(hub, socket, peer, slot).await;
-    })
+    accept_socket(api, peer, upgrade, Side::Bridge)
 }
 
 /// The read buffer of a device connection. tungstenite zero-fills its whole read
@@ -111,6 +112,17 @@ async fn client_socket(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    accept_socket(api, peer, upgrade, Side::Client)
+}
+
+/// Upgrades to a WebSocket served by `side`'s loop, within the relay's connection
+/// limit and message size (devices get the small read buffer).
+fn accept_socket(
+    api: Api,
+    peer: SocketAddr,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    side: Side,
+) -> Response {
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => return upgrade_refused(rejection),
@@ -121,10 +133,16 @@ async fn client_socket(
     let hub = api.hub;
     let tracked = hub.tasks.token();
     let max = hub.config.max_message_bytes;
-    let upgrade = upgrade.read_buffer_size(CLIENT_READ_BUFFER);
+    let upgrade = match side {
+        Side::Bridge => upgrade,
+        Side::Client => upgrade.read_buffer_size(CLIENT_READ_BUFFER),
+    };
     upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
         let _tracked = tracked;
-        serve_client(hub, socket, peer, slot).await;
+        match side {
+            Side::Bridge => serve_bridge(hub, socket, peer, slot).await,
+            Side::Client => serve_client(hub, socket, peer, slot).await,
+        }
     })
 }
 
@@ -142,7 +160,7 @@ async fn pair(
     }
     let body = match body_or_error(body, api.hub.config.http_body_limit) {
         Ok(body) => body,
-        Err((status, message)) => return error(status, message),
+        Err(refusal) => return refusal.into_response(),
     };
     let request: PairRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
@@ -230,7 +248,7 @@ async fn change_subscription(api: &Api, body: Result<Bytes, BytesRejection>, sub
     let config = &api.hub.config;
     let body = match body_or_error(body, config.http_body_limit) {
         Ok(body) => body,
-        Err((status, message)) => return error(status, message),
+        Err(refusal) => return refusal.into_response(),
     };
     let change: SubscriptionChange = match serde_json::from_slice(&body) {
         Ok(change) => change,

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 mod bridge_conn;
+mod challenge;
 mod client_conn;
 pub mod config;
 mod conn;
@@ -15,6 +16,7 @@ pub mod error;
 mod http_api;
 mod hub;
 mod limits;
+mod refusal;
 pub mod server;
 mod store;
 mod tls;
@@ -22,5 +24,5 @@ pub mod token;
 pub mod webpush;
 
 pub use config::{RelayConfig, TlsFiles};
-pub use error::{RelayError, StoreError};
+pub use error::{ConfigError, RelayError, StoreError};
 pub use server::{Relay, RunningRelay};

@@ -32,7 +32,7 @@ pub struct Relay;
 impl Relay {
     /// Opens the store in `config.data_dir`, binds `config.listen` and starts serving.
     pub async fn start(config: RelayConfig) -> Result<RunningRelay, RelayError> {
-        config.validate().map_err(RelayError::Config)?;
+        config.validate()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|source| RelayError::DataDir { path: config.data_dir.clone(), source })?;
         let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
@@ -40,7 +40,7 @@ impl Relay {
         let queue_ops = config.store_queue_ops;
         let (store, snapshot) = tokio::task::spawn_blocking(move || Store::open(&dir, queue_ops))
             .await
-            .map_err(|e| RelayError::Config(format!("the store loader failed: {e}")))??;
+            .map_err(RelayError::StoreLoader)??;
         let sender = match PushSender::new(snapshot.vapid_key.clone(), config.vapid_subject.clone()) {
             Ok(sender) => {
                 sender.with_timeout(config.push_timeout).allow_plain_http(config.allow_insecure_push_endpoints)

@@ -223,15 +223,8 @@ where
         } else {
             stream.next().await
         };
-        match message {
-            None | Some(Err(_)) => return Event::Closed(None),
-            Some(Ok(Message::Text(text))) => {
-                return Event::Frame(serde_json::from_str(text.as_str()).expect("the relay sends relay frames"));
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Event::Closed(frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())));
-            }
-            Some(Ok(_)) => {}
+        if let Some(event) = event_of(message) {
+            return event;
         }
     }
 }

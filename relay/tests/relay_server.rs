@@ -8,24 +8,17 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::SinkExt as _;
-use p256::SecretKey;
-use p256::elliptic_curve::Generate as _;
-use p256::elliptic_curve::sec1::ToSec1Point as _;
-use rand::RngExt as _;
+use support::user_agent::UserAgent;
 use support::*;
 use terminull_protocol::crypto::envelope::push_subscription_bytes;
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairResponse, PairingLink};
 use terminull_protocol::crypto::{b64, b64url, random_bytes};
 use terminull_protocol::relay::{
-    CloseConn, LinkAccept, PairResponseFrame, Push, PushKind, RelayErrorCode, RelayFrame, ReplayDone,
+    CloseConn, LinkAccept, PairResponseFrame, Push, PushKind, RelayErrorCode, RelayFrame, ReplayDoneFrame,
 };
 use terminull_protocol::{BridgeId, SessionId};
 use tokio_tungstenite::tungstenite::Message;
-
-fn sessions(ids: &[&str]) -> Vec<SessionId> {
-    ids.iter().map(|s| SessionId((*s).into())).collect()
-}
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
@@ -33,11 +26,7 @@ fn unix_now() -> u64 {
 
 #[tokio::test]
 async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
 
     let (mut phone, status) = connect_device(&relay, &bridge.id(), &device).await;
     assert!(status.bridge_online);
@@ -55,9 +44,9 @@ async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
     bridge.send(&RelayFrame::LinkAccept(accept.clone())).await;
     assert_eq!(recv(&mut phone).await, RelayFrame::LinkAccept(LinkAccept { conn: None, ..accept }), "conn is stripped");
 
-    let done = ReplayDone { session_id: SessionId("s1".into()), last_seq: Some(3), conn: Some(conn) };
+    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(3), conn: Some(conn) };
     bridge.send(&RelayFrame::ReplayDone(done.clone())).await;
-    assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDone { conn: None, ..done }));
+    assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDoneFrame { conn: None, ..done }));
 
     let (code, body) = http(relay.addr(), "GET", &format!("/v1/bridges/{}/devices", bridge.id()), None).await;
     assert_eq!(code, 200);
@@ -142,11 +131,8 @@ async fn a_newer_registration_of_a_bridge_replaces_the_older_connection() {
 
 #[tokio::test]
 async fn an_unpaired_forged_or_revoked_device_cannot_connect_and_a_revoked_device_is_cut_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device, stranger) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
+    let stranger = Identity::generate();
     let bridge_id = bridge.id();
 
     let (mut ws, first) = try_connect_device(&relay, &bridge_id, &stranger).await;
@@ -183,11 +169,7 @@ async fn an_unpaired_forged_or_revoked_device_cannot_connect_and_a_revoked_devic
 
 #[tokio::test]
 async fn a_block_reaches_only_its_connection_without_sig_or_conn_and_a_forged_block_reaches_nobody() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, a, b) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let devices = vec![device_record(&a, "a", false), device_record(&b, "b", false)];
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, devices, sessions(&["s1"])).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [a, b] } = Paired::start(["a", "b"], &["s1"], |_| {}).await;
     let (mut phone_a, _) = connect_device(&relay, &bridge.id(), &a).await;
     let (mut phone_b, _) = connect_device(&relay, &bridge.id(), &b).await;
     send(&mut phone_a, &link_hello(&a)).await;
@@ -230,11 +212,7 @@ async fn a_block_reaches_only_its_connection_without_sig_or_conn_and_a_forged_bl
 
 #[tokio::test]
 async fn the_first_block_of_a_session_brings_a_resume_token_before_the_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
     let (mut phone, status) = connect_device(&relay, &bridge.id(), &device).await;
     assert!(status.resume_tokens.is_empty());
     send(&mut phone, &link_hello(&device)).await;
@@ -262,12 +240,8 @@ async fn the_first_block_of_a_session_brings_a_resume_token_before_the_block() {
 
 #[tokio::test]
 async fn a_control_for_a_session_needs_that_sessions_valid_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], sessions(&["s1", "s2"]))
-            .await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } =
+        Paired::start(["phone"], &["s1", "s2"], |_| {}).await;
     let bridge_id = bridge.id();
     let (mut phone, status) = connect_device(&relay, &bridge_id, &device).await;
     let token_s1 = status.resume_tokens[&SessionId("s1".into())].clone();
@@ -317,7 +291,8 @@ async fn a_control_for_a_session_needs_that_sessions_valid_token() {
     cfg.resume_token_ttl = Duration::ZERO;
     let relay = start(cfg).await;
     let _bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], sessions(&["s1"])).await;
+        FakeBridge::connect(&relay, &bridge.identity, vec![device_record(&device, "phone", false)], sessions(&["s1"]))
+            .await;
     let (mut phone, status) = connect_device(&relay, &bridge_id, &device).await;
     let expired = status.resume_tokens[&SessionId("s1".into())].clone();
     send(&mut phone, &RelayFrame::Control(control(&device, &bridge_id, Some("s1"), Some(expired), "{}"))).await;
@@ -328,11 +303,8 @@ async fn a_control_for_a_session_needs_that_sessions_valid_token() {
 
 #[tokio::test]
 async fn a_control_with_a_bad_device_signature_never_reaches_the_bridge() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device, other) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
+    let other = Identity::generate();
     let bridge_id = bridge.id();
     let (mut phone, _) = connect_device(&relay, &bridge_id, &device).await;
 
@@ -360,18 +332,16 @@ async fn a_control_with_a_bad_device_signature_never_reaches_the_bridge() {
 
 #[tokio::test]
 async fn the_pairing_broker_round_trips_through_the_bridge_and_reports_refusals_and_absence() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
+    let Paired { dir: _dir, relay, mut bridge, devices: [] } = Paired::start([], &[], |_| {}).await;
+    let device = Identity::generate();
     let link = PairingLink {
-        bridge_id: bridge_key.public().bridge_id(),
-        bridge: bridge_key.public().to_wire(),
+        bridge_id: bridge.id(),
+        bridge: bridge.identity.public().to_wire(),
         relay: Some(relay.ws_url()),
         lan: None,
         secret: random_bytes::<32>(),
         expires_at: unix_now() + 300,
     };
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, vec![], vec![]).await;
     let path = format!("/v1/bridges/{}/pair", bridge.id());
 
     // Accepted: the bridge checks the MAC with the secret and answers.
@@ -387,7 +357,7 @@ async fn the_pairing_broker_round_trips_through_the_bridge_and_reports_refusals_
         other => panic!("expected pair_request, got {other:?}"),
     };
     assert_eq!(received, request);
-    let accepted = pairing::accept(&bridge_key, &link.secret, &received).unwrap();
+    let accepted = pairing::accept(&bridge.identity, &link.secret, &received).unwrap();
     bridge
         .send(&RelayFrame::PairResponse(PairResponseFrame {
             request_id,
@@ -431,21 +401,20 @@ async fn the_pairing_broker_round_trips_through_the_bridge_and_reports_refusals_
 
 #[tokio::test]
 async fn pairing_requests_are_rate_limited_per_address_and_time_out_without_an_answer() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.pair_requests_per_minute = 2;
-    cfg.pair_timeout = Duration::from_millis(200);
-    let relay = start(cfg).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
+    let Paired { dir: _dir, relay, bridge, devices: [] } = Paired::start([], &[], |c| {
+        c.pair_requests_per_minute = 2;
+        c.pair_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let device = Identity::generate();
     let link = PairingLink {
-        bridge_id: bridge_key.public().bridge_id(),
-        bridge: bridge_key.public().to_wire(),
+        bridge_id: bridge.id(),
+        bridge: bridge.identity.public().to_wire(),
         relay: None,
         lan: None,
         secret: [1; 32],
         expires_at: unix_now() + 300,
     };
-    let _bridge = FakeBridge::connect(&relay, &bridge_key, vec![], vec![]).await;
     let body = serde_json::to_string(&pairing::request(&link, &device, "phone").unwrap().0).unwrap();
     let path = format!("/v1/bridges/{}/pair", link.bridge_id);
     let (code, answer) = http(relay.addr(), "POST", &path, Some(&body)).await;
@@ -491,13 +460,10 @@ async fn a_restart_keeps_the_registration_the_registry_and_held_pushes() {
 
 #[tokio::test]
 async fn a_push_reaches_a_connected_device_directly_and_is_held_for_an_offline_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.push_queue_per_device = 2;
-    let relay = start(cfg).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |c| {
+        c.push_queue_per_device = 2;
+    })
+    .await;
     let push =
         |n: u8| Push { device_id: device.public().device_id(), kind: PushKind::TurnFinished, payload: b64(&[n; 8]) };
 
@@ -520,22 +486,6 @@ async fn a_push_reaches_a_connected_device_directly_and_is_held_for_an_offline_o
     relay.shutdown().await;
 }
 
-/// A browser's push keys.
-struct UserAgent {
-    private: SecretKey,
-    auth: [u8; 16],
-}
-
-impl UserAgent {
-    fn new() -> Self {
-        Self { private: SecretKey::generate_from_rng(&mut rand::rng()), auth: rand::rng().random() }
-    }
-
-    fn p256dh(&self) -> String {
-        URL_SAFE_NO_PAD.encode(self.private.public_key().to_sec1_point(false).as_bytes())
-    }
-}
-
 fn subscription_body(device: &Identity, bridge_id: &BridgeId, endpoint: &str, ua: &UserAgent, ts: u64) -> String {
     let device_id = device.public().device_id();
     let (p256dh, auth) = (ua.p256dh(), b64url(&ua.auth));
@@ -553,11 +503,8 @@ fn subscription_body(device: &Identity, bridge_id: &BridgeId, endpoint: &str, ua
 
 #[tokio::test]
 async fn a_held_push_goes_to_the_devices_web_push_endpoint_sealed_for_its_subscription() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device, stranger) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
+    let stranger = Identity::generate();
     let bridge_id = bridge.id();
     let (endpoint, mut received) = push_receiver(201).await;
     let ua = UserAgent::new();
@@ -606,11 +553,7 @@ async fn a_held_push_goes_to_the_devices_web_push_endpoint_sealed_for_its_subscr
 
 #[tokio::test]
 async fn a_subscription_the_push_service_reports_gone_is_deleted() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
     let (endpoint, mut received) = push_receiver(410).await;
     let ua = UserAgent::new();
     let body = subscription_body(&device, &bridge.id(), &endpoint, &ua, unix_now());
@@ -630,13 +573,10 @@ async fn a_subscription_the_push_service_reports_gone_is_deleted() {
 
 #[tokio::test]
 async fn an_oversized_message_closes_only_its_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.max_message_bytes = 16 * 1024;
-    let relay = start(cfg).await;
-    let (bridge_key, a, b) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let devices = vec![device_record(&a, "a", false), device_record(&b, "b", false)];
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, devices, vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [a, b] } = Paired::start(["a", "b"], &[], |c| {
+        c.max_message_bytes = 16 * 1024;
+    })
+    .await;
     let (mut big, _) = connect_device(&relay, &bridge.id(), &a).await;
     let (mut fine, _) = connect_device(&relay, &bridge.id(), &b).await;
 
@@ -651,11 +591,7 @@ async fn an_oversized_message_closes_only_its_connection() {
 
 #[tokio::test]
 async fn a_malformed_frame_flood_closes_only_its_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, a, b) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let devices = vec![device_record(&a, "a", false), device_record(&b, "b", false)];
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, devices, vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [a, b] } = Paired::start(["a", "b"], &[], |_| {}).await;
     let (mut noisy, _) = connect_device(&relay, &bridge.id(), &a).await;
     let (mut fine, _) = connect_device(&relay, &bridge.id(), &b).await;
 
@@ -678,15 +614,12 @@ async fn a_malformed_frame_flood_closes_only_its_connection() {
 
 #[tokio::test]
 async fn a_rate_flood_is_dropped_then_closed_while_another_client_is_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.client_frames_per_sec = 20;
-    cfg.client_frames_burst = 10;
-    cfg.max_rate_limited_frames = 100;
-    let relay = start(cfg).await;
-    let (bridge_key, a, b) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let devices = vec![device_record(&a, "a", false), device_record(&b, "b", false)];
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, devices, vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [a, b] } = Paired::start(["a", "b"], &[], |c| {
+        c.client_frames_per_sec = 20;
+        c.client_frames_burst = 10;
+        c.max_rate_limited_frames = 100;
+    })
+    .await;
     let (mut flood, _) = connect_device(&relay, &bridge.id(), &a).await;
     let (mut fine, _) = connect_device(&relay, &bridge.id(), &b).await;
 
@@ -719,15 +652,13 @@ async fn a_rate_flood_is_dropped_then_closed_while_another_client_is_served() {
 // as they would in production.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_is_cut_off_while_another_client_of_the_bridge_keeps_receiving() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.client_queue_frames = 32;
-    // Long enough for the final error to wait until the test reads the slow client.
-    cfg.close_timeout = Duration::from_secs(20);
-    let relay = start(cfg).await;
-    let (bridge_key, slow_device, fast_device) = (Identity::generate(), Identity::generate(), Identity::generate());
-    let devices = vec![device_record(&slow_device, "slow", false), device_record(&fast_device, "fast", false)];
-    let mut bridge = FakeBridge::connect(&relay, &bridge_key, devices, sessions(&["s"])).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [slow_device, fast_device] } =
+        Paired::start(["slow", "fast"], &["s"], |c| {
+            c.client_queue_frames = 32;
+            // Long enough for the final error to wait until the test reads the slow client.
+            c.close_timeout = Duration::from_secs(20);
+        })
+        .await;
     let slow_socket = open_with_small_receive_buffer(&relay, "/v1/client").await;
     let (mut slow, first) = authenticate(slow_socket, &bridge.id(), &slow_device).await;
     assert!(matches!(first, RelayFrame::RelayStatus(_)));
@@ -793,12 +724,10 @@ async fn a_slow_client_is_cut_off_while_another_client_of_the_bridge_keeps_recei
 
 #[tokio::test]
 async fn a_device_may_hold_only_so_many_connections() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.max_connections_per_device = 2;
-    let relay = start(cfg).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let bridge = FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, bridge, devices: [device] } = Paired::start(["phone"], &[], |c| {
+        c.max_connections_per_device = 2;
+    })
+    .await;
     let (_one, _) = connect_device(&relay, &bridge.id(), &device).await;
     let (two, _) = connect_device(&relay, &bridge.id(), &device).await;
     let (mut three, first) = try_connect_device(&relay, &bridge.id(), &device).await;
@@ -812,11 +741,7 @@ async fn a_device_may_hold_only_so_many_connections() {
 
 #[tokio::test]
 async fn close_conn_from_the_bridge_ends_that_client_with_the_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let relay = start(config(dir.path())).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let mut bridge =
-        FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &[], |_| {}).await;
     let (mut phone, _) = connect_device(&relay, &bridge.id(), &device).await;
     send(&mut phone, &link_hello(&device)).await;
     let conn = bridge.expect_link_hello().await;
@@ -828,13 +753,11 @@ async fn close_conn_from_the_bridge_ends_that_client_with_the_reason() {
 
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_idle_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
-    cfg.idle_timeout = Duration::from_millis(300);
-    cfg.ping_interval = Duration::from_millis(100);
-    let relay = start(cfg).await;
-    let (bridge_key, device) = (Identity::generate(), Identity::generate());
-    let bridge = FakeBridge::connect(&relay, &bridge_key, vec![device_record(&device, "phone", false)], vec![]).await;
+    let Paired { dir: _dir, relay, bridge, devices: [device] } = Paired::start(["phone"], &[], |c| {
+        c.idle_timeout = Duration::from_millis(300);
+        c.ping_interval = Duration::from_millis(100);
+    })
+    .await;
     let (mut phone, _) = connect_device(&relay, &bridge.id(), &device).await;
     // Not reading means not answering pings.
     tokio::time::sleep(Duration::from_millis(600)).await;

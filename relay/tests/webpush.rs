@@ -2,15 +2,15 @@
 //! the VAPID token the way a push service does, decrypts the `aes128gcm` body with the
 //! subscription keys the test made, and answers what each test needs.
 
+mod support;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use p256::SecretKey;
 use p256::ecdsa::signature::Verifier;
 use p256::ecdsa::{Signature, VerifyingKey};
-use p256::elliptic_curve::Generate;
-use p256::elliptic_curve::sec1::ToSec1Point;
-use rand::RngExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use support::user_agent::UserAgent;
 use terminull_relay::webpush::{
     CryptoError, MAX_PLAINTEXT_LEN, PushError, PushOutcome, PushSender, Subscription, Urgency, VapidKey, decrypt,
 };
@@ -28,27 +28,14 @@ fn unb64(text: &str) -> Result<Vec<u8>, String> {
     URL_SAFE_NO_PAD.decode(text).map_err(|e| format!("base64url {text:?}: {e}"))
 }
 
-/// The browser side: its ECDH key pair and auth secret.
-struct UserAgent {
-    private: SecretKey,
-    auth: [u8; 16],
-}
-
-impl UserAgent {
-    fn new() -> Self {
-        Self { private: SecretKey::generate_from_rng(&mut rand::rng()), auth: rand::rng().random() }
-    }
-
-    /// The subscription as the browser's `PushSubscription.toJSON()` would give it.
-    fn subscription(&self, endpoint: &str) -> Subscription {
-        let p256dh = b64(self.private.public_key().to_sec1_point(false).as_bytes());
-        let json = serde_json::json!({
-            "endpoint": endpoint,
-            "expirationTime": null,
-            "keys": { "p256dh": p256dh, "auth": b64(&self.auth) },
-        });
-        serde_json::from_value(json).unwrap()
-    }
+/// The subscription as the browser's `PushSubscription.toJSON()` would give it.
+fn subscription(ua: &UserAgent, endpoint: &str) -> Subscription {
+    let json = serde_json::json!({
+        "endpoint": endpoint,
+        "expirationTime": null,
+        "keys": { "p256dh": ua.p256dh(), "auth": b64(&ua.auth) },
+    });
+    serde_json::from_value(json).unwrap()
 }
 
 /// What the receiver answers.
@@ -242,7 +229,7 @@ async fn a_push_is_verified_decrypted_and_delivered() {
     let ua = UserAgent::new();
     let sender = sender();
     let receiver = Receiver::start(Reply::Checked(201, ""), &ua, sender.vapid_public_key()).await;
-    let subscription = ua.subscription(&receiver.endpoint);
+    let subscription = subscription(&ua, &receiver.endpoint);
     // Stands in for an envelope the bridge sealed end to end: opaque bytes, any values.
     let sealed: Vec<u8> = (0..1500u32).map(|i| (i * 7 % 251) as u8).collect();
 
@@ -267,7 +254,7 @@ async fn a_maximal_and_an_empty_payload_round_trip() {
         let ua = UserAgent::new();
         let sender = sender();
         let receiver = Receiver::start(Reply::Checked(202, ""), &ua, sender.vapid_public_key()).await;
-        let outcome = sender.send(&ua.subscription(&receiver.endpoint), &payload, 0, Urgency::Normal).await.unwrap();
+        let outcome = sender.send(&subscription(&ua, &receiver.endpoint), &payload, 0, Urgency::Normal).await.unwrap();
         assert_eq!(outcome, PushOutcome::Delivered { status: 202 });
         let received = receiver.received().await;
         assert_eq!(received.plaintext, payload);
@@ -281,7 +268,7 @@ async fn gone_subscriptions_are_reported_as_gone() {
         let ua = UserAgent::new();
         let sender = sender();
         let receiver = Receiver::start(Reply::Checked(status, ""), &ua, sender.vapid_public_key()).await;
-        let outcome = sender.send(&ua.subscription(&receiver.endpoint), b"sealed", 60, Urgency::Low).await.unwrap();
+        let outcome = sender.send(&subscription(&ua, &receiver.endpoint), b"sealed", 60, Urgency::Low).await.unwrap();
         assert_eq!(outcome, PushOutcome::Gone { status });
         receiver.received().await;
     }
@@ -292,13 +279,13 @@ async fn overload_is_retryable_with_retry_after() {
     let ua = UserAgent::new();
     let sender = sender();
     let receiver = Receiver::start(Reply::Checked(429, "Retry-After: 120\r\n"), &ua, sender.vapid_public_key()).await;
-    let outcome = sender.send(&ua.subscription(&receiver.endpoint), b"sealed", 60, Urgency::VeryLow).await.unwrap();
+    let outcome = sender.send(&subscription(&ua, &receiver.endpoint), b"sealed", 60, Urgency::VeryLow).await.unwrap();
     assert_eq!(outcome, PushOutcome::Retryable { status: 429, retry_after: Some(Duration::from_secs(120)) });
     receiver.received().await;
 
     let ua = UserAgent::new();
     let receiver = Receiver::start(Reply::Checked(503, ""), &ua, sender.vapid_public_key()).await;
-    let outcome = sender.send(&ua.subscription(&receiver.endpoint), b"sealed", 60, Urgency::VeryLow).await.unwrap();
+    let outcome = sender.send(&subscription(&ua, &receiver.endpoint), b"sealed", 60, Urgency::VeryLow).await.unwrap();
     assert_eq!(outcome, PushOutcome::Retryable { status: 503, retry_after: None });
     receiver.received().await;
 }
@@ -310,7 +297,7 @@ async fn a_refusal_is_a_rejected_error_with_the_services_reason() {
     let body = "VAPID token expired";
     let reply = format!("HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\n\r\n{body}", body.len());
     let receiver = Receiver::start(Reply::Raw(reply.into_bytes()), &ua, sender.vapid_public_key()).await;
-    let subscription = ua.subscription(&receiver.endpoint);
+    let subscription = subscription(&ua, &receiver.endpoint);
     let err = sender.send(&subscription, b"sealed", 60, Urgency::High).await.unwrap_err();
     let host = receiver_host(&subscription);
     assert!(
@@ -333,7 +320,7 @@ async fn garbage_responses_are_typed_errors() {
         let ua = UserAgent::new();
         let sender = sender();
         let receiver = Receiver::start(Reply::Raw(reply.to_vec()), &ua, sender.vapid_public_key()).await;
-        let subscription = ua.subscription(&receiver.endpoint);
+        let subscription = subscription(&ua, &receiver.endpoint);
         let err = sender.send(&subscription, b"sealed", 60, Urgency::High).await.unwrap_err();
         match &err {
             PushError::MalformedResponse { host, reason } => {
@@ -360,7 +347,7 @@ async fn oversize_responses_are_typed_errors() {
         let ua = UserAgent::new();
         let sender = sender();
         let receiver = Receiver::start(Reply::Raw(reply), &ua, sender.vapid_public_key()).await;
-        let err = sender.send(&ua.subscription(&receiver.endpoint), b"sealed", 60, Urgency::High).await.unwrap_err();
+        let err = sender.send(&subscription(&ua, &receiver.endpoint), b"sealed", 60, Urgency::High).await.unwrap_err();
         assert!(matches!(&err, PushError::ResponseTooLarge { what: w, .. } if *w == what), "{err:?}");
         // The receiver may see its write cut short by the sender hanging up; either is fine.
         let _ = tokio::time::timeout(Duration::from_secs(10), receiver.task).await;
@@ -372,7 +359,7 @@ async fn a_silent_service_times_out() {
     let ua = UserAgent::new();
     let sender = sender().with_timeout(Duration::from_millis(300));
     let receiver = Receiver::start(Reply::Silent, &ua, sender.vapid_public_key()).await;
-    let subscription = ua.subscription(&receiver.endpoint);
+    let subscription = subscription(&ua, &receiver.endpoint);
     let err = sender.send(&subscription, b"sealed", 60, Urgency::High).await.unwrap_err();
     let expected_host = receiver_host(&subscription);
     assert!(
@@ -389,7 +376,7 @@ async fn connection_failures_and_bad_subscriptions_are_typed_errors() {
     let sender = sender();
     // A port that was just free: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
-    let subscription = ua.subscription(&format!("http://127.0.0.1:{port}/x"));
+    let subscription = subscription(&ua, &format!("http://127.0.0.1:{port}/x"));
     let err = sender.send(&subscription, b"sealed", 60, Urgency::High).await.unwrap_err();
     assert!(matches!(&err, PushError::Connect { host, .. } if *host == format!("127.0.0.1:{port}")), "{err:?}");
 
@@ -421,7 +408,7 @@ async fn https_endpoints_go_through_tls() {
         let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n").await;
     });
     let ua = UserAgent::new();
-    let subscription = ua.subscription(&format!("https://{addr}/x"));
+    let subscription = subscription(&ua, &format!("https://{addr}/x"));
     let err = sender().send(&subscription, b"sealed", 60, Urgency::High).await.unwrap_err();
     assert!(matches!(&err, PushError::Tls { host, .. } if *host == addr.to_string()), "{err:?}");
     server.await.unwrap();

@@ -29,7 +29,9 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use serde_json::Value;
 use terminull_protocol::adapter::{AdapterNotification, AdapterRequest};
-use terminull_protocol::jsonrpc::{Message, MessageError, Notification, Request, RequestId, Response, RpcError};
+use terminull_protocol::jsonrpc::{
+    Message, MessageError, Notification, ParamsError, Request, RequestId, Response, RpcError,
+};
 use terminull_protocol::ndjson::{LineError, NdjsonCodec};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -118,7 +120,7 @@ pub enum CallError {
         /// The method called.
         method: String,
         /// Which field, and what is wrong.
-        problem: String,
+        problem: ParamsError,
     },
 }
 

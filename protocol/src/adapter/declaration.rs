@@ -13,6 +13,11 @@ use crate::blocks::json_type_name;
 use crate::capabilities::{CAP_FLAGS, Capabilities, SURFACE_FLAGS};
 use crate::ids::AgentId;
 
+/// The adapter protocol version this crate speaks (the declaration's `protocol_version`).
+/// The bridge refuses an adapter that declares another major version (error
+/// `PROTOCOL_VERSION_MISMATCH`).
+pub const PROTOCOL_VERSION: u32 = 1;
+
 /// What an adapter is and can do. Every capability flag is required.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
@@ -39,7 +44,7 @@ pub struct Declaration {
     /// Every capability flag, each stated explicitly.
     #[serde(flatten)]
     pub capabilities: Capabilities,
-    /// How the adapter holds the agent between turns (developer-docs §2.5).
+    /// How the adapter holds the agent between turns (docs/adapter-protocol.md#55-lease).
     pub lease: LeaseKind,
     /// Which of the offered init params `start` should receive; the others are withheld.
     #[serde(default)]
@@ -87,7 +92,7 @@ impl InitParam {
     ];
 }
 
-/// A handoff hook (developer-docs §2.5), plus `release` for persistent adapters.
+/// A handoff hook (docs/adapter-protocol.md#54-handoff-hooks), plus `release` for persistent adapters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
@@ -215,7 +220,7 @@ fn missing(field: &str, shape: Shape) -> ContractViolation {
     let problem = match shape {
         Shape::Flag => "must be set explicitly to true or false".to_owned(),
         Shape::Lease => "must be set explicitly to \"per_turn\" or \"persistent\"".to_owned(),
-        Shape::Version => format!("is required (this bridge speaks {})", super::PROTOCOL_VERSION),
+        Shape::Version => format!("is required (this bridge speaks {})", PROTOCOL_VERSION),
         _ => "is required".to_owned(),
     };
     ContractViolation::new(field, problem)
@@ -226,8 +231,8 @@ fn check_shape(shape: Shape, v: &Value) -> Result<(), String> {
     match shape {
         Shape::Flag => v.as_bool().map(drop).ok_or_else(|| format!("must be true or false, {}", found())),
         Shape::Version => match v.as_u64() {
-            Some(n) if n == u64::from(super::PROTOCOL_VERSION) => Ok(()),
-            Some(n) => Err(format!("must be {} (the version this bridge speaks), found {n}", super::PROTOCOL_VERSION)),
+            Some(n) if n == u64::from(PROTOCOL_VERSION) => Ok(()),
+            Some(n) => Err(format!("must be {} (the version this bridge speaks), found {n}", PROTOCOL_VERSION)),
             None => Err(format!("must be an integer, {}", found())),
         },
         Shape::AgentId => match v.as_str() {
@@ -430,6 +435,6 @@ mod tests {
     #[test]
     fn schema_pins_the_protocol_version_this_crate_speaks() {
         let schema = schemars::schema_for!(Declaration);
-        assert_eq!(schema.as_value()["properties"]["protocol_version"]["const"], json!(super::super::PROTOCOL_VERSION));
+        assert_eq!(schema.as_value()["properties"]["protocol_version"]["const"], json!(PROTOCOL_VERSION));
     }
 }

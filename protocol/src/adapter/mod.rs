@@ -18,8 +18,8 @@
 mod declaration;
 
 pub use declaration::{
-    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, check_declaration, is_valid_agent_id,
-    known_fields, required_fields,
+    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, PROTOCOL_VERSION, check_declaration,
+    is_valid_agent_id, known_fields, required_fields,
 };
 
 use std::time::Duration;
@@ -30,11 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::blocks::{AgentInfo, Block, Usage, UserMessage};
 use crate::ids::{AgentSessionId, PermissionRequestId, SessionId};
-use crate::jsonrpc::{Notification, Request, RequestId, decode_params};
-
-/// The adapter protocol version this crate speaks. The bridge refuses an adapter
-/// that declares another major version (error `PROTOCOL_VERSION_MISMATCH`).
-pub const PROTOCOL_VERSION: u32 = 1;
+use crate::jsonrpc::{Notification, ParamsError, Request, RequestId, decode_params};
 
 /// A request the bridge sends to an adapter.
 pub trait AdapterRequest {
@@ -169,7 +165,7 @@ pub enum ExtractError {
         /// The method.
         method: &'static str,
         /// Which field is wrong and how.
-        problem: String,
+        problem: ParamsError,
     },
 }
 

@@ -12,7 +12,7 @@
 //! - **link** keys, per device connection: X25519(bridge, device) with both sides'
 //!   fresh nonces as HKDF salt — carry control messages and their replies;
 //! - **session** keys, per attachment of a device to a session: X25519(bridge, app's
-//!   ephemeral key) with the session id as HKDF salt (developer-docs §1.3) and the
+//!   ephemeral key) with the session id as HKDF salt (docs/encryption.md#session-keys-the-block-stream) and the
 //!   bridge's attach nonce in the info — carry the session's blocks;
 //! - the **push** key, per device: X25519(bridge, device) — seals notifications.
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod user_agent;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -21,7 +23,7 @@ use terminull_relay::{Relay, RelayConfig, RunningRelay};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// How long a test waits for something that should happen.
@@ -44,6 +46,39 @@ pub fn config(dir: &Path) -> RelayConfig {
 /// A relay with `config`.
 pub async fn start(config: RelayConfig) -> RunningRelay {
     Relay::start(config).await.expect("the relay starts")
+}
+
+/// Session ids from their names.
+pub fn sessions(ids: &[&str]) -> Vec<SessionId> {
+    ids.iter().map(|s| SessionId((*s).into())).collect()
+}
+
+/// The start of most tests: a relay on loopback with its data in a fresh temporary
+/// directory, a bridge registered with it and `N` devices paired with the bridge (not
+/// yet connected).
+pub struct Paired<const N: usize> {
+    /// The relay's data directory: removed when this is dropped, so keep it bound.
+    pub dir: tempfile::TempDir,
+    /// The relay.
+    pub relay: RunningRelay,
+    /// The registered bridge.
+    pub bridge: FakeBridge,
+    /// The paired devices, in the order of their names.
+    pub devices: [Identity; N],
+}
+
+impl<const N: usize> Paired<N> {
+    /// Devices named `names`; the bridge can resume `resumable`; [`config`] as `tune` changes it.
+    pub async fn start(names: [&str; N], resumable: &[&str], tune: impl FnOnce(&mut RelayConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        tune(&mut cfg);
+        let relay = start(cfg).await;
+        let devices: [Identity; N] = std::array::from_fn(|_| Identity::generate());
+        let records = names.iter().zip(&devices).map(|(name, device)| device_record(device, name, false)).collect();
+        let bridge = FakeBridge::connect(&relay, &Identity::generate(), records, sessions(resumable)).await;
+        Self { dir, relay, bridge, devices }
+    }
 }
 
 /// Opens a WebSocket to `path` of `relay`.
@@ -87,16 +122,24 @@ pub async fn next_event(ws: &mut Ws) -> Event {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let message = tokio::time::timeout_at(deadline, ws.next()).await.expect("something arrives in time");
-        match message {
-            None | Some(Err(_)) => return Event::Closed(None),
-            Some(Ok(Message::Text(text))) => {
-                return Event::Frame(serde_json::from_str(text.as_str()).expect("the relay sends relay frames"));
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Event::Closed(frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned())));
-            }
-            Some(Ok(_)) => {}
+        if let Some(event) = event_of(message) {
+            return event;
         }
+    }
+}
+
+/// What a message read from the relay means: a frame, the end, or (`None`) nothing to
+/// report (a ping, a pong).
+pub fn event_of(message: Option<Result<Message, tungstenite::Error>>) -> Option<Event> {
+    match message {
+        None | Some(Err(_)) => Some(Event::Closed(None)),
+        Some(Ok(Message::Text(text))) => {
+            Some(Event::Frame(serde_json::from_str(text.as_str()).expect("the relay sends relay frames")))
+        }
+        Some(Ok(Message::Close(frame))) => {
+            Some(Event::Closed(frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned()))))
+        }
+        Some(Ok(_)) => None,
     }
 }
 

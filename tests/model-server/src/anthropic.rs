@@ -10,7 +10,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, logged, parse_body,
+    CallSummary, ScriptedCall, Shared, answer, logged, parse_body,
     script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
@@ -23,51 +23,30 @@ pub(crate) fn conversation(body: &Value) -> Conversation {
     let tool_result = turns.last().filter(|m| m["role"] == "user").and_then(|m| {
         m["content"].as_array()?.iter().rev().find(|b| b["type"] == "tool_result").map(|b| content_text(&b["content"]))
     });
-    let last_user_text =
-        turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
     let tools = ToolSpec::all_in(&body["tools"], |t| t, "input_schema");
-    Conversation {
-        last_user_text,
-        tool_result,
-        tools,
-        history: messages.len(),
-        json_schema: None,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
-    }
-}
-
-fn summary(body: &Value, conv: &Conversation) -> CallSummary {
-    CallSummary {
-        api: "anthropic",
-        model: body["model"].as_str().map(str::to_owned),
-        stream: body["stream"].as_bool().unwrap_or(false),
-        scenario: None,
-        messages: conv.history,
-        tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
-    }
+    Conversation::of_turns(body, &turns, messages.len(), tool_result, tools)
 }
 
 /// `POST /v1/messages`.
 pub(crate) async fn messages(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body = match parse_body(&state, &method, &uri, "anthropic", &body) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let conv = conversation(&body);
-    let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary(&body, &conv);
-    summary.scenario = Some(scenario);
+    let ScriptedCall { body, conv, outcome, summary } =
+        match ScriptedCall::read(&state, &method, &uri, "anthropic", &body, conversation) {
+            Ok(call) => call,
+            Err(response) => return *response,
+        };
     let model = summary.model.clone().unwrap_or_else(|| "mock-claude".into());
     let response = match outcome {
         Outcome::Error => error_response(),
         Outcome::Reply(reply) => {
             let id = state.next_id();
-            if summary.stream {
-                sse::response(stream_frames(&reply, &model, id, conv.input_tokens), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(message(&reply, &model, id, conv.input_tokens)).into_response()
-            }
+            answer(
+                &state,
+                &reply,
+                summary.stream,
+                || stream_frames(&reply, &model, id, conv.input_tokens),
+                || message(&reply, &model, id, conv.input_tokens),
+            )
+            .await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)
@@ -88,7 +67,7 @@ pub(crate) async fn count_tokens(State(state): State<Shared>, method: Method, ur
         Err(r) => return *r,
     };
     let conv = conversation(&body);
-    let summary = summary(&body, &conv);
+    let summary = CallSummary::of("anthropic", &body, &conv);
     let response = Json(json!({"input_tokens": conv.input_tokens})).into_response();
     logged(&state, &method, &uri, Some(body), summary, response)
 }

@@ -11,7 +11,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, logged, parse_body,
+    CallSummary, Shared, answer, logged, parse_body,
     script::{self, Conversation, Outcome, Reply, ToolSpec},
     sse,
 };
@@ -54,7 +54,7 @@ fn conversation(body: &Value) -> Conversation {
         tools,
         history: contents.len(),
         json_schema,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
+        input_tokens: script::input_tokens(body),
     }
 }
 
@@ -104,18 +104,17 @@ pub(crate) async fn call(
                 Outcome::Error => error_response(),
                 Outcome::Reply(reply) => {
                     let sse_wanted = uri.query().is_some_and(|q| q.split('&').any(|p| p == "alt=sse"));
-                    if summary.stream && sse_wanted {
-                        let frames =
-                            chunks(&reply, conv.input_tokens).iter().map(|c| sse::data(&c.to_string())).collect();
-                        sse::response(frames, state.pace(&reply))
-                    } else {
-                        state.pace(&reply).before_answer().await;
+                    // `streamGenerateContent` without `alt=sse` answers every chunk at once, as a JSON array.
+                    let frames =
+                        || chunks(&reply, conv.input_tokens).iter().map(|c| sse::data(&c.to_string())).collect();
+                    let body = || {
                         if summary.stream {
-                            Json(Value::Array(chunks(&reply, conv.input_tokens))).into_response()
+                            Value::Array(chunks(&reply, conv.input_tokens))
                         } else {
-                            Json(whole(&reply, conv.input_tokens)).into_response()
+                            whole(&reply, conv.input_tokens)
                         }
-                    }
+                    };
+                    answer(&state, &reply, summary.stream && sse_wanted, frames, body).await
                 }
             }
         }

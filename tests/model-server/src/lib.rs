@@ -158,6 +158,67 @@ pub(crate) struct CallSummary {
     pub tools: Vec<String>,
 }
 
+impl CallSummary {
+    /// A model call to `api`: the model and `stream` as the body asks, the size of the
+    /// conversation and the tools it offers.
+    pub(crate) fn of(api: &'static str, body: &Value, conv: &script::Conversation) -> Self {
+        Self {
+            api,
+            model: body["model"].as_str().map(str::to_owned),
+            stream: body["stream"].as_bool().unwrap_or(false),
+            scenario: None,
+            messages: conv.history,
+            tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
+        }
+    }
+}
+
+/// A model call as every API handler starts it: the parsed body, the API-neutral
+/// conversation, what the script answers and the summary that logs it.
+pub(crate) struct ScriptedCall {
+    pub body: Value,
+    pub conv: script::Conversation,
+    pub outcome: script::Outcome,
+    pub summary: CallSummary,
+}
+
+impl ScriptedCall {
+    /// Parses `body` (an unparsable one is answered, and logged, as the `Err`), reads its
+    /// conversation with `conversation` and picks the scenario.
+    pub(crate) fn read(
+        state: &AppState,
+        method: &Method,
+        uri: &Uri,
+        api: &'static str,
+        body: &Bytes,
+        conversation: fn(&Value) -> script::Conversation,
+    ) -> Result<Self, Box<Response>> {
+        let body = parse_body(state, method, uri, api, body)?;
+        let conv = conversation(&body);
+        let (scenario, outcome) = script::select(&conv, &state.config);
+        let mut summary = CallSummary::of(api, &body, &conv);
+        summary.scenario = Some(scenario);
+        Ok(Self { body, conv, outcome, summary })
+    }
+}
+
+/// Sends a scripted reply the way every API does: as the SSE `frames` when `stream`,
+/// else as one JSON body once the reply's pace allows.
+pub(crate) async fn answer(
+    state: &AppState,
+    reply: &script::Reply,
+    stream: bool,
+    frames: impl FnOnce() -> Vec<String>,
+    whole: impl FnOnce() -> Value,
+) -> Response {
+    if stream {
+        sse::response(frames(), state.pace(reply))
+    } else {
+        state.pace(reply).before_answer().await;
+        Json(whole()).into_response()
+    }
+}
+
 /// Records a request and passes its response through.
 pub(crate) fn logged(
     state: &AppState,

@@ -10,7 +10,7 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, Shared, logged, parse_body,
+    ScriptedCall, Shared, answer, logged,
     script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
     sse,
 };
@@ -18,17 +18,6 @@ use crate::{
 fn error_response() -> Response {
     let body = json!({"error": {"message": "scripted server error (mock:error)", "type": "server_error", "param": null, "code": "server_error"}});
     (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
-}
-
-fn summary(api: &'static str, body: &Value, conv: &Conversation) -> CallSummary {
-    CallSummary {
-        api,
-        model: body["model"].as_str().map(str::to_owned),
-        stream: body["stream"].as_bool().unwrap_or(false),
-        scenario: None,
-        messages: conv.history,
-        tools: conv.tools.iter().map(|t| t.name.clone()).collect(),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -51,41 +40,24 @@ fn responses_conversation(body: &Value) -> Conversation {
             )
         })
         .map(|i| content_text(&i["output"]));
-    let last_user_text =
-        turns.iter().rev().find(|i| i["role"] == "user").map(|i| content_text(&i["content"])).unwrap_or_default();
     let tools = ToolSpec::all_in(&body["tools"], |t| t, "parameters");
-    Conversation {
-        last_user_text,
-        tool_result,
-        tools,
-        history: items.len(),
-        json_schema: None,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
-    }
+    Conversation::of_turns(body, &turns, items.len(), tool_result, tools)
 }
 
 /// `POST /v1/responses`.
 pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body = match parse_body(&state, &method, &uri, "responses", &body) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let conv = responses_conversation(&body);
-    let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary("responses", &body, &conv);
-    summary.scenario = Some(scenario);
+    let ScriptedCall { body, conv, outcome, summary } =
+        match ScriptedCall::read(&state, &method, &uri, "responses", &body, responses_conversation) {
+            Ok(call) => call,
+            Err(response) => return *response,
+        };
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let response = match outcome {
         Outcome::Error => error_response(),
         Outcome::Reply(reply) => {
             let id = state.next_id();
             let r = ResponsesRender { reply: &reply, model: &model, id, input_tokens: conv.input_tokens };
-            if summary.stream {
-                sse::response(r.frames(), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(r.response("completed", r.items())).into_response()
-            }
+            answer(&state, &reply, summary.stream, || r.frames(), || r.response("completed", r.items())).await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)
@@ -233,41 +205,31 @@ fn chat_conversation(body: &Value) -> Conversation {
     let turns: Vec<&Value> =
         messages.iter().filter(|m| !matches!(m["role"].as_str(), Some("developer" | "system"))).collect();
     let tool_result = turns.last().filter(|m| m["role"] == "tool").map(|m| content_text(&m["content"]));
-    let last_user_text =
-        turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
     let tools = ToolSpec::all_in(&body["tools"], |t| &t["function"], "parameters");
-    Conversation {
-        last_user_text,
-        tool_result,
-        tools,
-        history: messages.len(),
-        json_schema: None,
-        input_tokens: (body.to_string().len() / 4 + 1) as u64,
-    }
+    Conversation::of_turns(body, &turns, messages.len(), tool_result, tools)
 }
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body = match parse_body(&state, &method, &uri, "chat", &body) {
-        Ok(b) => b,
-        Err(r) => return *r,
-    };
-    let conv = chat_conversation(&body);
-    let (scenario, outcome) = script::select(&conv, &state.config);
-    let mut summary = summary("chat", &body, &conv);
-    summary.scenario = Some(scenario);
+    let ScriptedCall { body, conv, outcome, summary } =
+        match ScriptedCall::read(&state, &method, &uri, "chat", &body, chat_conversation) {
+            Ok(call) => call,
+            Err(response) => return *response,
+        };
     let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
     let include_usage = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
     let response = match outcome {
         Outcome::Error => error_response(),
         Outcome::Reply(reply) => {
             let id = state.next_id();
-            if summary.stream {
-                sse::response(chat_frames(&reply, &model, id, conv.input_tokens, include_usage), state.pace(&reply))
-            } else {
-                state.pace(&reply).before_answer().await;
-                Json(chat_message(&reply, &model, id, conv.input_tokens)).into_response()
-            }
+            answer(
+                &state,
+                &reply,
+                summary.stream,
+                || chat_frames(&reply, &model, id, conv.input_tokens, include_usage),
+                || chat_message(&reply, &model, id, conv.input_tokens),
+            )
+            .await
         }
     };
     logged(&state, &method, &uri, Some(body), summary, response)

@@ -128,6 +128,27 @@ pub(crate) struct Conversation {
     pub input_tokens: u64,
 }
 
+impl Conversation {
+    /// A conversation of `history` messages whose turns carry `role` and `content` (every
+    /// API but Gemini's): the last user turn's text is the prompt.
+    pub(crate) fn of_turns(
+        body: &Value,
+        turns: &[&Value],
+        history: usize,
+        tool_result: Option<String>,
+        tools: Vec<ToolSpec>,
+    ) -> Self {
+        let last_user_text =
+            turns.iter().rev().find(|m| m["role"] == "user").map(|m| content_text(&m["content"])).unwrap_or_default();
+        Self { last_user_text, tool_result, tools, history, json_schema: None, input_tokens: input_tokens(body) }
+    }
+}
+
+/// A rough token count of a request: four bytes of JSON a token.
+pub(crate) fn input_tokens(body: &Value) -> u64 {
+    (body.to_string().len() / 4 + 1) as u64
+}
+
 /// A scripted tool call (the id is assigned by the renderer).
 #[derive(Debug, Clone)]
 pub(crate) struct ToolCall {

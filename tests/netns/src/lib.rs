@@ -7,7 +7,29 @@
 //! and the agent CLI all live in that namespace: any telemetry or update check gets
 //! "network unreachable", and the model server's port cannot clash with anything.
 
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+
+/// Why a run in the private namespace did not pass.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// The test binary could not be found, or `unshare` could not be started.
+    #[error("cannot {what}: {source}")]
+    Spawn {
+        /// What was being done.
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command ran and failed.
+    #[error("{status} in the private namespace:\n{output}")]
+    Failed {
+        /// Its exit status.
+        status: ExitStatus,
+        /// Its stdout and stderr together.
+        output: String,
+    },
+}
 
 /// Set in the environment of the process running inside the namespace.
 pub const INSIDE_ENV: &str = "TERMINULL_IN_PRIVATE_NETNS";
@@ -20,13 +42,13 @@ pub fn inside() -> bool {
 /// Outside the namespace: runs the test `name` of this test binary inside a fresh one
 /// and returns its combined output on success, or an error with that output. Inside:
 /// `None`.
-pub fn run_isolated(name: &str) -> Option<Result<String, String>> {
+pub fn run_isolated(name: &str) -> Option<Result<String, NetnsError>> {
     if inside() {
         return None;
     }
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
-        Err(e) => return Some(Err(format!("cannot find the test binary: {e}"))),
+        Err(source) => return Some(Err(NetnsError::Spawn { what: "find the test binary", source })),
     };
     Some(run_in_netns(Command::new(exe).args([name, "--exact", "--nocapture", "--test-threads=1"])))
 }
@@ -34,7 +56,7 @@ pub fn run_isolated(name: &str) -> Option<Result<String, String>> {
 /// Runs `command` inside a fresh private network namespace (`unshare -n`, then
 /// `ip link set lo up`), with [`INSIDE_ENV`] set; its stdout and stderr are returned
 /// together.
-pub fn run_in_netns(command: &mut Command) -> Result<String, String> {
+pub fn run_in_netns(command: &mut Command) -> Result<String, NetnsError> {
     let program = command.get_program().to_owned();
     let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
     let mut wrapped = Command::new("unshare");
@@ -53,9 +75,9 @@ pub fn run_in_netns(command: &mut Command) -> Result<String, String> {
     if let Some(dir) = command.get_current_dir() {
         wrapped.current_dir(dir);
     }
-    let output = wrapped.output().map_err(|e| format!("cannot run unshare: {e}"))?;
+    let output = wrapped.output().map_err(|source| NetnsError::Spawn { what: "run unshare", source })?;
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    if output.status.success() { Ok(text) } else { Err(format!("{} in the private namespace:\n{text}", output.status)) }
+    if output.status.success() { Ok(text) } else { Err(NetnsError::Failed { status: output.status, output: text }) }
 }
 
 /// For a test body that must run in a private namespace: true inside it (run the

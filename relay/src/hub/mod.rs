@@ -1,5 +1,6 @@
 //! The hub: every bridge the relay knows, which are online, every authenticated client
-//! connection, pairing requests in flight, push subscriptions and the push hold-queue.
+//! connection, pairing requests in flight, push subscriptions and the push hold-queue
+//! (the push side is in `push.rs`).
 //!
 //! All of it sits behind one mutex that is only ever held for short, non-async work:
 //! frames are handed to connections with `try_send`, so a slow peer can never stall the
@@ -9,13 +10,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use terminull_protocol::crypto::keys::{PublicIdentity, PublicKeys};
 use terminull_protocol::crypto::pairing::{PairRequest, PairResponse};
 use terminull_protocol::relay::{
-    ConnClosed, DeviceRecord, PairRequestFrame, PairResponseFrame, Push, PushKind, Register, Registered,
-    RelayErrorCode, RelayFrame, RelayStatus,
+    AgentSummary, ConnClosed, DeviceRecord, PairRequestFrame, PairResponseFrame, Register, Registered, RelayErrorCode,
+    RelayFrame, RelayStatus,
 };
 use terminull_protocol::{BridgeId, DeviceId, SessionId};
 use tokio::sync::{Semaphore, oneshot};
@@ -24,12 +25,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::RelayConfig;
 use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, frame_json};
+use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
-use crate::webpush::{PushError, PushOutcome, PushSender, Subscription, Urgency};
 
-/// A refusal: the `error` code and its message.
-pub(crate) type Refusal = (RelayErrorCode, String);
+mod push;
+
+use crate::webpush::PushSender;
+pub(crate) use push::{SubscriptionError, sweep_interval};
 
 /// The longest device name the relay stores.
 const MAX_DEVICE_NAME: usize = 256;
@@ -43,7 +46,7 @@ pub(crate) fn unix_now() -> u64 {
 #[derive(Debug)]
 struct Bridge {
     keys: PublicKeys,
-    agents: Vec<terminull_protocol::relay::AgentSummary>,
+    agents: Vec<AgentSummary>,
     /// Oldest first, no duplicates.
     resumable: Vec<SessionId>,
     devices: Vec<DeviceRecord>,
@@ -56,6 +59,21 @@ struct Bridge {
 }
 
 impl Bridge {
+    /// A bridge as the relay first knows it: offline, no devices yet, no subscriptions.
+    fn new(keys: PublicKeys, agents: Vec<AgentSummary>, resumable: Vec<SessionId>) -> Self {
+        Self {
+            keys,
+            agents,
+            resumable,
+            devices: Vec::new(),
+            active: HashMap::new(),
+            online: None,
+            clients: HashSet::new(),
+            subscriptions: HashMap::new(),
+            held: HashMap::new(),
+        }
+    }
+
     fn stored(&self) -> StoredBridge {
         StoredBridge { keys: self.keys.clone(), agents: self.agents.clone(), resumable: self.resumable.clone() }
     }
@@ -103,17 +121,6 @@ pub(crate) enum PairStartError {
 struct PendingPairing {
     bridge_id: BridgeId,
     reply: oneshot::Sender<PairOutcome>,
-}
-
-/// Why a push subscription change was refused (HTTP API).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum SubscriptionError {
-    /// No such bridge.
-    UnknownBridge,
-    /// The device is not paired with the bridge, or was revoked.
-    UnknownDevice,
-    /// A newer registration is stored.
-    Stale,
 }
 
 #[derive(Debug, Default)]
@@ -220,32 +227,34 @@ impl Drop for ConnectionSlot {
     }
 }
 
-/// The `push` urgency for Web Push.
-fn urgency(kind: PushKind) -> Urgency {
-    match kind {
-        PushKind::PermissionNeeded => Urgency::High,
-        PushKind::TurnFinished | PushKind::Error => Urgency::Normal,
-    }
-}
-
 /// Checks a device list from a bridge: every key parses, every id matches its key, no
 /// duplicates, within the bound. Returns the devices that may connect.
-fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, String> {
+fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, Refusal> {
     if devices.len() > max {
-        return Err(format!("{} devices listed; this relay keeps at most {max} per bridge", devices.len()));
+        return Err(Refusal::bad_frame(format!(
+            "{} devices listed; this relay keeps at most {max} per bridge",
+            devices.len()
+        )));
     }
     let mut seen = HashSet::new();
     let mut active = HashMap::new();
     for d in devices {
-        let key = PublicIdentity::from_wire(&d.keys).map_err(|e| format!("device `{}`: {e}", d.device_id))?;
+        let key = PublicIdentity::from_wire(&d.keys)
+            .map_err(|e| Refusal::bad_frame(format!("device `{}`: {e}", d.device_id)))?;
         if key.device_id() != d.device_id {
-            return Err(format!("device `{}`: the id does not match the device's key", d.device_id));
+            return Err(Refusal::bad_frame(format!(
+                "device `{}`: the id does not match the device's key",
+                d.device_id
+            )));
         }
         if d.name.len() > MAX_DEVICE_NAME {
-            return Err(format!("device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes", d.device_id));
+            return Err(Refusal::bad_frame(format!(
+                "device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes",
+                d.device_id
+            )));
         }
         if !seen.insert(d.device_id.clone()) {
-            return Err(format!("device `{}` is listed twice", d.device_id));
+            return Err(Refusal::bad_frame(format!("device `{}` is listed twice", d.device_id)));
         }
         if !d.revoked {
             active.insert(d.device_id.clone(), key);
@@ -275,20 +284,7 @@ impl Hub {
                 tracing::error!(bridge_id = %id, "skipping a stored bridge whose keys do not match its id");
                 continue;
             }
-            state.bridges.insert(
-                id,
-                Bridge {
-                    keys: stored.keys,
-                    agents: stored.agents,
-                    resumable: stored.resumable,
-                    devices: Vec::new(),
-                    active: HashMap::new(),
-                    online: None,
-                    clients: HashSet::new(),
-                    subscriptions: HashMap::new(),
-                    held: HashMap::new(),
-                },
-            );
+            state.bridges.insert(id, Bridge::new(stored.keys, stored.agents, stored.resumable));
         }
         for (id, devices) in snapshot.devices {
             let Some(bridge) = state.bridges.get_mut(&id) else { continue };
@@ -371,8 +367,8 @@ impl Hub {
     /// the bridge's connection (closing an older one), answers `registered` and tells
     /// the bridge's clients.
     pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle) -> Result<(), Refusal> {
-        let bad = |m: String| (RelayErrorCode::BadFrame, m);
-        let active = check_devices(&reg.devices, self.config.max_devices_per_bridge).map_err(bad)?;
+        let bad = Refusal::bad_frame;
+        let active = check_devices(&reg.devices, self.config.max_devices_per_bridge)?;
         if reg.agents.len() > self.config.max_agents_per_bridge {
             return Err(bad(format!(
                 "{} agents listed; this relay keeps at most {}",
@@ -392,25 +388,18 @@ impl Hub {
 
         let mut state = self.lock();
         if state.stopping {
-            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+            return Err(Refusal::shutting_down());
         }
         if !state.bridges.contains_key(&reg.bridge_id) && state.bridges.len() >= self.config.max_bridges {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
             ));
         }
-        let bridge = state.bridges.entry(reg.bridge_id.clone()).or_insert_with(|| Bridge {
-            keys: reg.keys.clone(),
-            agents: Vec::new(),
-            resumable: Vec::new(),
-            devices: Vec::new(),
-            active: HashMap::new(),
-            online: None,
-            clients: HashSet::new(),
-            subscriptions: HashMap::new(),
-            held: HashMap::new(),
-        });
+        let bridge = state
+            .bridges
+            .entry(reg.bridge_id.clone())
+            .or_insert_with(|| Bridge::new(reg.keys.clone(), Vec::new(), Vec::new()));
         bridge.keys = reg.keys.clone();
         bridge.agents = reg.agents.clone();
         bridge.resumable = resumable;
@@ -434,14 +423,11 @@ impl Hub {
     /// connection its tokens for them.
     pub(crate) fn add_resumable(&self, bridge_id: &BridgeId, ids: &[SessionId]) -> Result<(), Refusal> {
         if ids.len() > self.config.max_resumable_sessions {
-            return Err((
-                RelayErrorCode::BadFrame,
-                format!(
-                    "`sessions` lists {} sessions; this relay keeps at most {}",
-                    ids.len(),
-                    self.config.max_resumable_sessions
-                ),
-            ));
+            return Err(Refusal::bad_frame(format!(
+                "`sessions` lists {} sessions; this relay keeps at most {}",
+                ids.len(),
+                self.config.max_resumable_sessions
+            )));
         }
         let mut state = self.lock();
         let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
@@ -458,8 +444,7 @@ impl Hub {
     }
 
     pub(crate) fn replace_devices(&self, bridge_id: &BridgeId, devices: Vec<DeviceRecord>) -> Result<(), Refusal> {
-        let active =
-            check_devices(&devices, self.config.max_devices_per_bridge).map_err(|m| (RelayErrorCode::BadFrame, m))?;
+        let active = check_devices(&devices, self.config.max_devices_per_bridge)?;
         let mut state = self.lock();
         self.apply_devices(&mut state, bridge_id, devices, active);
         Ok(())
@@ -619,10 +604,7 @@ impl Hub {
             (Some(response), None) => PairOutcome::Accepted(response),
             (None, Some(error)) => PairOutcome::Refused(crate::conn::truncate(&error, 1024).to_owned()),
             _ => {
-                return Err((
-                    RelayErrorCode::BadFrame,
-                    "pair_response needs exactly one of `response` and `error`".to_owned(),
-                ));
+                return Err(Refusal::bad_frame("pair_response needs exactly one of `response` and `error`"));
             }
         };
         let mut state = self.lock();
@@ -638,170 +620,13 @@ impl Hub {
         Ok(())
     }
 
-    /// The bridge's `push` for one of its devices.
-    pub(crate) fn bridge_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push) -> Result<(), Refusal> {
-        let text = frame_json(&RelayFrame::Push(push.clone()));
-        if text.len() > self.config.max_push_frame_bytes {
-            return Err((
-                RelayErrorCode::TooLarge,
-                format!(
-                    "push frame is {} bytes; at most {} are accepted",
-                    text.len(),
-                    self.config.max_push_frame_bytes
-                ),
-            ));
-        }
-        let mut guard = self.lock();
-        let state = &mut *guard;
-        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
-        if !bridge.active.contains_key(&push.device_id) {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("device `{}` is not paired with this bridge", push.device_id),
-            ));
-        }
-        let live: Vec<ConnId> = bridge
-            .clients
-            .iter()
-            .filter(|c| state.clients.get(*c).is_some_and(|client| client.device_id == push.device_id))
-            .copied()
-            .collect();
-        let mut delivered = false;
-        for conn in live {
-            delivered |= state.deliver(conn, text.clone());
-        }
-        if delivered {
-            return Ok(());
-        }
-        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
-        let seq = self.next_push_seq.fetch_add(1, Ordering::Relaxed);
-        let entry = QueuedPush { push: push.clone(), queued_at: unix_now() };
-        let held = bridge.held.entry(push.device_id.clone()).or_default();
-        held.push_back((seq, entry.clone()));
-        self.store.submit(StoreOp::PutQueued(bridge_id.clone(), push.device_id.clone(), seq, entry));
-        while held.len() > self.config.push_queue_per_device {
-            if let Some((old, _)) = held.pop_front() {
-                self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), push.device_id.clone(), old));
-            }
-        }
-        tracing::debug!(%bridge_id, device_id = %push.device_id, seq, "push held for an offline device");
-        if let Some(sub) = bridge.subscriptions.get(&push.device_id).cloned() {
-            self.spawn_web_push(bridge_id.clone(), push.device_id.clone(), sub.subscription, text, urgency(push.kind));
-        }
-        Ok(())
-    }
-
-    fn spawn_web_push(
-        self: &Arc<Self>,
-        bridge_id: BridgeId,
-        device_id: DeviceId,
-        subscription: Subscription,
-        payload: String,
-        urgency: Urgency,
-    ) {
-        let Ok(permit) = Arc::clone(&self.push.in_flight).try_acquire_owned() else {
-            tracing::warn!(%bridge_id, %device_id, "too many Web Push deliveries in flight; the push is only held");
-            return;
-        };
-        let hub = Arc::clone(self);
-        self.tasks.spawn(async move {
-            let _permit = permit;
-            hub.deliver_web_push(&bridge_id, &device_id, &subscription, payload.as_bytes(), urgency).await;
-        });
-    }
-
-    /// Sends one push through the push service, retrying retryable failures with backoff.
-    async fn deliver_web_push(
-        &self,
-        bridge_id: &BridgeId,
-        device_id: &DeviceId,
-        subscription: &Subscription,
-        payload: &[u8],
-        urgency: Urgency,
-    ) {
-        let ttl = u32::try_from(self.config.push_ttl.as_secs()).unwrap_or(u32::MAX);
-        let mut backoff = self.config.push_retry_base;
-        let attempts = self.config.push_max_attempts.max(1);
-        for attempt in 1..=attempts {
-            let sent = tokio::select! {
-                sent = self.push.sender.send(subscription, payload, ttl, urgency) => sent,
-                _ = self.shutdown.cancelled() => return,
-            };
-            let wait = match sent {
-                Ok(PushOutcome::Delivered { status }) => {
-                    tracing::debug!(%bridge_id, %device_id, status, attempt, "web push delivered");
-                    return;
-                }
-                Ok(PushOutcome::Gone { status }) => {
-                    tracing::info!(%bridge_id, %device_id, status, "push subscription is gone; deleting it");
-                    self.forget_subscription(bridge_id, device_id, &subscription.endpoint);
-                    return;
-                }
-                Ok(PushOutcome::Retryable { status, retry_after }) => {
-                    tracing::info!(%bridge_id, %device_id, status, attempt, "push service asks to retry");
-                    retry_after.unwrap_or(backoff)
-                }
-                Err(error) if retryable(&error) => {
-                    tracing::info!(%bridge_id, %device_id, %error, attempt, "web push failed; will retry");
-                    backoff
-                }
-                Err(error) => {
-                    tracing::warn!(%bridge_id, %device_id, %error, "web push refused; not retrying");
-                    return;
-                }
-            };
-            if attempt == attempts {
-                tracing::warn!(%bridge_id, %device_id, attempts, "web push not delivered; giving up (the push stays held)");
-                return;
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(wait.min(self.config.push_retry_max)) => {}
-                _ = self.shutdown.cancelled() => return,
-            }
-            backoff = backoff.saturating_mul(2).min(self.config.push_retry_max);
-        }
-    }
-
-    /// Deletes a subscription the push service reported gone, unless it was replaced since.
-    fn forget_subscription(&self, bridge_id: &BridgeId, device_id: &DeviceId, endpoint: &str) {
-        let mut state = self.lock();
-        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
-        if bridge.subscriptions.get(device_id).is_some_and(|s| s.subscription.endpoint == endpoint) {
-            bridge.subscriptions.remove(device_id);
-            self.store.submit(StoreOp::DeleteSubscription(bridge_id.clone(), device_id.clone()));
-        }
-    }
-
-    /// Drops held pushes older than the TTL.
-    pub(crate) fn expire_held_pushes(&self) {
-        let cutoff = unix_now().saturating_sub(self.config.push_ttl.as_secs());
-        let mut state = self.lock();
-        for (bridge_id, bridge) in &mut state.bridges {
-            for (device_id, held) in &mut bridge.held {
-                while held.front().is_some_and(|(_, e)| e.queued_at <= cutoff) {
-                    if let Some((seq, _)) = held.pop_front() {
-                        self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), device_id.clone(), seq));
-                    }
-                }
-            }
-            bridge.held.retain(|_, held| !held.is_empty());
-        }
-    }
-
-    // ----- clients -----
-
     /// The key of a device allowed to connect to `bridge_id`.
     pub(crate) fn device_key(&self, bridge_id: &BridgeId, device_id: &DeviceId) -> Result<PublicIdentity, Refusal> {
         let state = self.lock();
         let Some(bridge) = state.bridges.get(bridge_id) else {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("bridge `{bridge_id}` is not registered at this relay"),
-            ));
+            return Err(Refusal::unregistered_bridge(bridge_id));
         };
-        bridge.active.get(device_id).copied().ok_or_else(|| {
-            (RelayErrorCode::UnknownDevice, format!("device `{device_id}` is not paired with bridge `{bridge_id}`"))
-        })
+        bridge.active.get(device_id).copied().ok_or_else(|| Refusal::unpaired_device(device_id, bridge_id))
     }
 
     /// Admits an authenticated client connection: sends its `relay_status`, then the
@@ -815,23 +640,17 @@ impl Hub {
         let mut guard = self.lock();
         let state = &mut *guard;
         if state.stopping {
-            return Err((RelayErrorCode::BridgeOffline, "the relay is shutting down".to_owned()));
+            return Err(Refusal::shutting_down());
         }
         let Some(bridge) = state.bridges.get_mut(bridge_id) else {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("bridge `{bridge_id}` is not registered at this relay"),
-            ));
+            return Err(Refusal::unregistered_bridge(bridge_id));
         };
         if !bridge.active.contains_key(device_id) {
-            return Err((
-                RelayErrorCode::UnknownDevice,
-                format!("device `{device_id}` is not paired with bridge `{bridge_id}`"),
-            ));
+            return Err(Refusal::unpaired_device(device_id, bridge_id));
         }
         let live = bridge.clients.iter().filter(|c| state.clients.get(*c).is_some_and(|cl| &cl.device_id == device_id));
         if live.count() >= self.config.max_connections_per_device {
-            return Err((
+            return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!(
                     "device `{device_id}` already holds {} connections to this bridge",
@@ -883,15 +702,15 @@ impl Hub {
         let state = self.lock();
         let online = state.bridges.get(bridge_id).and_then(Bridge::online);
         let Some(online) = online else {
-            return Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned()));
+            return Err(Refusal::bridge_offline());
         };
         match online.send_frame(frame) {
             Ok(()) => Ok(()),
-            Err(SendError::Full) => Err((
+            Err(SendError::Full) => Err(Refusal::new(
                 RelayErrorCode::RateLimited,
-                "the bridge is not keeping up; the frame was dropped, retry later".to_owned(),
+                "the bridge is not keeping up; the frame was dropped, retry later",
             )),
-            Err(SendError::Closed) => Err((RelayErrorCode::BridgeOffline, "the bridge is not connected".to_owned())),
+            Err(SendError::Closed) => Err(Refusal::bridge_offline()),
         }
     }
 
@@ -945,55 +764,6 @@ impl Hub {
         self.lock().pairings.remove(&request_id);
     }
 
-    /// The key of an active device, for the push subscription API.
-    pub(crate) fn subscription_device_key(
-        &self,
-        bridge_id: &BridgeId,
-        device_id: &DeviceId,
-    ) -> Result<PublicIdentity, SubscriptionError> {
-        let state = self.lock();
-        let bridge = state.bridges.get(bridge_id).ok_or(SubscriptionError::UnknownBridge)?;
-        bridge.active.get(device_id).copied().ok_or(SubscriptionError::UnknownDevice)
-    }
-
-    /// Stores (`Some`) or deletes (`None`) a device's push subscription, refusing a
-    /// request older than the stored registration. Resolves once it is on disk.
-    pub(crate) async fn set_subscription(
-        &self,
-        bridge_id: &BridgeId,
-        device_id: &DeviceId,
-        subscription: Option<Subscription>,
-        ts: u64,
-    ) -> Result<(), SubscriptionError> {
-        {
-            let mut state = self.lock();
-            let bridge = state.bridges.get_mut(bridge_id).ok_or(SubscriptionError::UnknownBridge)?;
-            if !bridge.active.contains_key(device_id) {
-                return Err(SubscriptionError::UnknownDevice);
-            }
-            if bridge.subscriptions.get(device_id).is_some_and(|s| s.ts > ts) {
-                return Err(SubscriptionError::Stale);
-            }
-            match subscription {
-                Some(subscription) => {
-                    let stored = StoredSubscription { subscription, ts };
-                    bridge.subscriptions.insert(device_id.clone(), stored.clone());
-                    self.store.submit(StoreOp::PutSubscription(bridge_id.clone(), device_id.clone(), stored));
-                }
-                None => {
-                    bridge.subscriptions.remove(device_id);
-                    self.store.submit(StoreOp::DeleteSubscription(bridge_id.clone(), device_id.clone()));
-                }
-            }
-        }
-        if let Err(e) = self.store.flush().await {
-            tracing::error!(error = %e, "persisting a push subscription failed");
-        }
-        Ok(())
-    }
-
-    // ----- shutdown -----
-
     /// Closes every connection with "going away" and fails pending pairings.
     pub(crate) fn stop_connections(&self) {
         let mut state = self.lock();
@@ -1016,23 +786,6 @@ impl Hub {
     }
 }
 
-/// Whether a Web Push failure may succeed on a later attempt.
-fn retryable(error: &PushError) -> bool {
-    matches!(
-        error,
-        PushError::Connect { .. }
-            | PushError::Tls { .. }
-            | PushError::Io { .. }
-            | PushError::Timeout { .. }
-            | PushError::MalformedResponse { .. }
-    )
-}
-
-/// How often held pushes are checked for expiry.
-pub(crate) fn sweep_interval(ttl: Duration) -> Duration {
-    (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1053,10 +806,10 @@ mod tests {
             name: "phone".into(),
             revoked: false,
         };
-        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().contains("does not match"));
+        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().message.contains("does not match"));
         let good = DeviceRecord { device_id: key.device_id(), ..record };
         assert_eq!(check_devices(std::slice::from_ref(&good), 8).unwrap().len(), 1);
-        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().contains("twice"));
+        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().message.contains("twice"));
         let revoked = DeviceRecord { revoked: true, ..good };
         assert!(check_devices(&[revoked], 8).unwrap().is_empty(), "revoked devices may not connect");
     }
