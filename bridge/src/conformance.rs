@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
-use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
+use terminull_process::child::{AgentProcess, SpawnOptions};
 use terminull_protocol::adapter::{
     self as proto, AdapterNotification, AdapterRequest, Declaration, HandoffHook, InitParam, PROTOCOL_VERSION,
     check_declaration,

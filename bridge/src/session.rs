@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::time::Duration;
-use terminull_adapter_sdk::handoff::MIRRORED_META;
+use terminull_protocol::blocks::MIRRORED_META;
 
 use terminull_protocol::adapter::{self as proto, AdapterRequest, Declaration, HandoffHook, InitParam, StartParams};
 use terminull_protocol::blocks::{

@@ -72,7 +72,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, Lines, SpawnError, SpawnOptions, WriteError};
+use terminull_process::child::{AgentProcess, LineReceiver, Lines, SpawnError, SpawnOptions, WriteError};
 use terminull_protocol::ndjson::LineError;
 use tokio::process::Command;
 use tokio::time::Instant;
