@@ -4,14 +4,13 @@
 //! - [`home`]: the home directory and `config.toml`.
 //! - [`host`]: one adapter process — handshake, contract check, ordered events, shutdown.
 //! - [`registry`]: built-in and drop-in adapters, checked and detected.
-//! - [`conformance`], [`transcript`]: tools for adapter authors.
-//! - [`self_check`]: `terminull self-check`.
+//! - The tools for adapter authors (`terminull adapter check / record / replay`,
+//!   `terminull self-check`) are the `terminull-adapter-check` crate; `main.rs` wires them.
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
 //!   and the connection to a relay; [`lan`]: the same for devices on the local network.
 
 pub mod chat;
 pub mod client;
-pub mod conformance;
 pub mod devices;
 pub mod history;
 pub mod home;
@@ -21,7 +20,5 @@ pub mod link;
 pub mod local;
 pub mod registry;
 pub mod relay_client;
-pub mod self_check;
 pub mod service;
 pub mod session;
-pub mod transcript;

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use terminull_adapter_check::conformance::{CheckOptions, check_adapter};
+use terminull_adapter_check::recording;
 use terminull_bridge::chat::{self, ChatOptions, PermissionAnswer};
 use terminull_bridge::client::Client;
-use terminull_bridge::conformance::{CheckOptions, check_adapter};
 use terminull_bridge::home::Home;
 use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
 use terminull_bridge::service::Service;
-use terminull_bridge::transcript;
 use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 
 /// Run AI coding agents on this machine and drive them from another device.
@@ -755,7 +755,7 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         if let Source::AcpConfig { command, .. } = &agent.source {
             out.push_str(&format!("{:<14} ACP agent from config.toml: {}\n", "", command.join(" ")));
         }
-        if let Some(note) = registry::verification_note(d) {
+        if let Some(note) = d.verification_note() {
             out.push_str(&format!("{:<14} {note}\n", ""));
         }
     }
@@ -770,11 +770,11 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 }
 
 fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let script = transcript::Script::default();
+    let script = recording::Script::default();
     let entries = runtime()?
-        .block_on(transcript::record(&args.program, &args.args, &script))
+        .block_on(recording::record(&args.program, &args.args, &script))
         .with_context(|| format!("recording {}", args.program.display()))?;
-    let text = transcript::to_jsonl(&entries);
+    let text = recording::to_jsonl(&entries);
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
         None => write_stdout(text.trim_end())?,
@@ -785,9 +785,9 @@ fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 fn adapter_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(&args.transcript).with_context(|| format!("reading {}", args.transcript.display()))?;
-    let entries = transcript::parse_jsonl(&text).with_context(|| format!("parsing {}", args.transcript.display()))?;
+    let entries = recording::parse_jsonl(&text).with_context(|| format!("parsing {}", args.transcript.display()))?;
     let report = runtime()?
-        .block_on(transcript::replay(&entries, &args.program, &args.args))
+        .block_on(recording::replay(&entries, &args.program, &args.args))
         .with_context(|| format!("replaying against {}", args.program.display()))?;
     write_stdout(&report.to_string())?;
     Ok(if report.is_match() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -814,7 +814,7 @@ fn adapter_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn self_check(json: bool) -> anyhow::Result<ExitCode> {
-    let report = terminull_bridge::self_check::run();
+    let report = terminull_adapter_check::self_check::run();
     let out = if json {
         serde_json::to_string_pretty(&report).context("encoding the report")?
     } else {

@@ -326,7 +326,7 @@ impl Checker {
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_owned))
                             .unwrap_or_default(),
-                        crate::registry::verification_note(&d).map(|n| format!(", {n}")).unwrap_or_default()
+                        d.verification_note().map(|n| format!(", {n}")).unwrap_or_default()
                     ),
                 );
                 Some(d)
