@@ -525,7 +525,7 @@ fn pair(
     // The running daemon's LAN server, as it computed its address at start.
     let lan = lan.or_else(|| std::fs::read_to_string(home.lan_url_file()).ok().map(|u| u.trim().to_owned()));
     let base = match (&relay, &lan) {
-        (Some(url), _) | (None, Some(url)) => terminull_client::net::Endpoint::parse(url)?.http_base(),
+        (Some(url), _) | (None, Some(url)) => terminull_net::Endpoint::parse(url)?.http_base(),
         (None, None) => anyhow::bail!(
             "no way for a device to reach this bridge: run `terminull up --lan` (or pass --lan ws://ADDR:PORT), or pass --relay URL / set `[relay] url` in config.toml"
         ),
