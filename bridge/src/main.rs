@@ -34,7 +34,7 @@ enum Command {
     },
     /// Tools for adapter authors.
     #[command(subcommand)]
-    Adapter(AdapterCommand),
+    Adapter(AdapterSubcommand),
     /// Run the bridge daemon in the foreground: adapters, sessions, history, and the
     /// local control socket (`<home>/bridge.sock`).
     Up {
@@ -232,7 +232,7 @@ struct RemoteArgs {
 }
 
 #[derive(Debug, Subcommand)]
-enum AdapterCommand {
+enum AdapterSubcommand {
     /// Run the conformance checks against an adapter executable.
     Check(CheckArgs),
     /// Run a fixed scripted session against an adapter and print its normalised
@@ -320,9 +320,9 @@ fn quiet_logging() {
 fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::SelfCheck { json } => self_check(json),
-        Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
-        Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
-        Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
+        Command::Adapter(AdapterSubcommand::Check(args)) => adapter_check(args),
+        Command::Adapter(AdapterSubcommand::Record(args)) => adapter_record(args),
+        Command::Adapter(AdapterSubcommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
         Command::Up { home, log_level, relay, lan, no_mdns } => up(home, &log_level, relay, lan, no_mdns),
         Command::Pair { relay, lan, ttl, no_wait, json, home } => pair(home, relay, lan, ttl, no_wait, json),
