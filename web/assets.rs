@@ -1,6 +1,7 @@
-//! The phone web app, embedded. `web/dist/` is built from `web/src/` by
-//! `web/build.mjs` and committed (so building the Rust binaries needs no npm); a test
-//! rebuilds it and fails on any difference. The bridge's LAN server and the relay
+//! The phone web app, embedded. The page and its style sheet are embedded from
+//! `web/index.html` and `web/style.css` as written; the script, `web/dist/app.js`, is
+//! bundled from `web/src/` by `web/build.mjs` and committed (so building the Rust
+//! binaries needs no npm), and a test rebuilds it and fails on any difference. The bridge's LAN server and the relay
 //! mount [`routes`] next to their own endpoints; the app is same-origin with the
 //! pairing broker and the device WebSocket it talks to.
 
@@ -18,9 +19,9 @@ pub struct Asset {
     pub content_type: &'static str,
 }
 
-const INDEX: Asset = Asset { bytes: include_bytes!("dist/index.html"), content_type: "text/html; charset=utf-8" };
+const INDEX: Asset = Asset { bytes: include_bytes!("index.html"), content_type: "text/html; charset=utf-8" };
 const APP: Asset = Asset { bytes: include_bytes!("dist/app.js"), content_type: "text/javascript; charset=utf-8" };
-const STYLE: Asset = Asset { bytes: include_bytes!("dist/style.css"), content_type: "text/css; charset=utf-8" };
+const STYLE: Asset = Asset { bytes: include_bytes!("style.css"), content_type: "text/css; charset=utf-8" };
 
 /// The asset served at `path`: the app's page at `/` and `/pair` (the pairing link's
 /// path; its secret is in the fragment, which the browser never sends), its script

@@ -1,10 +1,11 @@
-// Builds web/dist/ from web/src/: one bundled, minified ES module (app.js) plus
-// index.html and style.css copied as they are. The output is deterministic (no
-// timestamps, no absolute paths), so `npm ci && node build.mjs` reproduces the
-// committed dist/ byte for byte. Run with `npm run build` in web/.
+// Builds web/dist/app.js from web/src/: one bundled, minified ES module. The page
+// (index.html) and its style sheet (style.css) need no build: they are served from
+// web/ as written. The output is deterministic (no timestamps, no absolute paths), so
+// `npm ci && node build.mjs` reproduces the committed dist/app.js byte for byte. Run
+// with `npm run build` in web/.
 
 import { build } from 'esbuild';
-import { copyFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,5 +27,4 @@ await build({
   charset: 'ascii',
   logLevel: 'warning',
 });
-for (const f of ['index.html', 'style.css']) copyFileSync(join(root, f), join(dist, f));
-console.log('built web/dist: app.js, index.html, style.css');
+console.log('built web/dist/app.js');

@@ -5,7 +5,7 @@
 //! ceiling, the final text's size. A table on stdout, the same rows as JSON.
 //!
 //! ```sh
-//! cargo build --release -p terminull-echo-rs -p terminull-bridge
+//! cargo build --release -p terminull-echo -p terminull-bridge
 //! cargo run --release -p terminull-bench -- --quick   # under a minute
 //! cargo run --release -p terminull-bench              # the full run (docs/performance.md)
 //! ```

@@ -48,7 +48,7 @@ impl Tools {
         for bin in [&tools.echo_rs, &tools.terminull] {
             if !bin.exists() {
                 bail!(
-                    "{} is missing; build it first: cargo build --release -p terminull-echo-rs -p terminull-bridge",
+                    "{} is missing; build it first: cargo build --release -p terminull-echo -p terminull-bridge",
                     bin.display()
                 );
             }

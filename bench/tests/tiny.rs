@@ -22,7 +22,7 @@ fn build_tools() {
         "build",
         "--quiet",
         "-p",
-        "terminull-echo-rs",
+        "terminull-echo",
         "-p",
         "terminull-bridge",
         "--bin",

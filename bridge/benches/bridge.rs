@@ -1,6 +1,6 @@
 //! Bridge figures: adapter spawn + handshake time for the Rust echo adapter, bridge RSS
 //! with 10 idle echo sessions, and the adapter's own RSS. A bench binary
-//! (`harness = false`); build echo-rs first (`cargo build --release -p terminull-echo-rs`).
+//! (`harness = false`); build echo-rs first (`cargo build --release -p terminull-echo`).
 //!
 //! `cargo bench -p terminull-bridge --bench bridge` (add `-- --quick` for a short run).
 
@@ -23,7 +23,7 @@ fn echo_rs() -> PathBuf {
     let exe = std::env::current_exe().expect("bench path");
     let profile = exe.parent().and_then(|d| d.parent()).expect("target/<profile>/deps");
     let bin = profile.join("echo-rs");
-    assert!(bin.exists(), "build it first: cargo build --release -p terminull-echo-rs ({} missing)", bin.display());
+    assert!(bin.exists(), "build it first: cargo build --release -p terminull-echo ({} missing)", bin.display());
     bin
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use terminull_client::home::{HomeError, load_or_create_identity, write_private};
+use terminull_net::private_file::{PrivateFileError as HomeError, load_or_create_identity, write_private};
 use terminull_protocol::crypto::keys::{Identity, PublicIdentity};
 use terminull_protocol::crypto::pairing::{self, AcceptedDevice, PairRequest, PairResponse};
 use terminull_protocol::crypto::{b64url, b64url_array};

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use terminull_adapter_sdk::child::{AgentProcess, ShutdownOutcome, SpawnOptions};
+use terminull_process::child::{AgentProcess, ShutdownOutcome, SpawnOptions};
 use terminull_protocol::adapter::{
     self as proto, AdapterNotification, AdapterRequest, ContractViolation, Declaration, InitParam, PROTOCOL_VERSION,
     check_declaration,
@@ -94,7 +94,7 @@ pub enum HostError {
         /// The command.
         command: String,
         /// Why.
-        source: terminull_adapter_sdk::child::SpawnError,
+        source: terminull_process::child::SpawnError,
     },
     /// No answer to `initialize` in time.
     #[error("adapter {command}: no answer to initialize within {after:?}")]

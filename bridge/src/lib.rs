@@ -6,15 +6,14 @@
 //!   [`handoff`]: what a session owes across a restart; [`service`]: the dispatcher.
 //! - [`host`]: one adapter process — handshake, contract check, ordered events, shutdown.
 //! - [`registry`]: built-in and drop-in adapters, checked and detected.
-//! - [`conformance`], [`transcript`]: tools for adapter authors.
-//! - [`self_check`]: `terminull self-check`.
 //! - [`connection`]: the one connection loop every transport drives; [`local`]: the
 //!   Unix socket; [`daemon_client`]: the command line's client of the daemon.
+//! - The tools for adapter authors (`terminull adapter check / record / replay`,
+//!   `terminull self-check`) are the `terminull-adapter-check` crate; `main.rs` wires them.
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
 //!   and the connection to a relay; [`lan`]: the same for devices on the local network.
 
 pub mod chat;
-pub mod conformance;
 pub mod connection;
 pub mod daemon_client;
 pub mod devices;
@@ -27,7 +26,5 @@ pub mod link;
 pub mod local;
 pub mod registry;
 pub mod relay_client;
-pub mod self_check;
 pub mod service;
 pub mod session;
-pub mod transcript;

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use terminull_adapter_check::conformance::{CheckOptions, check_adapter};
+use terminull_adapter_check::recording;
 use terminull_bridge::chat::{self, ChatOptions, PermissionAnswer};
-use terminull_bridge::conformance::{CheckOptions, check_adapter};
 use terminull_bridge::daemon_client::Client;
 use terminull_bridge::home::Home;
 use terminull_bridge::local;
 use terminull_bridge::registry::{self, ScanOptions, Source};
 use terminull_bridge::service::Service;
-use terminull_bridge::transcript;
 use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 
 /// Run AI coding agents on this machine and drive them from another device.
@@ -34,7 +34,7 @@ enum Command {
     },
     /// Tools for adapter authors.
     #[command(subcommand)]
-    Adapter(AdapterCommand),
+    Adapter(AdapterSubcommand),
     /// Run the bridge daemon in the foreground: adapters, sessions, history, and the
     /// local control socket (`<home>/bridge.sock`).
     Up {
@@ -232,7 +232,7 @@ struct RemoteArgs {
 }
 
 #[derive(Debug, Subcommand)]
-enum AdapterCommand {
+enum AdapterSubcommand {
     /// Run the conformance checks against an adapter executable.
     Check(CheckArgs),
     /// Run a fixed scripted session against an adapter and print its normalised
@@ -320,9 +320,9 @@ fn quiet_logging() {
 fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::SelfCheck { json } => self_check(json),
-        Command::Adapter(AdapterCommand::Check(args)) => adapter_check(args),
-        Command::Adapter(AdapterCommand::Record(args)) => adapter_record(args),
-        Command::Adapter(AdapterCommand::Replay(args)) => adapter_replay(args),
+        Command::Adapter(AdapterSubcommand::Check(args)) => adapter_check(args),
+        Command::Adapter(AdapterSubcommand::Record(args)) => adapter_record(args),
+        Command::Adapter(AdapterSubcommand::Replay(args)) => adapter_replay(args),
         Command::Agents { json, home } => agents(json, home),
         Command::Up { home, log_level, relay, lan, no_mdns } => up(home, &log_level, relay, lan, no_mdns),
         Command::Pair { relay, lan, ttl, no_wait, json, home } => pair(home, relay, lan, ttl, no_wait, json),
@@ -525,7 +525,7 @@ fn pair(
     // The running daemon's LAN server, as it computed its address at start.
     let lan = lan.or_else(|| std::fs::read_to_string(home.lan_url_file()).ok().map(|u| u.trim().to_owned()));
     let base = match (&relay, &lan) {
-        (Some(url), _) | (None, Some(url)) => terminull_client::net::Endpoint::parse(url)?.http_base(),
+        (Some(url), _) | (None, Some(url)) => terminull_net::Endpoint::parse(url)?.http_base(),
         (None, None) => anyhow::bail!(
             "no way for a device to reach this bridge: run `terminull up --lan` (or pass --lan ws://ADDR:PORT), or pass --relay URL / set `[relay] url` in config.toml"
         ),
@@ -755,7 +755,7 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         if let Source::AcpConfig { command, .. } = &agent.source {
             out.push_str(&format!("{:<14} ACP agent from config.toml: {}\n", "", command.join(" ")));
         }
-        if let Some(note) = registry::verification_note(d) {
+        if let Some(note) = d.verification_note() {
             out.push_str(&format!("{:<14} {note}\n", ""));
         }
     }
@@ -770,11 +770,11 @@ fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 }
 
 fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let script = transcript::Script::default();
+    let script = recording::Script::default();
     let entries = runtime()?
-        .block_on(transcript::record(&args.program, &args.args, &script))
+        .block_on(recording::record(&args.program, &args.args, &script))
         .with_context(|| format!("recording {}", args.program.display()))?;
-    let text = transcript::to_jsonl(&entries);
+    let text = recording::to_jsonl(&entries);
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
         None => write_stdout(text.trim_end())?,
@@ -785,9 +785,9 @@ fn adapter_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 fn adapter_replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let text =
         std::fs::read_to_string(&args.transcript).with_context(|| format!("reading {}", args.transcript.display()))?;
-    let entries = transcript::parse_jsonl(&text).with_context(|| format!("parsing {}", args.transcript.display()))?;
+    let entries = recording::parse_jsonl(&text).with_context(|| format!("parsing {}", args.transcript.display()))?;
     let report = runtime()?
-        .block_on(transcript::replay(&entries, &args.program, &args.args))
+        .block_on(recording::replay(&entries, &args.program, &args.args))
         .with_context(|| format!("replaying against {}", args.program.display()))?;
     write_stdout(&report.to_string())?;
     Ok(if report.is_match() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -814,7 +814,7 @@ fn adapter_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn self_check(json: bool) -> anyhow::Result<ExitCode> {
-    let report = terminull_bridge::self_check::run();
+    let report = terminull_adapter_check::self_check::run();
     let out = if json {
         serde_json::to_string_pretty(&report).context("encoding the report")?
     } else {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use terminull_client::net;
+use terminull_net::transport as net;
 use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
 use terminull_protocol::crypto::{b64, from_b64url};
 use terminull_protocol::ids::SessionId;

@@ -1,11 +1,10 @@
 //! A device's own files: its identity (mode 0600) and the bridges it has paired with.
 
-use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use terminull_protocol::crypto::keys::{Identity, IdentitySecrets, PublicKeys};
+use terminull_net::private_file::{PrivateFileError, load_or_create_identity, write_private};
+use terminull_protocol::crypto::keys::{Identity, PublicKeys};
 use terminull_protocol::ids::BridgeId;
 
 /// The device identity file, under the device's home.
@@ -40,6 +39,15 @@ pub enum HomeError {
     NotPaired(String),
 }
 
+impl From<PrivateFileError> for HomeError {
+    fn from(error: PrivateFileError) -> Self {
+        match error {
+            PrivateFileError::Io { path, source } => HomeError::Io { path, source },
+            PrivateFileError::Corrupt { path, detail } => HomeError::Corrupt { path, detail },
+        }
+    }
+}
+
 /// A bridge this device paired with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PairedBridgeRecord {
@@ -55,39 +63,6 @@ pub struct PairedBridgeRecord {
     pub lan: Option<String>,
     /// When, Unix seconds.
     pub paired_at: u64,
-}
-
-/// Writes `bytes` to `path` readable by the user only, atomically (temp file, rename).
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-    std::fs::rename(&tmp, path)
-}
-
-/// Loads the identity at `path`, creating it (mode 0600) when absent.
-pub fn load_or_create_identity(path: &Path) -> Result<Identity, HomeError> {
-    let io = |source| HomeError::Io { path: path.to_owned(), source };
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let corrupt = |detail: String| HomeError::Corrupt { path: path.to_owned(), detail };
-            let secrets: IdentitySecrets = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            Identity::from_secrets(&secrets).map_err(|e| corrupt(e.to_string()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let identity = Identity::generate();
-            let text = serde_json::to_vec_pretty(&identity.secrets()).map_err(|e| io(std::io::Error::other(e)))?;
-            write_private(path, &text).map_err(io)?;
-            Ok(identity)
-        }
-        Err(e) => Err(io(e)),
-    }
 }
 
 /// A device's home directory.
@@ -109,7 +84,7 @@ impl DeviceHome {
 
     /// The device's identity, created on first use.
     pub fn identity(&self) -> Result<Identity, HomeError> {
-        load_or_create_identity(&self.dir.join(IDENTITY_FILE))
+        Ok(load_or_create_identity(&self.dir.join(IDENTITY_FILE))?)
     }
 
     /// Every bridge paired with.
@@ -179,6 +154,8 @@ impl DeviceHome {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

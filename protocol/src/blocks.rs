@@ -22,6 +22,11 @@ use serde_json::{Map, Value};
 use crate::capabilities::{CAP_FLAGS, Capabilities, SURFACE_FLAGS};
 use crate::ids::{AgentId, BlockId, PermissionRequestId, ToolCallId};
 
+/// The `_meta` key (value `true`) marking a block mirrored from a terminal's transcript:
+/// the adapter SDK stamps it on what `mirror` returns, the bridge sends no push for such a
+/// block, and the app shows it as the terminal's.
+pub const MIRRORED_META: &str = "mirrored";
+
 /// One block: the common header plus the type-specific body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]

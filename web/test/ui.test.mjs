@@ -110,7 +110,7 @@ async function launch(bridge) {
       const types = { html: 'text/html; charset=utf-8', js: 'text/javascript', css: 'text/css' };
       if (files[url.pathname]) {
         const f = files[url.pathname];
-        return route.fulfill({ status: 200, headers: { 'content-type': types[f.split('.').pop()], 'content-security-policy': CSP }, body: readFileSync(join(web, 'dist', f)) });
+        return route.fulfill({ status: 200, headers: { 'content-type': types[f.split('.').pop()], 'content-security-policy': CSP }, body: readFileSync(f === 'app.js' ? join(web, 'dist', f) : join(web, f)) });
       }
       if (url.pathname === '/v1/server') return route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ kind: bridge.direct ? 'lan' : 'relay' }) });
       if (url.pathname === `/v1/bridges/${bridge.bridgeId}/pair` && route.request().method() === 'POST') {

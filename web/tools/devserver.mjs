@@ -1,4 +1,4 @@
-// A development server: serves web/dist/ (rebuilt on every page load) and passes
+// A development server: serves the app (dist/app.js rebuilt on every page load) and passes
 // /v1/* (HTTP and the /v1/client WebSocket) through to a running bridge LAN server
 // or relay, so the app is same-origin with it without rebuilding the Rust binary.
 //
@@ -48,7 +48,8 @@ const server = http.createServer(async (req, res) => {
     'content-security-policy':
       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   });
-  res.end(readFileSync(join(web, 'dist', file)));
+  // Only the script is built; the page and its style sheet are served as written.
+  res.end(readFileSync(file === 'app.js' ? join(web, 'dist', file) : join(web, file)));
 });
 
 const wss = new WebSocketServer({ noServer: true });

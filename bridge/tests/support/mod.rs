@@ -1,5 +1,5 @@
-//! Shared by the bridge's integration tests: where the workspace and the example
-//! adapters are, and how to run each.
+//! Shared by the bridge's integration tests: where the workspace, the built-in echo
+//! adapter and the other workspace binaries are, and how to run each.
 
 #![allow(dead_code)]
 
@@ -12,67 +12,31 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bridge/ has a parent").to_path_buf()
 }
 
-/// The cargo target directory this test was built into (`…/target`).
-fn target_dir() -> PathBuf {
-    // …/target/<profile>/deps/<test-binary>
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps")
-        .to_path_buf()
+/// `target/<profile>/<name>`: a binary of another workspace member (the echo adapter,
+/// the ACP host, the relay). `cargo build` and `cargo test --workspace` build every
+/// member's binaries, so a test never runs cargo itself; before a per-crate run
+/// (`cargo test -p terminull-bridge`), build them: `cargo build -p <package>`.
+pub fn workspace_bin(name: &str, package: &str) -> PathBuf {
+    // …/target/<profile>/deps/<test binary>
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile = exe.parent().and_then(Path::parent).expect("the test binary lives in target/<profile>/deps");
+    let bin = profile.join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build -p {package}`; `cargo build` and `cargo test --workspace` build it with the rest of the workspace)",
+        bin.display()
+    );
+    bin
 }
 
-/// `target/<profile>/echo-rs`, built on first use: `cargo test` builds the bins of the
-/// package under test only, and echo-rs lives in its own package.
+/// `target/<profile>/echo-rs`, the built-in echo adapter (`adapters/echo`).
 pub fn echo_rs() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let bin = profile_dir.join("echo-rs");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "terminull-echo-rs"])
-                .env("CARGO_TARGET_DIR", target_dir())
-                .current_dir(workspace())
-                .status()
-                .expect("running cargo build for echo-rs");
-            assert!(status.success(), "cargo build -p terminull-echo-rs failed");
-            assert!(bin.exists(), "{} missing after the build", bin.display());
-            bin
-        })
-        .clone()
+    workspace_bin("echo-rs", "terminull-echo")
 }
 
-/// `target/<profile>/terminull-relay`, built on first use (it lives in its own package).
+/// `target/<profile>/terminull-relay`.
 pub fn relay_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let bin = profile_dir.join("terminull-relay");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "terminull-relay", "--bin", "terminull-relay"])
-                .env("CARGO_TARGET_DIR", target_dir())
-                .current_dir(workspace())
-                .status()
-                .expect("running cargo build for terminull-relay");
-            assert!(status.success(), "cargo build -p terminull-relay failed");
-            bin
-        })
-        .clone()
-}
-
-/// The three example adapters as `(name, program, args)`.
-pub fn examples() -> Vec<(&'static str, PathBuf, Vec<String>)> {
-    let ws = workspace();
-    vec![
-        ("echo-rs", echo_rs(), vec![]),
-        ("echo-py", PathBuf::from("python3"), vec![ws.join("examples/ext_adapter_example.py").display().to_string()]),
-        ("echo-node", PathBuf::from("node"), vec![ws.join("examples/echo.mjs").display().to_string()]),
-    ]
+    workspace_bin("terminull-relay", "terminull-relay")
 }
 
 /// The broken fixture adapter in `mode`, as `(program, args)`.
@@ -152,25 +116,9 @@ pub fn daemon_up(home: &Path, extra: &[&str]) -> std::process::Child {
     child
 }
 
-/// `target/<profile>/terminull-acp` (the generic ACP host), built on first use.
+/// `target/<profile>/terminull-acp` (the generic ACP host).
 pub fn terminull_acp() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let bin = profile_dir.join("terminull-acp");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "terminull-acp", "--bin", "terminull-acp"])
-                .env("CARGO_TARGET_DIR", target_dir())
-                .current_dir(workspace())
-                .status()
-                .expect("running cargo build for terminull-acp");
-            assert!(status.success(), "cargo build -p terminull-acp failed");
-            assert!(bin.exists(), "{} missing after the build", bin.display());
-            bin
-        })
-        .clone()
+    workspace_bin("terminull-acp", "terminull-acp")
 }
 
 /// The fake ACP agent of adapters/acp (a Python script; see its header).

@@ -56,6 +56,19 @@ pub struct Declaration {
     pub handoff_hooks: Vec<HandoffHook>,
 }
 
+impl Declaration {
+    /// What front ends say about how this adapter was verified: `None` when it drives no
+    /// CLI (nothing to verify), else "verified against <version>" or "not verified
+    /// against the real binary". `terminull agents` and `terminull adapter check` print it.
+    pub fn verification_note(&self) -> Option<String> {
+        self.cli_binary.as_ref()?;
+        Some(match &self.verified_against {
+            Some(version) => format!("verified against {version}"),
+            None => "not verified against the real binary".to_owned(),
+        })
+    }
+}
+
 /// An init param the bridge can pass to `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
-use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
+use terminull_process::child::{AgentProcess, SpawnOptions};
 use terminull_protocol::adapter::{
     self as proto, AdapterNotification, AdapterRequest, Declaration, HandoffHook, InitParam, PROTOCOL_VERSION,
     check_declaration,
@@ -326,7 +326,7 @@ impl Checker {
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_owned))
                             .unwrap_or_default(),
-                        crate::registry::verification_note(&d).map(|n| format!(", {n}")).unwrap_or_default()
+                        d.verification_note().map(|n| format!(", {n}")).unwrap_or_default()
                     ),
                 );
                 Some(d)

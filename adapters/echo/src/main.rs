@@ -1,4 +1,5 @@
-//! `echo-rs`: the spec's EchoAdapter (developer-docs §2.2) with the Rust SDK.
+//! `echo-rs`: the built-in `echo` adapter, the spec's EchoAdapter (developer-docs §2.2)
+//! with the Rust SDK. The registry finds it next to `terminull` under this name.
 //!
 //! Replies "You said: <text>", streamed word by word. A message starting with
 //! `slow` streams slowly so an interrupt can be tried; one starting with `ask` first

@@ -1,9 +1,9 @@
-//! Golden stdio transcripts of the three example adapters (`tests/transcripts/*.jsonl`):
-//! each is replayed against its adapter and must match; a tampered transcript must be
+//! Golden stdio recordings of the three example adapters (`tests/transcripts/*.jsonl`):
+//! each is replayed against its adapter and must match; a tampered recording must be
 //! reported as a mismatch naming the entry; and the normalisation rules, one by one.
 //!
 //! To re-record the golden files after an intended change to an example adapter or to
-//! the script: `TERMINULL_UPDATE_TRANSCRIPTS=1 cargo test -p terminull-bridge --test transcripts`.
+//! the script: `TERMINULL_UPDATE_TRANSCRIPTS=1 cargo test -p terminull-adapter-check --test recordings`.
 
 mod support;
 
@@ -13,9 +13,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use terminull_bridge::transcript::{
-    Entry, MismatchKind, Normalizer, ReplayOptions, Script, TranscriptError, UPDATE_ENV, normalize, parse_jsonl,
-    record, replay, replay_with, to_jsonl,
+use terminull_adapter_check::recording::{
+    Entry, MismatchKind, Normalizer, RecordingError, ReplayOptions, Script, UPDATE_ENV, normalize, parse_jsonl, record,
+    replay, replay_with, to_jsonl,
 };
 use tokio::sync::OnceCell;
 
@@ -207,7 +207,7 @@ async fn a_stdout_line_that_is_not_json_is_recorded_raw_and_compared() {
     let script = r#"echo "starting in $(pwd)"; read -r line; echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"no"}}'; cat >/dev/null"#;
     let args = vec!["-c".to_owned(), script.to_owned()];
     let err = record("sh", &args, &Script::default()).await.unwrap_err();
-    assert!(matches!(err, TranscriptError::Initialize { .. }), "{err}");
+    assert!(matches!(err, RecordingError::Initialize { .. }), "{err}");
 
     let transcript = vec![
         Entry::ToAdapter(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})),
@@ -231,7 +231,7 @@ async fn a_stdout_line_that_is_not_json_is_recorded_raw_and_compared() {
 #[tokio::test]
 async fn an_adapter_that_cannot_start_is_an_error() {
     let err = replay(&[], "/nonexistent/terminull-adapter", &[]).await.unwrap_err();
-    assert!(matches!(err, TranscriptError::Spawn(_)), "{err}");
+    assert!(matches!(err, RecordingError::Spawn(_)), "{err}");
     let err = record("/nonexistent/terminull-adapter", &[], &Script::default()).await.unwrap_err();
     assert!(err.to_string().contains("could not start"), "{err}");
 }
@@ -393,7 +393,7 @@ fn jsonl_round_trips_and_bad_lines_are_named() {
         ("not json", "expected"),
     ] {
         let err = parse_jsonl(&format!("{}{bad}\n", to_jsonl(&entries[..1]))).unwrap_err();
-        let TranscriptError::Parse { line, problem: got } = &err else { panic!("{err}") };
+        let RecordingError::Parse { line, problem: got } = &err else { panic!("{err}") };
         assert_eq!(*line, 2, "{bad}");
         assert!(got.contains(problem), "{bad}: {got}");
         assert!(err.to_string().starts_with("transcript line 2: "), "{err}");
