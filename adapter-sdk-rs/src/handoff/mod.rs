@@ -1,4 +1,5 @@
-//! Building blocks of the handoff hooks (developer-docs §2.5), shared by every
+//! Building blocks of the handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md),
+//! [docs/adapter-protocol.md §5.4](../../../docs/adapter-protocol.md#54-handoff-hooks)), shared by every
 //! adapter whose agent keeps its sessions on disk:
 //!
 //! - [`ProcessTable`]: the machine's processes read from `/proc` (pid, parent, program
@@ -13,6 +14,13 @@
 //!   skipped, never a panic.
 //!
 //! Session files and `/proc` are untrusted input: every read here is bounded.
+//!
+//! [`hooks`] has the trait an adapter implements them with: [`Handoff`], or
+//! [`SessionFiles`] for an agent that keeps its sessions in files.
+
+pub mod hooks;
+
+pub use hooks::{Handoff, NoHandoff, SessionFiles};
 
 use std::collections::HashMap;
 use std::fs::File;
