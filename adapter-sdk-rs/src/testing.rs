@@ -6,7 +6,8 @@
 //! - [`executable`], [`start_params`]: a fake agent CLI (a script replaying recorded
 //!   output) and the `start` that runs it.
 //! - [`assert_contract`], [`session_end`]: checks on a collected turn.
-//! - [`describe`]: one line per mapper [`Action`], for tables of expected actions.
+//! - [`describe`], [`blocks_of`]: a mapper's [`Action`]s as lines for tables of
+//!   expected actions, and as the blocks they stream.
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
@@ -182,6 +183,18 @@ pub fn session_end(blocks: &[BlockKind]) -> &SessionEnd {
         Some(BlockKind::SessionEnd(e)) => e,
         other => panic!("no session_end: {other:?}"),
     }
+}
+
+/// The blocks `actions` stream, in order (`session_end` included).
+pub fn blocks_of<X>(actions: &[Action<X>]) -> Vec<BlockKind> {
+    actions
+        .iter()
+        .filter_map(|action| match action {
+            Action::Emit(kind) => Some(kind.clone()),
+            Action::End(end) => Some(BlockKind::SessionEnd(end.clone())),
+            Action::SessionId(_) | Action::Agent(_) => None,
+        })
+        .collect()
 }
 
 /// One line per action, short enough to read in a table; an agent's own step is its
