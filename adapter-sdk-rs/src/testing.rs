@@ -224,8 +224,8 @@ fn describe_usage(u: &Usage) -> String {
     if u.cache_read_tokens.is_some() || u.cache_write_tokens.is_some() {
         out += &format!(" cache_read={:?} cache_write={:?}", u.cache_read_tokens, u.cache_write_tokens);
     }
-    if let Some(cost) = u.cost_usd {
-        out += &format!(" cost={cost:?}");
+    if u.cost_usd.is_some() {
+        out += &format!(" cost={:?}", u.cost_usd);
     }
     out
 }
