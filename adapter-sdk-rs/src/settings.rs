@@ -78,6 +78,20 @@ pub fn check_one_of(
     choose(agent, what, Some(value), (), &choices, "")
 }
 
+/// Checks an optional init param that takes one of `choices` as given (an agent's
+/// own names, passed on as they are); absent stays absent.
+pub fn check_choice(
+    agent: &'static str,
+    what: &'static str,
+    value: Option<String>,
+    choices: &[&'static str],
+) -> Result<Option<String>, SettingError> {
+    if let Some(v) = &value {
+        check_one_of(agent, what, v, choices)?;
+    }
+    Ok(value)
+}
+
 /// Checks a value that goes into the command line as a flag's value (a model, a
 /// session id): not empty, not starting with `-` (the agent would read a flag) and on
 /// one line.
@@ -109,6 +123,19 @@ pub fn binary(given: Option<String>, default: &str) -> String {
     given.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| default.to_owned())
 }
 
+/// The agent CLI to run as a path: the `binary` init param, else `name` found on
+/// `PATH`; when it is not there, the error says to install `display_name`.
+pub fn program_on_path(binary: Option<&str>, name: &str, display_name: &str) -> Result<PathBuf, AdapterError> {
+    match binary.filter(|b| !b.trim().is_empty()) {
+        Some(binary) => Ok(PathBuf::from(binary)),
+        None => which::which(name).map_err(|_| {
+            AdapterError::agent(format!(
+                "`{name}` was not found on PATH; install {display_name} or give the path of its binary"
+            ))
+        }),
+    }
+}
+
 /// Checks that `binary` runs (`<binary> --version`, at most `timeout`) and returns its
 /// version line; when it does not, the error names `agent` and says why.
 pub async fn require_cli(binary: &str, agent: &str, timeout: Duration) -> Result<Option<String>, AdapterError> {
@@ -137,6 +164,9 @@ mod tests {
         assert_eq!(AdapterError::from(refused).code, terminull_protocol::jsonrpc::codes::INVALID_PARAMS);
         let effort = check_one_of("pi", "effort", "huge", &["low", "high"]).unwrap_err();
         assert_eq!(effort.to_string(), "unknown effort `huge` for pi; choose one of: low, high");
+        assert_eq!(check_choice("X", "m", Some("plan".into()), &["plan"]), Ok(Some("plan".into())));
+        assert_eq!(check_choice("X", "m", None, &["plan"]), Ok(None));
+        assert!(check_choice("X", "m", Some("yolo".into()), &["plan"]).is_err());
     }
 
     #[test]
@@ -156,5 +186,8 @@ mod tests {
         assert!(working_dir(Some(gone.to_str().unwrap())).unwrap_err().message.contains("is not a directory"));
         assert_eq!(binary(Some(" ".into()), "codex"), "codex");
         assert_eq!(binary(Some("/opt/codex".into()), "codex"), "/opt/codex");
+        assert_eq!(program_on_path(Some("/opt/x"), "x", "X").unwrap(), PathBuf::from("/opt/x"));
+        let missing = program_on_path(None, "surely-not-an-agent-cli", "Nothing").unwrap_err();
+        assert!(missing.message.contains("install Nothing"), "{}", missing.message);
     }
 }

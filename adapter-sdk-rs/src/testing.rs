@@ -108,6 +108,12 @@ impl TestBridge {
         }
     }
 
+    /// [`send`](Self::send)s `text` and collects its [`turn`](Self::turn).
+    pub async fn send_turn(&mut self, text: &str, permission: OnPermission<'_>, interrupt: bool) -> Vec<BlockKind> {
+        self.send(text).await.expect("send");
+        self.turn(permission, interrupt).await
+    }
+
     /// The blocks of one turn up to its `session_end`, checked against the turn
     /// contract. Permission requests are handled as `permission` says; with
     /// `interrupt`, the turn is interrupted after its first text chunk. Session ids
