@@ -12,7 +12,8 @@
 //! - [`handoff`]: the handoff hooks, implemented once as a [`Handoff`] or
 //!   [`SessionFiles`].
 //! - [`settings`]: checking init params, the working directory and the CLI at `start`.
-//! - [`streamer`], [`tools`]: text/thinking chunks and tool-call pairing.
+//! - [`streamer`], [`tools`], [`bounds`]: text/thinking chunks, tool-call pairing,
+//!   bounded text and tool inputs.
 //! - [`detect`], [`child`]: probing and running the agent CLI.
 //! - `testing` (cargo feature `testing`): the adapter served in memory for tests.
 //!
@@ -25,6 +26,7 @@
 
 pub mod action;
 pub mod adapter;
+pub mod bounds;
 pub mod child;
 pub mod detect;
 pub mod handoff;
@@ -48,7 +50,8 @@ pub use session::{Session, Turn, TurnError};
 pub mod prelude {
     pub use crate::action::{Action, Conversation};
     pub use crate::adapter::{
-        Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration,
+        Adapter, AdapterError, Caps, EVERY_INIT_PARAM, GetUsage, ListModels, NotProvided, Provided, StartInfo,
+        declaration,
     };
     pub use crate::handoff::{Handoff, SessionFiles};
     pub use crate::serve::serve;

@@ -1,6 +1,6 @@
 //! Testing an adapter without the bridge (cargo feature `testing`, for dev-dependencies).
 //!
-//! - [`TestBridge`]: the adapter's [`serve_io`](crate::serve_io) loop in memory,
+//! - [`TestBridge`] (and [`FakeCliBridge`], with the fake CLI's directory): the adapter's [`serve_io`](crate::serve_io) loop in memory,
 //!   connected to a bridge-side rpc [`Peer`]; it starts sessions, sends messages and
 //!   collects a turn's blocks the way the bridge sees them.
 //! - [`executable`], [`start_params`]: a fake agent CLI (a script replaying recorded
@@ -38,6 +38,41 @@ pub struct TestBridge {
     pub session_ids: Vec<String>,
     _tasks: PeerTasks,
     _server: std::thread::JoinHandle<()>,
+}
+
+/// A [`TestBridge`] with the temporary directory its fake agent CLI and the CLI's log
+/// (`<dir>/log`) live in; it derefs to the bridge.
+#[derive(Debug)]
+pub struct FakeCliBridge {
+    /// The bridge's side.
+    pub bridge: TestBridge,
+    /// The fake CLI's directory (deleted when this is dropped).
+    pub dir: tempfile::TempDir,
+}
+
+impl FakeCliBridge {
+    /// `bridge`, with a new temporary directory.
+    pub fn new(bridge: TestBridge) -> Self {
+        Self { bridge, dir: tempfile::tempdir().expect("a temporary directory") }
+    }
+
+    /// What the fake CLI wrote to `<dir>/log` so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for FakeCliBridge {
+    type Target = TestBridge;
+    fn deref(&self) -> &TestBridge {
+        &self.bridge
+    }
+}
+
+impl std::ops::DerefMut for FakeCliBridge {
+    fn deref_mut(&mut self) -> &mut TestBridge {
+        &mut self.bridge
+    }
 }
 
 /// What the bridge does with a `permission_request` during [`TestBridge::turn`].

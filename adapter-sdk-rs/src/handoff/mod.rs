@@ -29,7 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use terminull_protocol::adapter::{
-    ExternalSession, HandoffHook, LatestSidForCwdParams, LatestSidForCwdResult, ScanExternalSessionsParams,
+    ExternalSession, HandoffHook, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorResult, ScanExternalSessionsParams,
 };
 
 /// The five hooks an adapter declares when it implements handoff for an agent that keeps
@@ -100,6 +101,48 @@ pub fn latest_by_scan(
 ) -> LatestSidForCwdResult {
     let newest = scan(&ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) });
     LatestSidForCwdResult { agent_session_id: newest.into_iter().next().map(|s| s.agent_session_id) }
+}
+
+/// The most session files one scan looks at.
+pub const MAX_SCANNED_FILES: usize = 2000;
+
+/// The longest title of a listed session, in characters.
+pub const TITLE_CHARS: usize = 80;
+
+/// Where an agent keeps its state: `$<env_var>` when set and not empty, else
+/// `~/<under_home>`; `None` without either.
+pub fn agent_home(env_var: Option<&str>, under_home: &str) -> Option<PathBuf> {
+    if let Some(dir) = env_var.and_then(std::env::var_os).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(under_home))
+}
+
+/// `mirror` of a JSONL transcript: its complete records after `cursor` (bounded by
+/// [`JsonlLimits::default`]), each turned into blocks by `record_blocks`.
+pub fn mirror_jsonl(
+    path: &Path,
+    cursor: Option<&str>,
+    record_blocks: impl Fn(&Value) -> Vec<terminull_protocol::blocks::Block>,
+) -> Result<MirrorResult, crate::AdapterError> {
+    let chunk =
+        read_jsonl(path, JsonlCursor::parse(cursor), JsonlLimits::default()).map_err(crate::AdapterError::agent)?;
+    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
+    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+}
+
+/// `is_cwd_externally_owned` for a CLI named one of `names`: a native process (see
+/// [`find_native_owner`]) in the directory, not a probe (`--version`), whose arguments
+/// may drive the session asked about (`drives(argv, session id)`).
+pub fn owned_by_cli(
+    names: &[&str],
+    params: &IsCwdExternallyOwnedParams,
+    drives: impl Fn(&[String], Option<&str>) -> bool,
+) -> IsCwdExternallyOwnedResult {
+    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+    let accept = |p: &ProcInfo| !is_probe(&p.argv) && drives(&p.argv, sid.as_deref());
+    let pid = find_native_owner(names, Path::new(&params.cwd), accept);
+    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
 }
 
 /// The most bytes read from one `/proc/<pid>/cmdline`.

@@ -605,15 +605,7 @@ impl Adapter for ClaudeCode {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 

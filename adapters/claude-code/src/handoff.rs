@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, SessionFiles, files_with_suffix, find_native_owner, is_probe, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -27,19 +27,12 @@ use terminull_protocol::blocks::{
     Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file (the head: cwd and the first prompt).
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$CLAUDE_CONFIG_DIR`, or `~/.claude`.
 pub fn config_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude"))
+    agent_home(Some("CLAUDE_CONFIG_DIR"), ".claude")
 }
 
 /// The project directory name Claude Code uses for `cwd`.
@@ -71,8 +64,8 @@ fn check_sid(sid: &str) -> Result<(), AdapterError> {
 fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     let projects = root.join("projects");
     let files = match cwd {
-        Some(cwd) => files_with_suffix(&projects.join(project_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED),
-        None => files_with_suffix(&projects, ".jsonl", 1, MAX_SCANNED),
+        Some(cwd) => files_with_suffix(&projects.join(project_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED_FILES),
+        None => files_with_suffix(&projects, ".jsonl", 1, MAX_SCANNED_FILES),
     };
     // Sub-agent transcripts (`agent-*.jsonl`) are not sessions of their own.
     files.into_iter().filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("agent-"))).collect()
@@ -166,19 +159,13 @@ impl SessionFiles for ClaudeSessions {
     /// A `claude` process drives `cwd`, and (when `sid` is given) it is that session or
     /// one whose arguments do not say which.
     fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-        let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref());
-        let pid = find_native_owner(&["claude"], Path::new(&params.cwd), accept);
-        IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+        owned_by_cli(&["claude"], params, names_session)
     }
 
     /// `mirror`: the transcript after the cursor, as blocks.
     fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
         let path = transcript_path(root, &params.cwd, params.agent_session_id.as_str())?;
-        let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-            .map_err(AdapterError::agent)?;
-        let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-        Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
     }
 
     /// `terminal_resume_command`.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::OnPermission::Answer;
 use terminull_adapter_sdk::testing::{
-    TestBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
+    FakeCliBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
 };
 use terminull_claude_code::ClaudeCode;
 use terminull_protocol::adapter as proto;
@@ -60,37 +60,13 @@ done
     executable(&dir.join("claude"), &script)
 }
 
-/// The bridge's side, and the directory of the fake CLI and its log.
-struct Bridge {
-    inner: TestBridge,
-    dir: tempfile::TempDir,
-}
-
-impl std::ops::Deref for Bridge {
-    type Target = TestBridge;
-    fn deref(&self) -> &TestBridge {
-        &self.inner
-    }
-}
-
-impl std::ops::DerefMut for Bridge {
-    fn deref_mut(&mut self) -> &mut TestBridge {
-        &mut self.inner
-    }
-}
+type Bridge = FakeCliBridge;
 
 async fn started() -> (Bridge, proto::StartResult) {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = fake_cli(dir.path());
-    let inner = serve_in_memory::<ClaudeCode>();
-    let result = inner.start(&start_params(&cli, dir.path())).await.unwrap();
-    (Bridge { inner, dir }, result)
-}
-
-impl Bridge {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
+    let b = FakeCliBridge::new(serve_in_memory::<ClaudeCode>());
+    let cli = fake_cli(b.dir.path());
+    let result = b.start(&start_params(&cli, b.dir.path())).await.unwrap();
+    (b, result)
 }
 
 /// What the fake CLI read on stdin, parsed.

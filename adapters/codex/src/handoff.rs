@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, SessionFiles, files_with_suffix, find_native_owner, is_probe, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -28,20 +28,13 @@ use terminull_protocol::blocks::{
     Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 
-/// The most rollout files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file: `session_meta` carries the base instructions, so
 /// the head is tens of KiB before the first prompt.
 const SCAN_READ: usize = 512 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$CODEX_HOME`, or `~/.codex`.
 pub fn codex_home() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex"))
+    agent_home(Some("CODEX_HOME"), ".codex")
 }
 
 fn check_id(id: &str) -> Result<(), AdapterError> {
@@ -59,7 +52,7 @@ pub fn rollout_path(home: &Path, id: &str) -> Result<PathBuf, AdapterError> {
 }
 
 fn rollouts(home: &Path) -> Vec<PathBuf> {
-    files_with_suffix(&home.join("sessions"), ".jsonl", 3, MAX_SCANNED)
+    files_with_suffix(&home.join("sessions"), ".jsonl", 3, MAX_SCANNED_FILES)
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rollout-")))
         .collect()
@@ -145,19 +138,13 @@ impl SessionFiles for CodexSessions {
     /// A `codex` process (the node wrapper or the native binary) drives `cwd`, and when
     /// `sid` is given its arguments name that thread or none.
     fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-        let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_thread(&p.argv, sid.as_deref());
-        let pid = find_native_owner(&["codex"], Path::new(&params.cwd), accept);
-        IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+        owned_by_cli(&["codex"], params, names_thread)
     }
 
     /// `mirror`: the rollout after the cursor, as blocks.
     fn read_mirror(&self, home: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
         let path = rollout_path(home, params.agent_session_id.as_str())?;
-        let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-            .map_err(AdapterError::agent)?;
-        let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-        Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
     }
 
     /// `terminal_resume_command`: the interactive `codex resume <id>`.

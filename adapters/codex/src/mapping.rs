@@ -36,6 +36,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input};
 use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
@@ -147,32 +149,6 @@ pub fn usage_of(t: &TokenUsage) -> Usage {
         cache_write_tokens: n(t.cache_write_input_tokens),
         cost_usd: None,
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
 }
 
 /// The command a person would type: codex runs `/bin/bash -lc '<cmd>'`; the title shows
@@ -373,7 +349,7 @@ impl TurnMapper {
         if self.tools.is_running(id) {
             return;
         }
-        match self.tools.start(id.clone(), name, bounded_input(input), None, title) {
+        match self.tools.start(id.clone(), name, bounded_input(input, MAX_INPUT_BYTES), None, title) {
             Ok(block) => out.push(Action::Emit(block)),
             Err(e) => tracing::debug!("{e}"),
         }

@@ -25,7 +25,9 @@
 //! [`MAX_TITLE_CHARS`], diff texts at [`MAX_DIFF_TEXT_BYTES`], call ids at
 //! [`MAX_CALL_ID_CHARS`].
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input};
 use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
@@ -261,7 +263,13 @@ impl TurnMapper {
         let id = self.tool_id(call_id, &call.name, phase);
         if !self.tools.is_running(&id) {
             let title = tool_title(&call.name, &call.args);
-            match self.tools.start(id.clone(), call.name.clone(), bounded_input(call.args.clone()), None, title) {
+            match self.tools.start(
+                id.clone(),
+                call.name.clone(),
+                bounded_input(call.args.clone(), MAX_INPUT_BYTES),
+                None,
+                title,
+            ) {
                 Ok(block) => out.push(Action::Emit(block)),
                 Err(e) => {
                     // Already finished: a repeated event.
@@ -400,32 +408,6 @@ pub fn usage_of(t: &TokenUsage) -> Usage {
         cache_write_tokens: n(t.cache_write_tokens),
         cost_usd: None,
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
 }
 
 fn str_field<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -623,6 +605,8 @@ mod tests {
     use terminull_protocol::turn::TurnTracker;
 
     use terminull_adapter_sdk::testing::{blocks_of, describe};
+
+    use serde_json::json;
 
     use super::*;
     use crate::events::parse_event;

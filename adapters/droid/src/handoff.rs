@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, ProcessTable, SessionFiles, files_with_suffix, is_probe, mirrored, mtime_secs,
-    newest_first, read_jsonl, same_dir, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, ProcessTable, SessionFiles, TITLE_CHARS, agent_home,
+    files_with_suffix, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, same_dir, str_at,
+    title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -32,16 +33,12 @@ use terminull_protocol::blocks::{
     Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `~/.factory`.
 pub fn factory_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".factory"))
+    agent_home(None, ".factory")
 }
 
 /// The directory name Droid uses for `cwd`'s sessions.
@@ -57,8 +54,8 @@ fn check_id(id: &str) -> Result<(), AdapterError> {
 fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     let sessions = root.join("sessions");
     let files = match cwd {
-        Some(cwd) => files_with_suffix(&sessions.join(session_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED),
-        None => files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED),
+        Some(cwd) => files_with_suffix(&sessions.join(session_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED_FILES),
+        None => files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED_FILES),
     };
     files.into_iter().filter(|p| !p.to_string_lossy().ends_with(".settings.jsonl")).collect()
 }
@@ -74,7 +71,7 @@ pub fn session_path(root: &Path, cwd: &str, id: &str) -> Result<PathBuf, Adapter
         .into_iter()
         .next()
         .or_else(|| {
-            files_with_suffix(&root.join("sessions"), ".jsonl", 1, MAX_SCANNED)
+            files_with_suffix(&root.join("sessions"), ".jsonl", 1, MAX_SCANNED_FILES)
                 .into_iter()
                 .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{id}.jsonl")))
         })
@@ -190,10 +187,7 @@ impl SessionFiles for DroidSessions {
     /// `mirror`: the session file after the cursor, as blocks.
     fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
         let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
-        let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-            .map_err(AdapterError::agent)?;
-        let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-        Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
     }
 
     /// `terminal_resume_command`: `droid --resume <id>`.

@@ -26,7 +26,9 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_input, first_line};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{EndReason, ErrorBlock, SessionEnd, StreamedText, Usage};
@@ -49,38 +51,13 @@ pub const MAX_TRACKED_IDS: usize = 65_536;
 /// What the adapter must do for one event.
 pub type Action = terminull_adapter_sdk::Action;
 
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..end], text.len())
-}
-
-fn bounded_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default().trim();
-    match line.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &line[..end]),
-        None => line.to_owned(),
-    }
-}
-
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
-}
-
 /// A short title for a tool call: droid's own `summary` (its `Execute` tool requires
 /// one), else the command, path or pattern it works on.
 pub fn tool_title(parameters: &Value) -> Option<String> {
     ["summary", "command", "file_path", "path", "pattern", "query", "url"]
         .iter()
         .find_map(|key| parameters.get(*key).and_then(Value::as_str))
-        .map(|s| bounded_line(s, MAX_TITLE_CHARS))
+        .map(|s| first_line(s, MAX_TITLE_CHARS))
         .filter(|s| !s.is_empty())
 }
 
@@ -178,7 +155,8 @@ impl TurnMapper {
             Event::Reasoning { id, text } => out.extend(self.whole("thinking", &id, &text).map(Action::Emit)),
             Event::ToolCall { id, name, parameters } => {
                 let title = tool_title(&parameters);
-                match self.tools.start(self.tool_id(&id), name, bounded_input(parameters), None, title) {
+                match self.tools.start(self.tool_id(&id), name, bounded_input(parameters, MAX_INPUT_BYTES), None, title)
+                {
                     Ok(block) => out.push(Action::Emit(block)),
                     Err(e) => tracing::debug!("{e}; ignored"),
                 }
@@ -296,6 +274,8 @@ impl TurnMapper {
 #[cfg(test)]
 mod tests {
     use terminull_adapter_sdk::testing::{blocks_of, describe};
+
+    use serde_json::json;
 
     use super::*;
     use crate::events::parse_event;

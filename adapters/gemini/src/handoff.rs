@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, SessionFiles, files_with_suffix, find_native_owner, is_probe, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix, mirrored,
+    mtime_secs, newest_first, owned_by_cli, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -29,18 +29,14 @@ use terminull_protocol::adapter::{
 };
 use terminull_protocol::blocks::{Block, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage};
 
-/// The most chat files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
 /// The most bytes of `projects.json` and `.project_root` read.
 const MAX_SMALL_FILE: u64 = 1024 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `~/.gemini`.
 pub fn gemini_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".gemini"))
+    agent_home(None, ".gemini")
 }
 
 fn read_small(path: &Path) -> Option<String> {
@@ -68,7 +64,7 @@ fn chats_dir(root: &Path, cwd: &str) -> Option<PathBuf> {
 
 fn project_dirs(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root.join("tmp")) else { return Vec::new() };
-    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_SCANNED).collect()
+    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_SCANNED_FILES).collect()
 }
 
 fn project_cwd(chats: &Path) -> Option<String> {
@@ -125,7 +121,7 @@ fn chat_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
         Some(cwd) => chats_dir(root, cwd).into_iter().collect(),
         None => project_dirs(root).into_iter().map(|d| d.join("chats")).collect::<Vec<_>>(),
     };
-    dirs.iter().flat_map(|d| files_with_suffix(d, ".jsonl", 0, MAX_SCANNED)).take(MAX_SCANNED).collect()
+    dirs.iter().flat_map(|d| files_with_suffix(d, ".jsonl", 0, MAX_SCANNED_FILES)).take(MAX_SCANNED_FILES).collect()
 }
 
 /// The newest file of session `id` in `cwd`'s chats.
@@ -134,7 +130,7 @@ pub fn transcript_path(root: &Path, cwd: &str, id: &str) -> Result<PathBuf, Adap
     let suffix = format!("-{}.jsonl", &id[..8]);
     let dir =
         chats_dir(root, cwd).ok_or_else(|| AdapterError::not_found(format!("Gemini CLI has no project for {cwd}")))?;
-    let mut files: Vec<PathBuf> = files_with_suffix(&dir, &suffix, 0, MAX_SCANNED)
+    let mut files: Vec<PathBuf> = files_with_suffix(&dir, &suffix, 0, MAX_SCANNED_FILES)
         .into_iter()
         .filter(|p| read_chat(p).is_some_and(|c| c.session_id == id))
         .collect();
@@ -207,10 +203,7 @@ impl SessionFiles for GeminiSessions {
 
     /// A `gemini` process (not terminull's) drives `cwd`.
     fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-        let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref());
-        let pid = find_native_owner(&["gemini"], Path::new(&params.cwd), accept);
-        IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+        owned_by_cli(&["gemini"], params, names_session)
     }
 
     /// `mirror`: the newest chat file of the session after the cursor, as blocks. When the

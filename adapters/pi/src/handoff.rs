@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, SessionFiles, files_with_suffix, find_native_owner_where, is_probe, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    find_native_owner_where, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -28,19 +28,12 @@ use terminull_protocol::blocks::{
     Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
 };
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$PI_CODING_AGENT_DIR`, or `~/.pi/agent`.
 pub fn agent_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pi/agent"))
+    agent_home(Some("PI_CODING_AGENT_DIR"), ".pi/agent")
 }
 
 /// The directory name pi uses for `cwd`'s sessions.
@@ -60,10 +53,10 @@ fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     if let Some(cwd) = cwd {
         let dir = sessions.join(session_dir_name(cwd));
         if dir.is_dir() {
-            return files_with_suffix(&dir, ".jsonl", 0, MAX_SCANNED);
+            return files_with_suffix(&dir, ".jsonl", 0, MAX_SCANNED_FILES);
         }
     }
-    files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED)
+    files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED_FILES)
 }
 
 /// The file of session `id` (the header's id is what the file name ends with).
@@ -167,10 +160,7 @@ impl SessionFiles for PiSessions {
     /// `mirror`: the session file after the cursor, as blocks.
     fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
         let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
-        let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-            .map_err(AdapterError::agent)?;
-        let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-        Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
     }
 
     /// `terminal_resume_command`: `pi --session <id>`.

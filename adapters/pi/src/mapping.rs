@@ -39,7 +39,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_input, cut, first_line};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{EndReason, ErrorBlock, Progress, SessionEnd, StreamedText, Usage};
@@ -67,47 +69,12 @@ pub const THROTTLE_DIVISOR: usize = 8;
 /// to pi's stdin (`Action::Agent`).
 pub type Action = terminull_adapter_sdk::Action<Value>;
 
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    format!("{}\n… [truncated: {} bytes in all]", cut(text, max), text.len())
-}
-
-/// The longest prefix of `text` of at most `max` bytes ending on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default().trim();
-    match line.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &line[..end]),
-        None => line.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
-}
-
 /// A short title for a tool call: the command, path or pattern it works on.
 pub fn tool_title(args: &Value) -> Option<String> {
     ["command", "path", "file_path", "pattern", "query", "url"]
         .iter()
         .find_map(|key| args.get(*key).and_then(Value::as_str))
-        .map(|s| bounded_chars(s, MAX_TITLE_CHARS))
+        .map(|s| first_line(s, MAX_TITLE_CHARS))
         .filter(|s| !s.is_empty())
 }
 
@@ -323,7 +290,7 @@ impl TurnMapper {
             Event::ToolStart { id, name, args } => {
                 let block_id = self.tool_id(&id);
                 let title = tool_title(&args);
-                match self.tools.start(block_id, name, bounded_input(args), None, title) {
+                match self.tools.start(block_id, name, bounded_input(args, MAX_INPUT_BYTES), None, title) {
                     Ok(block) => out.push(Action::Emit(block)),
                     Err(e) => tracing::debug!("{e}; ignored"),
                 }
@@ -345,7 +312,7 @@ impl TurnMapper {
                 let of = if max_attempts > 0 { format!(" of {max_attempts}") } else { String::new() };
                 let message = format!(
                     "Model error ({}); retrying in {} s (attempt {attempt}{of})",
-                    bounded_chars(&error_message, 200),
+                    first_line(&error_message, 200),
                     delay_ms.div_ceil(1000)
                 );
                 let total = (max_attempts > 0).then_some(max_attempts);
@@ -357,7 +324,7 @@ impl TurnMapper {
                 let message = match (success, final_error) {
                     (true, _) => format!("Model error recovered after {retries}"),
                     (false, Some(e)) if e == "Retry cancelled" => "Retry cancelled".to_owned(),
-                    (false, Some(e)) => format!("Gave up after {retries}: {}", bounded_chars(&e, 200)),
+                    (false, Some(e)) => format!("Gave up after {retries}: {}", first_line(&e, 200)),
                     (false, None) => format!("Gave up after {retries}"),
                 };
                 self.close_progress("retry", Some(message), &mut out);
@@ -371,7 +338,7 @@ impl TurnMapper {
                 self.compacting = false;
                 let message = match (aborted, error_message) {
                     (true, _) => "Compaction aborted".to_owned(),
-                    (false, Some(e)) => format!("Compaction failed: {}", bounded_chars(&e, 200)),
+                    (false, Some(e)) => format!("Compaction failed: {}", first_line(&e, 200)),
                     (false, None) => "Conversation compacted".to_owned(),
                 };
                 self.close_progress("compaction", Some(message), &mut out);
@@ -618,6 +585,8 @@ impl TurnMapper {
 #[cfg(test)]
 mod tests {
     use terminull_adapter_sdk::testing::{blocks_of, describe_with};
+
+    use serde_json::json;
 
     use super::*;
     use crate::events::parse_line;
@@ -1023,7 +992,7 @@ mod tests {
         assert_eq!(tool_title(&json!({"path": "a.rs", "content": "x"})).as_deref(), Some("a.rs"));
         assert_eq!(tool_title(&json!({"content": "x"})), None);
         assert_eq!(tool_title(&json!({"command": "z".repeat(500)})).unwrap().chars().count(), MAX_TITLE_CHARS + 1);
-        let input = bounded_input(json!({"content": "y".repeat(MAX_INPUT_BYTES)}));
+        let input = bounded_input(json!({"content": "y".repeat(MAX_INPUT_BYTES)}), MAX_INPUT_BYTES);
         assert!(input["truncated"].as_str().unwrap().len() < MAX_INPUT_BYTES + 100);
         assert_eq!(bounded("héllo", 2), "h\n… [truncated: 6 bytes in all]");
         let u = usage_of(&PiUsage {
