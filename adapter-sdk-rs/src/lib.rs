@@ -63,6 +63,11 @@ pub mod prelude {
     pub use terminull_protocol::blocks::{EndReason, PermissionOption, PermissionOptionKind, Usage, UserMessage};
 }
 
+/// The guide, docs/adapter-sdk.md: its examples run as this crate's doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/adapter-sdk.md")]
+pub struct AdapterSdkGuide;
+
 use terminull_protocol::adapter::Declaration;
 use terminull_protocol::blocks::{AgentInfo, SlashCommand};
 use terminull_protocol::commands::with_universal_first;
