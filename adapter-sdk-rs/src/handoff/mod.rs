@@ -19,6 +19,7 @@
 //! [`SessionFiles`] for an agent that keeps its sessions in files.
 
 pub mod hooks;
+pub mod replayed;
 
 pub use hooks::{Handoff, NoHandoff, SessionFiles};
 

@@ -17,16 +17,13 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
     JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
-    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, str_at, title_of,
+    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, replayed, str_at, title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
     ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
 /// What a scan reads of each file: `session_meta` carries the base instructions, so
 /// the head is tens of KiB before the first prompt.
@@ -165,9 +162,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
     let payload = record.get("payload").unwrap_or(&Value::Null);
     let kind = match (str_at(record, "type"), str_at(payload, "type")) {
         (Some("response_item"), Some("message")) => match str_at(payload, "role") {
-            Some("user") => {
-                prompt_of(payload).map(|text| BlockKind::UserMessage(UserMessage { text, attachments: vec![] }))
-            }
+            Some("user") => prompt_of(payload).map(|text| replayed::user(text)),
             Some("assistant") => {
                 let text: Vec<&str> = payload
                     .get("content")
@@ -177,7 +172,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     .filter_map(|c| str_at(c, "text"))
                     .collect();
                 let id = str_at(payload, "id").unwrap_or("message").to_owned();
-                Some(BlockKind::Text(StreamedText { id: id.into(), text: text.join("\n"), done: true }))
+                Some(replayed::text(id, text.join("\n")))
             }
             _ => None,
         },
@@ -190,8 +185,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 .filter_map(|s| str_at(s, "text"))
                 .collect();
             let id = str_at(payload, "id").unwrap_or("reasoning").to_owned();
-            (!text.is_empty())
-                .then(|| BlockKind::Thinking(StreamedText { id: id.into(), text: text.join("\n"), done: true }))
+            (!text.is_empty()).then(|| replayed::thinking(id, text.join("\n")))
         }
         (Some("response_item"), Some("function_call" | "custom_tool_call")) => str_at(payload, "call_id").map(|id| {
             let raw = payload.get("arguments").or_else(|| payload.get("input"));
@@ -200,14 +194,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 Some(other) => other.clone(),
                 None => json!({}),
             };
-            BlockKind::ToolCall(ToolCall {
-                id: id.to_owned().into(),
-                name: str_at(payload, "name").unwrap_or("tool").to_owned(),
-                input,
-                status: ToolStatus::Done,
-                parent_id: None,
-                title: None,
-            })
+            replayed::tool_call(id, str_at(payload, "name").unwrap_or("tool"), input)
         }),
         (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => str_at(payload, "call_id")
             .map(|id| {
@@ -216,18 +203,14 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     Some(other) => other.to_string(),
                     None => String::new(),
                 };
-                BlockKind::ToolResult(ToolResult { tool_call_id: id.to_owned().into(), output, is_error: false })
+                replayed::tool_result(id, output, false)
             }),
-        (Some("event_msg"), Some("task_complete")) => Some(BlockKind::SessionEnd(SessionEnd {
-            reason: EndReason::Completed,
-            usage: None,
-            message: Some("turn finished in the terminal".into()),
-        })),
-        (Some("event_msg"), Some("turn_aborted")) => Some(BlockKind::SessionEnd(SessionEnd {
-            reason: EndReason::Interrupted,
-            usage: None,
-            message: Some("turn interrupted in the terminal".into()),
-        })),
+        (Some("event_msg"), Some("task_complete")) => {
+            Some(replayed::turn_end(EndReason::Completed, "turn finished in the terminal"))
+        }
+        (Some("event_msg"), Some("turn_aborted")) => {
+            Some(replayed::turn_end(EndReason::Interrupted, "turn interrupted in the terminal"))
+        }
         _ => None,
     };
     kind.into_iter().map(mirrored).collect()
@@ -236,6 +219,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::BlockKind;
     use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FILE: &str = "rollout-2026-11-30T06-22-51-01a22b1e-d736-78a3-a961-79b9da931632.jsonl";

@@ -21,17 +21,14 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
     JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, ProcessTable, SessionFiles, TITLE_CHARS, agent_home,
-    files_with_suffix, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, same_dir, str_at,
-    title_of,
+    files_with_suffix, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, replayed, same_dir,
+    str_at, title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
     ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -213,17 +210,17 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
             match str_at(message, "role") {
                 Some("user") => {
                     if let Some(text) = user_text(message) {
-                        out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                        out.push(replayed::user(text));
                     }
                     for item in message.get("content").and_then(Value::as_array).into_iter().flatten() {
                         if str_at(item, "type") == Some("tool_result")
                             && let Some(id) = str_at(item, "tool_use_id")
                         {
-                            out.push(BlockKind::ToolResult(ToolResult {
-                                tool_call_id: id.to_owned().into(),
-                                output: tool_output(item.get("content")),
-                                is_error: item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                            }));
+                            out.push(replayed::tool_result(
+                                id,
+                                tool_output(item.get("content")),
+                                item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                            ));
                         }
                     }
                 }
@@ -232,26 +229,17 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     for (i, item) in items.into_iter().flatten().enumerate() {
                         let id = format!("{record_id}-{i}");
                         match str_at(item, "type") {
-                            Some("text") => out.push(BlockKind::Text(StreamedText {
-                                id: id.into(),
-                                text: str_at(item, "text").unwrap_or_default().to_owned(),
-                                done: true,
-                            })),
-                            Some("thinking") => out.push(BlockKind::Thinking(StreamedText {
-                                id: id.into(),
-                                text: str_at(item, "thinking").unwrap_or_default().to_owned(),
-                                done: true,
-                            })),
+                            Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
+                            Some("thinking") => {
+                                out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default()))
+                            }
                             Some("tool_use") => {
                                 let Some(call) = str_at(item, "id") else { continue };
-                                out.push(BlockKind::ToolCall(ToolCall {
-                                    id: call.to_owned().into(),
-                                    name: str_at(item, "name").unwrap_or("tool").to_owned(),
-                                    input: item.get("input").cloned().unwrap_or(json!({})),
-                                    status: ToolStatus::Done,
-                                    parent_id: None,
-                                    title: None,
-                                }));
+                                out.push(replayed::tool_call(
+                                    call,
+                                    str_at(item, "name").unwrap_or("tool"),
+                                    item.get("input").cloned().unwrap_or(json!({})),
+                                ));
                             }
                             _ => {}
                         }
@@ -266,11 +254,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 Some("interrupted" | "cancelled" | "aborted") => EndReason::Interrupted,
                 _ => EndReason::Error,
             };
-            out.push(BlockKind::SessionEnd(SessionEnd {
-                reason,
-                usage: None,
-                message: Some("turn finished in the terminal".into()),
-            }));
+            out.push(replayed::turn_end(reason, "turn finished in the terminal"));
         }
         _ => {}
     }
@@ -280,6 +264,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::BlockKind;
     use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FIXTURE: &str =

@@ -20,14 +20,14 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
     JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix, mirrored,
-    mtime_secs, newest_first, owned_by_cli, read_jsonl, str_at, title_of,
+    mtime_secs, newest_first, owned_by_cli, read_jsonl, replayed, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
     ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{Block, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage};
+use terminull_protocol::blocks::{Block, ToolCall, ToolStatus};
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -239,7 +239,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
     match str_at(record, "type") {
         Some("user") => {
             if let Some(text) = prompt_text(record) {
-                out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                out.push(replayed::user(text));
             }
         }
         Some("gemini") => {
@@ -251,11 +251,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 .filter_map(|t| str_at(t, "description"))
                 .collect();
             if !thoughts.is_empty() {
-                out.push(BlockKind::Thinking(StreamedText {
-                    id: format!("{id}-thoughts").into(),
-                    text: thoughts.join(" "),
-                    done: true,
-                }));
+                out.push(replayed::thinking(format!("{id}-thoughts"), thoughts.join(" ")));
             }
             let text = match record.get("content") {
                 Some(Value::String(s)) => s.clone(),
@@ -265,7 +261,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 _ => String::new(),
             };
             if !text.is_empty() {
-                out.push(BlockKind::Text(StreamedText { id: id.to_owned().into(), text, done: true }));
+                out.push(replayed::text(id, text));
             }
             for call in record.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
                 let Some(call_id) = str_at(call, "id") else { continue };
@@ -284,11 +280,11 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     title: str_at(call, "description").map(str::to_owned),
                 }));
                 if settled {
-                    out.push(BlockKind::ToolResult(ToolResult {
-                        tool_call_id: call_id.to_owned().into(),
-                        output: str_at(call, "resultDisplay").unwrap_or_default().to_owned(),
-                        is_error: status != Some("success"),
-                    }));
+                    out.push(replayed::tool_result(
+                        call_id,
+                        str_at(call, "resultDisplay").unwrap_or_default().to_owned(),
+                        status != Some("success"),
+                    ));
                 }
             }
         }
@@ -301,6 +297,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 mod tests {
     use super::*;
     use terminull_protocol::adapter::LatestSidForCwdParams;
+    use terminull_protocol::blocks::ToolResult;
 
     const FILE: &str = "session-2026-11-30T06-47-c20bfe98.jsonl";
     const FIXTURE: &str =

@@ -20,16 +20,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
-use terminull_adapter_sdk::handoff::{Handoff, ProcInfo, find_native_owner, is_probe, mirrored, str_at, title_of};
+use terminull_adapter_sdk::handoff::{
+    Handoff, ProcInfo, find_native_owner, is_probe, mirrored, replayed, str_at, title_of,
+};
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
     LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
     TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason, StreamedText, ToolCall, ToolStatus};
 use tokio::process::Command;
 
 /// How long one `<cli> db` query may take.
@@ -230,10 +230,7 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
         let user = str_at(&message, "role") == Some("user");
         let kind = match (user, str_at(&part, "type")) {
             (true, Some("text")) if part.get("synthetic").and_then(Value::as_bool) != Some(true) => {
-                Some(BlockKind::UserMessage(UserMessage {
-                    text: str_at(&part, "text").unwrap_or_default().to_owned(),
-                    attachments: vec![],
-                }))
+                Some(replayed::user(str_at(&part, "text").unwrap_or_default().to_owned()))
             }
             (false, Some("text")) => Some(BlockKind::Text(StreamedText {
                 id: id.to_owned().into(),
@@ -262,22 +259,15 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
                     title: str_at(&state, "title").map(str::to_owned),
                 })));
                 (status != ToolStatus::Running).then(|| {
-                    BlockKind::ToolResult(ToolResult {
-                        tool_call_id: call.into(),
-                        output: str_at(&state, "output")
-                            .or_else(|| str_at(&state, "error"))
-                            .unwrap_or_default()
-                            .to_owned(),
-                        is_error: status == ToolStatus::Error,
-                    })
+                    replayed::tool_result(
+                        call,
+                        str_at(&state, "output").or_else(|| str_at(&state, "error")).unwrap_or_default().to_owned(),
+                        status == ToolStatus::Error,
+                    )
                 })
             }
             (false, Some("step-finish")) if str_at(&part, "reason") == Some("stop") => {
-                Some(BlockKind::SessionEnd(SessionEnd {
-                    reason: EndReason::Completed,
-                    usage: None,
-                    message: Some("turn finished in the terminal".into()),
-                }))
+                Some(replayed::turn_end(EndReason::Completed, "turn finished in the terminal"))
             }
             _ => None,
         };

@@ -17,16 +17,14 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
     JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
-    find_native_owner_where, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    find_native_owner_where, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, replayed, str_at,
+    title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
     ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -188,33 +186,22 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
         Some("user") => {
             let text = text_of(message.get("content"));
             if !text.is_empty() {
-                out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                out.push(replayed::user(text));
             }
         }
         Some("assistant") => {
             for (i, item) in message.get("content").and_then(Value::as_array).into_iter().flatten().enumerate() {
                 let id = format!("{record_id}-{i}");
                 match str_at(item, "type") {
-                    Some("text") => out.push(BlockKind::Text(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "text").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
-                    Some("thinking") => out.push(BlockKind::Thinking(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "thinking").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
+                    Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
+                    Some("thinking") => out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default())),
                     Some("toolCall") => {
                         let Some(call) = str_at(item, "id") else { continue };
-                        out.push(BlockKind::ToolCall(ToolCall {
-                            id: call.to_owned().into(),
-                            name: str_at(item, "name").unwrap_or("tool").to_owned(),
-                            input: item.get("arguments").cloned().unwrap_or(json!({})),
-                            status: ToolStatus::Done,
-                            parent_id: None,
-                            title: None,
-                        }));
+                        out.push(replayed::tool_call(
+                            call,
+                            str_at(item, "name").unwrap_or("tool"),
+                            item.get("arguments").cloned().unwrap_or(json!({})),
+                        ));
                     }
                     _ => {}
                 }
@@ -227,20 +214,16 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 _ => None,
             };
             if let Some(reason) = reason {
-                out.push(BlockKind::SessionEnd(SessionEnd {
-                    reason,
-                    usage: None,
-                    message: Some("turn finished in the terminal".into()),
-                }));
+                out.push(replayed::turn_end(reason, "turn finished in the terminal"));
             }
         }
         Some("toolResult") => {
             if let Some(id) = str_at(message, "toolCallId") {
-                out.push(BlockKind::ToolResult(ToolResult {
-                    tool_call_id: id.to_owned().into(),
-                    output: text_of(message.get("content")),
-                    is_error: message.get("isError").and_then(Value::as_bool).unwrap_or(false),
-                }));
+                out.push(replayed::tool_result(
+                    id,
+                    text_of(message.get("content")),
+                    message.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                ));
             }
         }
         _ => {}
