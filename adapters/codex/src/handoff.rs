@@ -162,7 +162,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
     let payload = record.get("payload").unwrap_or(&Value::Null);
     let kind = match (str_at(record, "type"), str_at(payload, "type")) {
         (Some("response_item"), Some("message")) => match str_at(payload, "role") {
-            Some("user") => prompt_of(payload).map(|text| replayed::user(text)),
+            Some("user") => prompt_of(payload).map(replayed::user),
             Some("assistant") => {
                 let text: Vec<&str> = payload
                     .get("content")
