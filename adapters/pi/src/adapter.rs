@@ -149,17 +149,32 @@ async fn spawn_cli(binary: &str, settings: &Settings, session: Option<&str>) -> 
     let mut cli = Cli { process, lines, turns: 0, stdout_closed: false };
     match handshake(&mut cli).await {
         Ok(handshake) => Ok((cli, handshake)),
-        Err(message) => {
+        Err(error) => {
             cli.process.shutdown(SHUTDOWN_GRACE).await;
+            let message = error.to_string();
             let no_session = session.is_some() && message.contains(NO_SESSION);
             Err(SpawnFailure { message, no_session })
         }
     }
 }
 
+/// Why pi's start-up handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("pi did not answer `get_state` within {STARTUP_TIMEOUT:?}")]
+    Timeout,
+    #[error("pi refused `get_state`: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Write(AdapterError),
+    /// pi exited: how, and the end of its stderr.
+    #[error("{0}")]
+    Exited(String),
+}
+
 /// Writes `get_state` (`state-1`) and `get_commands` (`commands-1`) and waits for both
 /// answers.
-async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
+async fn handshake(cli: &mut Cli) -> Result<Handshake, HandshakeError> {
     const STATE_ID: &str = "state-1";
     const COMMANDS_ID: &str = "commands-1";
     let deadline = Instant::now() + STARTUP_TIMEOUT;
@@ -173,14 +188,14 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
     if written.is_ok() {
         while state.is_none() || commands.is_none() {
             let line = match timeout_at(deadline, cli.next_line()).await {
-                Err(_) => return Err(format!("pi did not answer `get_state` within {STARTUP_TIMEOUT:?}")),
+                Err(_) => return Err(HandshakeError::Timeout),
                 Ok(None) => break,
                 Ok(Some(line)) => line,
             };
             match parse_line(&line) {
                 Ok(Event::Response(r)) if r.id.as_deref() == Some(STATE_ID) => {
                     if !r.success {
-                        return Err(format!("pi refused `get_state`: {}", r.error.unwrap_or_default()));
+                        return Err(HandshakeError::Refused(r.error.unwrap_or_default()));
                     }
                     state = Some(State::from_data(r.data.as_ref()));
                 }
@@ -188,7 +203,7 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
                     commands = Some(slash_commands(r.data.as_ref()));
                 }
                 Ok(Event::ExtensionUi { id, method, .. }) if Event::is_dialog(&method) => {
-                    cli.write(&command::cancel_dialog(&id)).await.map_err(|e| e.to_string())?;
+                    cli.write(&command::cancel_dialog(&id)).await.map_err(HandshakeError::Write)?;
                 }
                 Ok(other) => tracing::debug!(?other, "pi event during start-up"),
                 Err(e) => tracing::warn!("skipping a line of pi output: {e}"),
@@ -199,7 +214,7 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
         }
     }
     cli.stdout_closed = true;
-    Err(cli.exit_report().await)
+    Err(HandshakeError::Exited(cli.exit_report().await))
 }
 
 /// pi's prompt templates, skills and extension commands, as the agent's slash commands.
