@@ -155,23 +155,14 @@ impl TurnMapper {
             Event::Reasoning { id, text } => out.extend(self.whole("thinking", &id, &text).map(Action::Emit)),
             Event::ToolCall { id, name, parameters } => {
                 let title = tool_title(&parameters);
-                match self.tools.start(self.tool_id(&id), name, bounded_input(parameters, MAX_INPUT_BYTES), None, title)
-                {
-                    Ok(block) => out.push(Action::Emit(block)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let input = bounded_input(parameters, MAX_INPUT_BYTES);
+                out.extend(self.tools.start_lenient(self.tool_id(&id), name, input, title).map(Action::Emit));
             }
             Event::ToolResult { id, name, output, is_error } => {
-                let block_id = self.tool_id(&id);
-                if !self.tools.is_running(&block_id.clone().into())
-                    && let Ok(block) = self.tools.start(block_id.clone(), name, Value::Null, None, None)
-                {
-                    out.push(Action::Emit(block));
-                }
-                match self.tools.finish(block_id, bounded(&output, MAX_TOOL_OUTPUT_BYTES), is_error) {
-                    Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let output = bounded(&output, MAX_TOOL_OUTPUT_BYTES);
+                out.extend(
+                    self.tools.finish_lenient(self.tool_id(&id), name, output, is_error).into_iter().map(Action::Emit),
+                );
             }
             Event::Completion { final_text, usage, session_id } => {
                 if let Some(id) = session_id.filter(|id| !id.is_empty() && self.session_id.as_ref() != Some(id)) {

@@ -288,24 +288,15 @@ impl TurnMapper {
             Event::MessageEnd(m) if m.role == "assistant" => self.on_assistant_end(m, &mut out),
             Event::MessageEnd(_) => {}
             Event::ToolStart { id, name, args } => {
-                let block_id = self.tool_id(&id);
                 let title = tool_title(&args);
-                match self.tools.start(block_id, name, bounded_input(args, MAX_INPUT_BYTES), None, title) {
-                    Ok(block) => out.push(Action::Emit(block)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let input = bounded_input(args, MAX_INPUT_BYTES);
+                out.extend(self.tools.start_lenient(self.tool_id(&id), name, input, title).map(Action::Emit));
             }
             Event::ToolEnd { id, name, output, is_error } => {
-                let block_id = self.tool_id(&id);
-                if !self.tools.is_running(&block_id.clone().into())
-                    && let Ok(block) = self.tools.start(block_id.clone(), name, Value::Null, None, None)
-                {
-                    out.push(Action::Emit(block));
-                }
-                match self.tools.finish(block_id, bounded(&output, MAX_TOOL_OUTPUT_BYTES), is_error) {
-                    Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let output = bounded(&output, MAX_TOOL_OUTPUT_BYTES);
+                out.extend(
+                    self.tools.finish_lenient(self.tool_id(&id), name, output, is_error).into_iter().map(Action::Emit),
+                );
             }
             Event::RetryStart { attempt, max_attempts, delay_ms, error_message } => {
                 self.retrying = true;
