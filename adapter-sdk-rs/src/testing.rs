@@ -110,6 +110,14 @@ impl TestBridge {
         self.peer.request::<proto::Start>(params, Some(TIMEOUT)).await
     }
 
+    /// `start` that the adapter must refuse: its JSON-RPC error.
+    pub async fn start_refused(&self, params: &StartParams) -> terminull_protocol::jsonrpc::RpcError {
+        match self.start(params).await {
+            Err(CallError::Rpc { error, .. }) => error,
+            other => panic!("start was not refused: {other:?}"),
+        }
+    }
+
     /// `send` with a text message.
     pub async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
         let message = UserMessage { text: text.into(), attachments: vec![] };

@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::settings::check_choice;
 use terminull_protocol::adapter::DetectResult;
-use terminull_protocol::blocks::{Progress, SessionEnd};
+use terminull_protocol::blocks::Progress;
 
 use crate::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT};
-use crate::mapping::{Mapper, PromptEnd};
+use crate::mapping::Mapper;
 use crate::profile::{AcpProfile, Launch, Settings, Via};
 use crate::schema::{PromptCapabilities, SessionResult, SessionUpdate, method};
 
@@ -426,20 +426,7 @@ impl<P: AcpProfile> Adapter for AcpAdapter<P> {
         if outcome.lost || self.lease == LeaseKind::PerTurn {
             self.let_go().await;
         }
-        if outcome.bridge_gone {
-            self.mapper.end_turn(PromptEnd::CancelTimedOut, true);
-            return Ok(EndReason::Interrupted);
-        }
-        let mut reason = EndReason::Error;
-        for block in self.mapper.end_turn(outcome.end, outcome.interrupted) {
-            if let BlockKind::SessionEnd(SessionEnd { reason: r, .. }) = &block {
-                reason = *r;
-            }
-            if !client::emit(turn, block).await {
-                break;
-            }
-        }
-        Ok(reason)
+        Ok(outcome.close_turn(&mut self.mapper, turn).await)
     }
 
     async fn stop(&mut self) {

@@ -17,7 +17,7 @@ use terminull_adapter_sdk::testing::{
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::{CommandSource, ToolStatus};
 use terminull_protocol::jsonrpc::codes;
-use terminull_rpc::{CallError, Incoming};
+use terminull_rpc::Incoming;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -482,7 +482,7 @@ async fn permission_modes_and_models_are_set_over_acp_and_checked() {
         let mut p = b.start_params("");
         p.permission_mode = mode.map(str::to_owned);
         p.model = model.map(str::to_owned);
-        let Err(CallError::Rpc { error, .. }) = b.start(&p).await else { panic!("accepted {mode:?} {model:?}") };
+        let error = b.start_refused(&p).await;
         assert_eq!(error.code, codes::INVALID_PARAMS);
         assert!(error.message.contains(needle), "{}", error.message);
     }
@@ -500,7 +500,7 @@ async fn a_per_turn_lease_starts_the_agent_for_each_turn_and_loads_the_session()
     assert_eq!(methods.iter().filter(|m| *m == "session/new").count(), 1, "{methods:?}");
 
     let b = connect(Kind::PerTurn);
-    let Err(CallError::Rpc { error, .. }) = b.start(&b.start_params("--no-load")).await else { panic!() };
+    let error = b.start_refused(&b.start_params("--no-load")).await;
     assert!(error.message.contains("persistent"), "{}", error.message);
 }
 

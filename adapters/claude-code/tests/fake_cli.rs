@@ -14,7 +14,6 @@ use terminull_claude_code::ClaudeCode;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::jsonrpc::codes;
-use terminull_rpc::CallError;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -186,11 +185,11 @@ async fn bad_start_params_are_refused() {
     let bridge = serve_in_memory::<ClaudeCode>();
     let mut params = start_params(&cli, dir.path());
     params.permission_mode = Some("yolo".into());
-    let Err(CallError::Rpc { error: e, .. }) = bridge.start(&params).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS);
     assert!(e.message.contains("bypassPermissions"), "{}", e.message);
     params.permission_mode = None;
     params.binary = Some(dir.path().join("missing").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = bridge.start(&params).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
 }

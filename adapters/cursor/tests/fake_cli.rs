@@ -305,16 +305,16 @@ async fn bad_start_params_and_attachments_are_refused() {
     let bridge = serve_in_memory::<Cursor>();
     let mut params = start_params(&cli, dir.path());
     params.permission_mode = Some("yolo".into());
-    let Err(CallError::Rpc { error: e, .. }) = bridge.start(&params).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS);
     assert!(e.message.contains("default, force, plan, ask"), "{}", e.message);
     params.permission_mode = None;
     params.binary = Some(dir.path().join("missing").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = bridge.start(&params).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
     params.binary = Some(cli.display().to_string());
     params.cwd = Some(dir.path().join("nope").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = bridge.start(&params).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS, "{}", e.message);
 
     let mut b = started().await;

@@ -24,12 +24,12 @@ use serde_json::{Value, json};
 use terminull_acp::Launch;
 use terminull_acp::adapter::{prompt_content, working_dir};
 use terminull_acp::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT, describe_error};
-use terminull_acp::mapping::{Mapper, PromptEnd, keep_chunk};
+use terminull_acp::mapping::{Mapper, keep_chunk};
 use terminull_acp::schema::{PromptCapabilities, SessionUpdate, method};
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::settings::program_on_path;
-use terminull_protocol::blocks::{Progress, SessionEnd};
+use terminull_protocol::blocks::Progress;
 use terminull_protocol::jsonrpc::codes;
 use terminull_rpc::CallError;
 use tokio::process::Command;
@@ -357,20 +357,7 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         if outcome.lost {
             self.let_go().await;
         }
-        if outcome.bridge_gone {
-            self.mapper.end_turn(PromptEnd::CancelTimedOut, true);
-            return Ok(EndReason::Interrupted);
-        }
-        let mut reason = EndReason::Error;
-        for block in self.mapper.end_turn(outcome.end, outcome.interrupted) {
-            if let BlockKind::SessionEnd(SessionEnd { reason: r, .. }) = &block {
-                reason = *r;
-            }
-            if !client::emit(turn, block).await {
-                break;
-            }
-        }
-        Ok(reason)
+        Ok(outcome.close_turn(&mut self.mapper, turn).await)
     }
 
     async fn stop(&mut self) {

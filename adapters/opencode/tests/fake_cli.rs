@@ -14,7 +14,6 @@ use terminull_opencode::OpenCodeAdapter;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::jsonrpc::codes;
-use terminull_rpc::CallError;
 
 const T: Option<Duration> = Some(Duration::from_secs(60));
 
@@ -85,7 +84,7 @@ async fn model_effort_and_agent_are_set_in_order_and_checked() {
         p.permission_mode = mode.map(str::to_owned);
         p.model = model.map(str::to_owned);
         p.effort = effort.map(str::to_owned);
-        let Err(CallError::Rpc { error, .. }) = b.start(&p).await else { panic!("accepted {mode:?} {model:?}") };
+        let error = b.start_refused(&p).await;
         assert_eq!(error.code, codes::INVALID_PARAMS, "{}", error.message);
         let choices = ["build, plan", "mock/mock-model, other/big", "low, medium, high"];
         assert!(choices.iter().any(|c| error.message.contains(c)), "{}", error.message);
@@ -203,7 +202,7 @@ async fn resume_reattaches_without_replay_and_refuses_an_unknown_session() {
     assert_eq!(m.iter().filter(|m| *m == "session/new").count(), 1);
 
     p.resume_session_id = Some("ses_unknown".into());
-    let Err(CallError::Rpc { error, .. }) = connect().start(&p).await else { panic!("resumed an unknown session") };
+    let error = connect().start_refused(&p).await;
     assert_eq!(error.code, codes::NOT_FOUND, "{}", error.message);
     assert!(error.message.contains("ses_unknown"), "{}", error.message);
 
