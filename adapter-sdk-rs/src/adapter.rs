@@ -1,4 +1,5 @@
-//! The [`Adapter`] trait: the spec's adapter contract (developer-docs §2.1–2.4) in Rust.
+//! The [`Adapter`] trait: the adapter contract of
+//! [docs/adapter-protocol.md](../../docs/adapter-protocol.md) in Rust.
 //!
 //! The declaration is made of associated consts and types with no defaults for what
 //! the spec calls "explicit opt-out": an adapter that does not state its capability
@@ -104,15 +105,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use terminull_protocol::adapter::{
-    Declaration, DetectResult, ExternalSession, HandoffHook, InitParam, IsCwdExternallyOwnedParams,
-    IsCwdExternallyOwnedResult, LatestSidForCwdParams, LatestSidForCwdResult, LeaseKind, MirrorParams, MirrorResult,
-    ModelInfo, PROTOCOL_VERSION, ScanExternalSessionsParams, StartParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    Declaration, DetectResult, HandoffHook, InitParam, LeaseKind, ModelInfo, PROTOCOL_VERSION, StartParams,
 };
 use terminull_protocol::blocks::{EndReason, SlashCommand, Usage, UserMessage};
 use terminull_protocol::capabilities::Capabilities;
 use terminull_protocol::jsonrpc::{RpcError, codes};
 
+use crate::handoff::hooks::{Handoff, NoHandoff};
 use crate::session::{Session, Turn};
 
 /// The eight capability flags. No `Default`: every adapter writes all eight.
@@ -249,6 +248,13 @@ impl AdapterError {
     }
 }
 
+/// A turn that cannot go on (the bridge is gone) fails as the agent's error.
+impl From<crate::session::TurnError> for AdapterError {
+    fn from(e: crate::session::TurnError) -> Self {
+        AdapterError::agent(e)
+    }
+}
+
 impl From<AdapterError> for RpcError {
     fn from(e: AdapterError) -> Self {
         RpcError::new(e.code, e.message)
@@ -315,44 +321,26 @@ pub trait Adapter: Sized + 'static {
         }
     }
 
-    /// Sessions the agent's CLI started outside the bridge.
-    fn scan_external_sessions(
-        params: ScanExternalSessionsParams,
-    ) -> impl Future<Output = Result<Vec<ExternalSession>, AdapterError>> {
-        let _ = params;
-        async { Err(AdapterError::not_supported("scan_external_sessions")) }
-    }
-
-    /// Does a native agent process drive this directory now.
-    fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> impl Future<Output = Result<IsCwdExternallyOwnedResult, AdapterError>> {
-        let _ = params;
-        async { Err(AdapterError::not_supported("is_cwd_externally_owned")) }
-    }
-
-    /// Read-only tail of a terminal-owned transcript.
-    fn mirror(params: MirrorParams) -> impl Future<Output = Result<MirrorResult, AdapterError>> {
-        let _ = params;
-        async { Err(AdapterError::not_supported("mirror")) }
-    }
-
-    /// The lineage head of a directory after a terminal hand-back.
-    fn latest_sid_for_cwd(
-        params: LatestSidForCwdParams,
-    ) -> impl Future<Output = Result<LatestSidForCwdResult, AdapterError>> {
-        let _ = params;
-        async { Err(AdapterError::not_supported("latest_sid_for_cwd")) }
-    }
-
-    /// The command that continues a session in a terminal.
-    fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> impl Future<Output = Result<TerminalResumeCommandResult, AdapterError>> {
-        let _ = params;
-        async { Err(AdapterError::not_supported("terminal_resume_command")) }
+    /// The handoff hooks in [`HANDOFF_HOOKS`](Self::HANDOFF_HOOKS) other than
+    /// `release`, answered by one [`Handoff`] (see [`crate::handoff::hooks`]). Default:
+    /// none. The serve loop calls it only for a declared hook.
+    fn handoff() -> Option<impl Handoff> {
+        None::<NoHandoff>
     }
 }
+
+/// Every init param, in the protocol's order: the `INIT_PARAMS` of an adapter that
+/// takes them all (the working directory, model, binary, session to resume, the
+/// `session_id` notification, effort and permission mode).
+pub const EVERY_INIT_PARAM: &[InitParam] = &[
+    InitParam::Cwd,
+    InitParam::Model,
+    InitParam::Binary,
+    InitParam::ResumeSessionId,
+    InitParam::OnSessionId,
+    InitParam::Effort,
+    InitParam::PermissionMode,
+];
 
 /// The declaration (`initialize` result) of adapter `A`, built from its consts.
 pub fn declaration<A: Adapter>() -> Declaration {

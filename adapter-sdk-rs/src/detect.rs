@@ -47,7 +47,7 @@ pub async fn detect_cli(binary: &str, timeout: Duration) -> DetectResult {
         Ok(path) => path,
         Err(reason) => {
             tracing::debug!(binary, %reason, "agent CLI not found");
-            return not_installed(None, reason);
+            return not_installed(None, reason.to_string());
         }
     };
     let shown = path.display().to_string();
@@ -90,19 +90,34 @@ fn not_installed(path: Option<String>, reason: String) -> DetectResult {
     DetectResult { installed: false, version: None, path, reason: Some(reason) }
 }
 
+/// Why an agent CLI cannot be run (the `reason` of [`DetectResult`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unavailable {
+    #[error("no agent CLI name given")]
+    NoName,
+    #[error("`{0}` not found on PATH")]
+    NotOnPath(String),
+    #[error("`{0}` does not exist")]
+    Missing(String),
+    #[error("`{binary}` cannot be read: {error}")]
+    Unreadable { binary: String, error: String },
+    #[error("`{0}` is not an executable file")]
+    NotExecutable(String),
+}
+
 /// Where `binary` is, or why it is not there.
-fn resolve(binary: &str) -> Result<PathBuf, String> {
+fn resolve(binary: &str) -> Result<PathBuf, Unavailable> {
     if binary.trim().is_empty() {
-        return Err("no agent CLI name given".to_owned());
+        return Err(Unavailable::NoName);
     }
     if !binary.contains('/') {
-        return which::which(binary).map_err(|_| format!("`{binary}` not found on PATH"));
+        return which::which(binary).map_err(|_| Unavailable::NotOnPath(binary.to_owned()));
     }
     let path = std::path::absolute(binary).unwrap_or_else(|_| PathBuf::from(binary));
     match std::fs::metadata(&path) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Err(format!("`{binary}` does not exist")),
-        Err(error) => Err(format!("`{binary}` cannot be read: {error}")),
-        Ok(meta) if !meta.is_file() || !is_executable(&meta) => Err(format!("`{binary}` is not an executable file")),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Err(Unavailable::Missing(binary.to_owned())),
+        Err(error) => Err(Unavailable::Unreadable { binary: binary.to_owned(), error: error.to_string() }),
+        Ok(meta) if !meta.is_file() || !is_executable(&meta) => Err(Unavailable::NotExecutable(binary.to_owned())),
         Ok(_) => Ok(path),
     }
 }

@@ -6,33 +6,54 @@
 //!
 //! - [`adapter`]: the trait, its explicit declaration, the optional surfaces.
 //! - [`session`]: the [`Turn`] an adapter emits blocks through.
-//! - [`streamer`], [`tools`]: text/thinking chunks and tool-call pairing.
+//! - [`action`]: the [`Action`]s a pure mapper asks for and the [`Conversation`] they
+//!   update (the id to resume, the usage totals).
+//! - [`per_turn`]: the read loop of an agent run once per turn.
+//! - [`handoff`]: the handoff hooks, implemented once as a [`Handoff`] or
+//!   [`SessionFiles`].
+//! - [`settings`]: checking init params, the working directory and the CLI at `start`.
+//! - [`streamer`], [`tools`], [`bounds`]: text/thinking chunks, tool-call pairing,
+//!   bounded text and tool inputs.
 //! - [`detect`], [`child`]: probing and running the agent CLI.
+//! - `testing` (cargo feature `testing`): the adapter served in memory for tests.
+//!
+//! docs/adapter-sdk.md walks through writing an adapter with these.
 //!
 //! stdout belongs to the protocol: never `println!` in an adapter; log with `tracing`
 //! (it goes to stderr).
 
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod adapter;
+pub mod bounds;
 pub mod child;
 pub mod detect;
 pub mod handoff;
+pub mod per_turn;
 pub mod serve;
 pub mod session;
+pub mod settings;
 pub mod streamer;
 pub mod tap;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tools;
 
+pub use action::{Action, Conversation};
 pub use adapter::{Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration};
+pub use handoff::{Handoff, SessionFiles};
 pub use serve::{DeclarationOverride, serve, serve_io, serve_io_with, serve_with};
 pub use session::{Session, Turn, TurnError};
 
 /// Everything an adapter implementation usually needs.
 pub mod prelude {
+    pub use crate::action::{Action, Conversation};
     pub use crate::adapter::{
-        Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration,
+        Adapter, AdapterError, Caps, EVERY_INIT_PARAM, GetUsage, ListModels, NotProvided, Provided, StartInfo,
+        declaration,
     };
+    pub use crate::handoff::{Handoff, SessionFiles};
     pub use crate::serve::serve;
     pub use crate::session::{Session, Turn, TurnError};
     pub use crate::streamer::{TextStreamer, mint_id};
@@ -41,6 +62,11 @@ pub mod prelude {
     pub use terminull_protocol::adapter::{HandoffHook, InitParam, LeaseKind, ModelInfo, StartParams};
     pub use terminull_protocol::blocks::{EndReason, PermissionOption, PermissionOptionKind, Usage, UserMessage};
 }
+
+/// The guide, docs/adapter-sdk.md: its examples run as this crate's doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/adapter-sdk.md")]
+pub struct AdapterSdkGuide;
 
 use terminull_protocol::adapter::Declaration;
 use terminull_protocol::blocks::{AgentInfo, SlashCommand};

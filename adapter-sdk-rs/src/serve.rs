@@ -23,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use crate::adapter::{Adapter, AdapterError, ModelSurface, UsageSurface, declaration};
+use crate::handoff::hooks::Handoff;
 use crate::make_agent_info;
 use crate::session::{Session, Turn, TurnControl};
 
@@ -216,35 +217,42 @@ impl<A: Adapter> Loop<A> {
                 encode(<A::Models as ModelSurface<A>>::list().await.map(|models| proto::ListModelsResult { models }))
             }
             proto::ScanExternalSessions::METHOD if hook(HandoffHook::ScanExternalSessions) => {
-                match params::<proto::ScanExternalSessions>(request) {
-                    Ok(p) => encode(
-                        A::scan_external_sessions(p)
+                match (params::<proto::ScanExternalSessions>(request), A::handoff()) {
+                    (Ok(p), Some(h)) => encode(
+                        h.scan_external_sessions(p)
                             .await
                             .map(|sessions| proto::ScanExternalSessionsResult { sessions }),
                     ),
-                    Err(e) => Err(e),
+                    (Ok(_), None) => not_declared(),
+                    (Err(e), _) => Err(e),
                 }
             }
             proto::IsCwdExternallyOwned::METHOD if hook(HandoffHook::IsCwdExternallyOwned) => {
-                match params::<proto::IsCwdExternallyOwned>(request) {
-                    Ok(p) => encode(A::is_cwd_externally_owned(p).await),
-                    Err(e) => Err(e),
+                match (params::<proto::IsCwdExternallyOwned>(request), A::handoff()) {
+                    (Ok(p), Some(h)) => encode(h.is_cwd_externally_owned(p).await),
+                    (Ok(_), None) => not_declared(),
+                    (Err(e), _) => Err(e),
                 }
             }
-            proto::Mirror::METHOD if hook(HandoffHook::Mirror) => match params::<proto::Mirror>(request) {
-                Ok(p) => encode(A::mirror(p).await),
-                Err(e) => Err(e),
-            },
+            proto::Mirror::METHOD if hook(HandoffHook::Mirror) => {
+                match (params::<proto::Mirror>(request), A::handoff()) {
+                    (Ok(p), Some(h)) => encode(h.mirror(p).await),
+                    (Ok(_), None) => not_declared(),
+                    (Err(e), _) => Err(e),
+                }
+            }
             proto::LatestSidForCwd::METHOD if hook(HandoffHook::LatestSidForCwd) => {
-                match params::<proto::LatestSidForCwd>(request) {
-                    Ok(p) => encode(A::latest_sid_for_cwd(p).await),
-                    Err(e) => Err(e),
+                match (params::<proto::LatestSidForCwd>(request), A::handoff()) {
+                    (Ok(p), Some(h)) => encode(h.latest_sid_for_cwd(p).await),
+                    (Ok(_), None) => not_declared(),
+                    (Err(e), _) => Err(e),
                 }
             }
             proto::TerminalResumeCommand::METHOD if hook(HandoffHook::TerminalResumeCommand) => {
-                match params::<proto::TerminalResumeCommand>(request) {
-                    Ok(p) => encode(A::terminal_resume_command(p).await),
-                    Err(e) => Err(e),
+                match (params::<proto::TerminalResumeCommand>(request), A::handoff()) {
+                    (Ok(p), Some(h)) => encode(h.terminal_resume_command(p).await),
+                    (Ok(_), None) => not_declared(),
+                    (Err(e), _) => Err(e),
                 }
             }
             proto::ListModels::METHOD

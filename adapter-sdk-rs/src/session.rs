@@ -123,6 +123,19 @@ impl Turn {
         self.session.peer.notify::<Stream>(&StreamParams { block }).await.map_err(|_| TurnError::Closed)
     }
 
+    /// [`emit`](Self::emit) for blocks a mapper produced: a block the turn contract
+    /// refuses is logged and dropped (the mapper should never produce one) instead of
+    /// failing the turn; only a closed bridge is an error.
+    pub async fn emit_lenient(&mut self, kind: BlockKind) -> Result<(), TurnError> {
+        match self.emit(kind).await {
+            Err(TurnError::Contract(violation)) => {
+                tracing::warn!("dropped a block that would break the turn contract: {violation}");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     /// True once the user interrupted the turn (or the session is stopping).
     pub fn is_interrupted(&self) -> bool {
         self.interrupt.is_cancelled()

@@ -105,6 +105,42 @@ impl ToolCallTracker {
         Ok(self.close(call, output, is_error))
     }
 
+    /// [`start`](Self::start) for a mapper: a refused start (the id is running or
+    /// finished already) is logged and gives no block.
+    pub fn start_lenient(
+        &mut self,
+        id: impl Into<ToolCallId>,
+        name: impl Into<String>,
+        input: Value,
+        title: Option<String>,
+    ) -> Option<BlockKind> {
+        self.start(id, name, input, None, title).map_err(|e| tracing::debug!("{e}; ignored")).ok()
+    }
+
+    /// [`finish`](Self::finish) for a mapper whose agent may report a tool's end
+    /// without its start: a call that is not running is started first (no input),
+    /// and a refusal is logged and gives nothing.
+    pub fn finish_lenient(
+        &mut self,
+        id: impl Into<ToolCallId>,
+        name: impl Into<String>,
+        output: String,
+        is_error: bool,
+    ) -> Vec<BlockKind> {
+        let id = id.into();
+        let mut out = Vec::new();
+        if !self.is_running(&id)
+            && let Ok(block) = self.start(id.clone(), name, Value::Null, None, None)
+        {
+            out.push(block);
+        }
+        match self.finish(id, output, is_error) {
+            Ok(blocks) => out.extend(blocks),
+            Err(e) => tracing::debug!("{e}; ignored"),
+        }
+        out
+    }
+
     /// Ids of the calls still running, in start order.
     pub fn open_ids(&self) -> Vec<ToolCallId> {
         self.running.iter().map(|c| c.id.clone()).collect()

@@ -18,16 +18,13 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    DetectResult, ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
-use terminull_protocol::blocks::{Progress, SessionEnd};
+use terminull_adapter_sdk::settings::check_choice;
+use terminull_protocol::adapter::DetectResult;
+use terminull_protocol::blocks::Progress;
 
 use crate::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT};
-use crate::mapping::{Mapper, PromptEnd};
-use crate::profile::{AcpProfile, Launch, Settings, Via, check_choice};
+use crate::mapping::Mapper;
+use crate::profile::{AcpProfile, Launch, Settings, Via};
 use crate::schema::{PromptCapabilities, SessionResult, SessionUpdate, method};
 
 /// How long `start` waits for the agent's slash commands (`available_commands_update`,
@@ -310,8 +307,10 @@ pub fn prompt_content(
     Ok(content)
 }
 
-/// The working directory: absolute, and a directory.
-fn working_dir(cwd: Option<String>) -> Result<PathBuf, AdapterError> {
+/// The working directory: the `cwd` init param taken from the adapter's own (a blank
+/// one is the adapter's own), and a directory. The OpenCode family starts its sessions
+/// the same way.
+pub fn working_dir(cwd: Option<String>) -> Result<PathBuf, AdapterError> {
     let here = std::env::current_dir().map_err(|e| AdapterError::agent(format!("no working directory: {e}")))?;
     let dir = match cwd.filter(|c| !c.trim().is_empty()) {
         Some(c) => here.join(c),
@@ -343,37 +342,13 @@ impl<P: AcpProfile> Adapter for AcpAdapter<P> {
         Ok(())
     }
 
-    fn scan_external_sessions(
-        params: ScanExternalSessionsParams,
-    ) -> impl std::future::Future<Output = Result<Vec<ExternalSession>, AdapterError>> {
-        P::scan_external_sessions(params)
-    }
-
-    fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> impl std::future::Future<Output = Result<IsCwdExternallyOwnedResult, AdapterError>> {
-        P::is_cwd_externally_owned(params)
-    }
-
-    fn mirror(params: MirrorParams) -> impl std::future::Future<Output = Result<MirrorResult, AdapterError>> {
-        P::mirror(params)
-    }
-
-    fn latest_sid_for_cwd(
-        params: LatestSidForCwdParams,
-    ) -> impl std::future::Future<Output = Result<LatestSidForCwdResult, AdapterError>> {
-        P::latest_sid_for_cwd(params)
-    }
-
-    fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> impl std::future::Future<Output = Result<TerminalResumeCommandResult, AdapterError>> {
-        P::terminal_resume_command(params)
+    fn handoff() -> Option<impl Handoff> {
+        P::handoff()
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let permission_mode = match P::PERMISSION_MODES {
-            Some(modes) => check_choice("permission mode", P::DISPLAY_NAME, init.permission_mode, modes)?,
+            Some(modes) => check_choice(P::DISPLAY_NAME, "permission mode", init.permission_mode, modes)?,
             None => init.permission_mode.filter(|m| !m.trim().is_empty()),
         };
         let settings = Settings {
@@ -451,20 +426,7 @@ impl<P: AcpProfile> Adapter for AcpAdapter<P> {
         if outcome.lost || self.lease == LeaseKind::PerTurn {
             self.let_go().await;
         }
-        if outcome.bridge_gone {
-            self.mapper.end_turn(PromptEnd::CancelTimedOut, true);
-            return Ok(EndReason::Interrupted);
-        }
-        let mut reason = EndReason::Error;
-        for block in self.mapper.end_turn(outcome.end, outcome.interrupted) {
-            if let BlockKind::SessionEnd(SessionEnd { reason: r, .. }) = &block {
-                reason = *r;
-            }
-            if !client::emit(turn, block).await {
-                break;
-            }
-        }
-        Ok(reason)
+        Ok(outcome.close_turn(&mut self.mapper, turn).await)
     }
 
     async fn stop(&mut self) {

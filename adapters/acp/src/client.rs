@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
+use terminull_protocol::blocks::SessionEnd;
 use terminull_protocol::jsonrpc::{Request, RequestId, RpcError, codes};
 use terminull_rpc::{CallError, Incoming, Peer, PeerTasks};
 use tokio::process::Command;
@@ -106,6 +107,29 @@ pub struct PromptOutcome {
     pub lost: bool,
     /// The bridge went away: nothing more can be sent.
     pub bridge_gone: bool,
+}
+
+impl PromptOutcome {
+    /// Closes the turn this prompt ran: what the mapper left open and the turn's
+    /// `session_end` (or nothing when the bridge is gone); the turn's end reason. Call it
+    /// once the agent process no longer holds the session, since `session_end` lets the
+    /// bridge send the next message.
+    pub async fn close_turn(self, mapper: &mut Mapper, turn: &mut Turn) -> EndReason {
+        if self.bridge_gone {
+            mapper.end_turn(PromptEnd::CancelTimedOut, true);
+            return EndReason::Interrupted;
+        }
+        let mut reason = EndReason::Error;
+        for block in mapper.end_turn(self.end, self.interrupted) {
+            if let BlockKind::SessionEnd(SessionEnd { reason: r, .. }) = &block {
+                reason = *r;
+            }
+            if !emit(turn, block).await {
+                break;
+            }
+        }
+        reason
+    }
 }
 
 impl Connection {
@@ -659,15 +683,11 @@ impl Connection {
     }
 }
 
-/// Sends one block. A block the turn contract refuses is logged and skipped; false
-/// only when the bridge is gone.
+/// Sends one block ([`Turn::emit_lenient`]: a block the turn contract refuses is
+/// logged and skipped); false only when the bridge is gone.
 pub async fn emit(turn: &mut Turn, block: BlockKind) -> bool {
-    match turn.emit(block).await {
+    match turn.emit_lenient(block).await {
         Ok(()) => true,
-        Err(TurnError::Contract(violation)) => {
-            tracing::warn!("not sending a block that would break the turn contract: {violation}");
-            true
-        }
         Err(e) => {
             tracing::warn!("cannot send a block: {e}");
             false

@@ -53,8 +53,31 @@ pub struct Invocation {
     pub command: AgentCommand,
 }
 
+/// What is wrong with a `terminull-acp` command line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgsError {
+    /// A flag without its value.
+    #[error("{0} needs a value")]
+    MissingValue(&'static str),
+    /// `--lease` with another value than `persistent` or `per_turn`.
+    #[error("unknown lease `{0}`; use persistent or per_turn")]
+    UnknownLease(String),
+    /// An argument that is not one of the flags (before `--`).
+    #[error("unexpected argument `{0}`")]
+    Unexpected(String),
+    /// No `--agent-id`.
+    #[error("--agent-id is required")]
+    NoAgentId,
+    /// An `--agent-id` the bridge would refuse.
+    #[error("`{0}` is not a valid agent id (1-64 of a-z 0-9 _ -, starting with a letter or digit)")]
+    InvalidAgentId(String),
+    /// Nothing after `--`.
+    #[error("the agent command is missing after --")]
+    NoCommand,
+}
+
 /// Parses the arguments after the program name.
-pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
+pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, ArgsError> {
     let mut args = args.into_iter();
     let mut agent_id = None;
     let mut name = None;
@@ -62,7 +85,7 @@ pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Invocation
     let mut command = Vec::new();
     while let Some(arg) = args.next() {
         let mut value =
-            |flag: &str| args.next().and_then(|v| v.into_string().ok()).ok_or_else(|| format!("{flag} needs a value"));
+            |flag: &'static str| args.next().and_then(|v| v.into_string().ok()).ok_or(ArgsError::MissingValue(flag));
         match arg.to_str() {
             Some("--") => {
                 command.extend(args.by_ref());
@@ -74,20 +97,18 @@ pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Invocation
                 lease = Some(match value("--lease")?.as_str() {
                     "persistent" => LeaseKind::Persistent,
                     "per_turn" | "per-turn" => LeaseKind::PerTurn,
-                    other => return Err(format!("unknown lease `{other}`; use persistent or per_turn")),
+                    other => return Err(ArgsError::UnknownLease(other.to_owned())),
                 })
             }
-            _ => return Err(format!("unexpected argument `{}`", arg.to_string_lossy())),
+            _ => return Err(ArgsError::Unexpected(arg.to_string_lossy().into_owned())),
         }
     }
-    let agent_id = agent_id.ok_or("--agent-id is required")?;
+    let agent_id = agent_id.ok_or(ArgsError::NoAgentId)?;
     if !is_valid_agent_id(&agent_id) {
-        return Err(format!(
-            "`{agent_id}` is not a valid agent id (1-64 of a-z 0-9 _ -, starting with a letter or digit)"
-        ));
+        return Err(ArgsError::InvalidAgentId(agent_id));
     }
     let mut command = command.into_iter();
-    let program = command.next().ok_or("the agent command is missing after --")?;
+    let program = command.next().ok_or(ArgsError::NoCommand)?;
     let cli = Path::new(&program).file_name().map(|n| n.to_string_lossy().into_owned());
     let display_name = name.filter(|n| !n.trim().is_empty()).unwrap_or_else(|| agent_id.clone());
     Ok(Invocation {
@@ -156,7 +177,7 @@ impl AcpProfile for Generic {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Invocation, String> {
+    fn parse(args: &[&str]) -> Result<Invocation, ArgsError> {
         parse_args(args.iter().map(OsString::from))
     }
 
@@ -186,7 +207,7 @@ mod tests {
             (&["--agent-id"][..], "needs a value"),
             (&["--agnet-id", "x"][..], "unexpected argument"),
         ] {
-            let e = parse(args).unwrap_err();
+            let e = parse(args).unwrap_err().to_string();
             assert!(e.contains(needle), "{args:?}: {e}");
         }
     }

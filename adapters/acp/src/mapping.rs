@@ -21,6 +21,7 @@
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
+use terminull_adapter_sdk::bounds;
 use terminull_adapter_sdk::streamer::TextStreamer;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{
@@ -567,7 +568,7 @@ fn tool_block(tool: &ToolState, status: ToolStatus) -> ToolCall {
         input,
         status,
         parent_id: None,
-        title: tool.title.as_ref().map(|t| cut_chars(t, limits::TITLE_CHARS)),
+        title: tool.title.as_ref().map(|t| bounds::bounded_chars(t, limits::TITLE_CHARS)),
     }
 }
 
@@ -643,7 +644,7 @@ fn diff_block(item: &Value, call: &ToolCallId) -> Option<Diff> {
 fn permission_input(f: &ToolCallFields) -> Value {
     let mut input = serde_json::Map::new();
     if let Some(title) = &f.title {
-        input.insert("title".into(), json!(cut_chars(title, limits::TITLE_CHARS)));
+        input.insert("title".into(), json!(bounds::bounded_chars(title, limits::TITLE_CHARS)));
     }
     if let Some(kind) = &f.kind {
         input.insert("kind".into(), json!(kind));
@@ -698,7 +699,7 @@ fn slash_commands(commands: Vec<AvailableCommand>) -> Vec<SlashCommand> {
             let name = c.name.trim().trim_start_matches('/').to_owned();
             (!name.is_empty()).then(|| SlashCommand {
                 name,
-                description: cut_chars(c.description.lines().next().unwrap_or_default().trim(), 200),
+                description: bounds::bounded_chars(c.description.lines().next().unwrap_or_default().trim(), 200),
                 source: CommandSource::Agent,
             })
         })
@@ -774,21 +775,7 @@ fn bounded_input(value: Value) -> Value {
 
 /// `s` cut to at most `max` bytes on a character boundary.
 pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
-}
-
-fn cut_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
-    }
+    bounds::cut(s, max).to_owned()
 }
 
 /// `s` bounded to `max` bytes, saying how long it was.

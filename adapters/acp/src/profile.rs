@@ -7,12 +7,10 @@ use std::future::Future;
 use std::path::PathBuf;
 
 use terminull_adapter_sdk::detect::detect_cli;
+use terminull_adapter_sdk::handoff::NoHandoff;
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    DetectResult, ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
+use terminull_adapter_sdk::settings::program_on_path;
+use terminull_protocol::adapter::DetectResult;
 
 use crate::mapping::{ChunkRewrite, keep_chunk};
 
@@ -106,45 +104,13 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
 
     /// The handoff hooks the profile implements (default: none). `release` is the
     /// host's (it lets the agent process go); the others are the profile's functions
-    /// below, which read the agent's own session store.
+    /// profile's [`handoff`](Self::handoff).
     const HANDOFF_HOOKS: &'static [HandoffHook] = &[];
 
-    /// `scan_external_sessions` (only when declared in [`Self::HANDOFF_HOOKS`]).
-    fn scan_external_sessions(
-        params: ScanExternalSessionsParams,
-    ) -> impl Future<Output = Result<Vec<ExternalSession>, AdapterError>> + Send {
-        let _ = params;
-        async { Err(AdapterError::not_supported("scan_external_sessions")) }
-    }
-
-    /// `is_cwd_externally_owned` (only when declared).
-    fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> impl Future<Output = Result<IsCwdExternallyOwnedResult, AdapterError>> + Send {
-        let _ = params;
-        async { Err(AdapterError::not_supported("is_cwd_externally_owned")) }
-    }
-
-    /// `mirror` (only when declared).
-    fn mirror(params: MirrorParams) -> impl Future<Output = Result<MirrorResult, AdapterError>> + Send {
-        let _ = params;
-        async { Err(AdapterError::not_supported("mirror")) }
-    }
-
-    /// `latest_sid_for_cwd` (only when declared).
-    fn latest_sid_for_cwd(
-        params: LatestSidForCwdParams,
-    ) -> impl Future<Output = Result<LatestSidForCwdResult, AdapterError>> + Send {
-        let _ = params;
-        async { Err(AdapterError::not_supported("latest_sid_for_cwd")) }
-    }
-
-    /// `terminal_resume_command` (only when declared).
-    fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> impl Future<Output = Result<TerminalResumeCommandResult, AdapterError>> + Send {
-        let _ = params;
-        async { Err(AdapterError::not_supported("terminal_resume_command")) }
+    /// The handoff hooks in [`Self::HANDOFF_HOOKS`] other than `release`, read from the
+    /// agent's own session store (default: none).
+    fn handoff() -> Option<impl Handoff> {
+        None::<NoHandoff>
     }
 
     /// Is the agent installed here. Default: `CLI_BINARY --version`, reduced to the
@@ -175,30 +141,7 @@ pub fn parse_version(output: &str) -> Option<String> {
 
 /// The program to run: the `binary` init param when given, else `name` on `PATH`.
 pub fn program(settings: &Settings, name: &str, display_name: &str) -> Result<PathBuf, AdapterError> {
-    match settings.binary.as_deref().filter(|b| !b.trim().is_empty()) {
-        Some(binary) => Ok(PathBuf::from(binary)),
-        None => which::which(name).map_err(|_| {
-            AdapterError::agent(format!(
-                "`{name}` was not found on PATH; install {display_name} or give the path of its binary"
-            ))
-        }),
-    }
-}
-
-/// Checks a choice against a fixed list; an unknown one is refused with the choices.
-pub fn check_choice(
-    what: &str,
-    agent: &str,
-    value: Option<String>,
-    choices: &[&str],
-) -> Result<Option<String>, AdapterError> {
-    match value {
-        Some(v) if !choices.contains(&v.as_str()) => Err(AdapterError::invalid(format!(
-            "unknown {what} `{v}` for {agent}; choose one of: {}",
-            choices.join(", ")
-        ))),
-        v => Ok(v),
-    }
+    program_on_path(settings.binary.as_deref(), name, display_name)
 }
 
 #[cfg(test)]
@@ -210,13 +153,5 @@ mod tests {
         assert_eq!(parse_version("Hermes Agent v0.19.0 (2026.7.20)").as_deref(), Some("0.19.0"));
         assert_eq!(parse_version("0.61.0").as_deref(), Some("0.61.0"));
         assert_eq!(parse_version("no version here"), None);
-    }
-
-    #[test]
-    fn choices_are_checked_and_listed() {
-        let e = check_choice("permission mode", "X", Some("yolo".into()), &["default", "plan"]).unwrap_err();
-        assert!(e.message.contains("`yolo`") && e.message.contains("default, plan"), "{}", e.message);
-        assert_eq!(check_choice("m", "X", Some("plan".into()), &["plan"]).unwrap().as_deref(), Some("plan"));
-        assert_eq!(check_choice("m", "X", None, &["plan"]).unwrap(), None);
     }
 }

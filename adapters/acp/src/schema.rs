@@ -218,8 +218,8 @@ impl SessionUpdate {
     /// Decodes the `update` object of a `session/update`.
     pub fn parse(update: &Value) -> SessionUpdate {
         let tag = update.get("sessionUpdate").and_then(Value::as_str).unwrap_or_default().to_owned();
-        fn body<T: for<'de> Deserialize<'de>>(v: &Value) -> Result<T, String> {
-            T::deserialize(v).map_err(|e| e.to_string())
+        fn body<T: for<'de> Deserialize<'de>>(v: &Value) -> Result<T, serde_json::Error> {
+            T::deserialize(v)
         }
         let parsed = match tag.as_str() {
             "user_message_chunk" => body(update).map(SessionUpdate::UserMessageChunk),
@@ -241,7 +241,7 @@ impl SessionUpdate {
             }
             _ => return SessionUpdate::Other(tag),
         };
-        parsed.unwrap_or_else(|problem| SessionUpdate::Malformed { tag, problem })
+        parsed.unwrap_or_else(|problem| SessionUpdate::Malformed { tag, problem: problem.to_string() })
     }
 }
 

@@ -1,5 +1,5 @@
 //! The host driven end to end in memory: a bridge-side peer talks to
-//! `serve_io::<AcpAdapter<…>>`, which runs a fake ACP agent (tests/fixtures/
+//! `serve_io::<AcpAdapter<…>>` (the SDK's `testing::TestBridge`), which runs a fake ACP agent (tests/fixtures/
 //! fake_acp_agent.py) that plays a scenario chosen by a `fake:<name>` keyword and logs
 //! what it reads. Each ACP bug class of docs/acp.md has its test here.
 
@@ -9,14 +9,15 @@ use std::time::Duration;
 use serde_json::Value;
 use terminull_acp::generic::{self, AgentCommand, Generic};
 use terminull_acp::{AcpAdapter, AcpProfile, Launch, Settings};
+use terminull_adapter_sdk::DeclarationOverride;
 use terminull_adapter_sdk::prelude::*;
-use terminull_adapter_sdk::{DeclarationOverride, serve_io, serve_io_with};
-use terminull_protocol::adapter::{self as proto, PermissionResponseParams};
-use terminull_protocol::blocks::{CommandSource, SessionEnd, ToolStatus};
+use terminull_adapter_sdk::testing::{
+    OnPermission, TestBridge, executable, serve_in_memory, serve_in_memory_with, session_end as end, start_params,
+};
+use terminull_protocol::adapter as proto;
+use terminull_protocol::blocks::{CommandSource, ToolStatus};
 use terminull_protocol::jsonrpc::codes;
-use terminull_protocol::turn::TurnTracker;
-use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
-use tokio::sync::mpsc;
+use terminull_rpc::Incoming;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -88,29 +89,25 @@ fn wrapper(dir: &Path, flags: &str) -> PathBuf {
     let path = dir.join("agent");
     let body =
         format!("#!/bin/sh\nexec python3 '{}' --log '{}' {flags}\n", script().display(), dir.join("log").display());
-    std::fs::write(&path, body).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    executable(&path, &body)
 }
 
+/// The bridge's side, and the directory of the fake agent and its log.
 struct Bridge {
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: terminull_rpc::PeerTasks,
-    _server: tokio::task::JoinHandle<()>,
+    inner: TestBridge,
     dir: tempfile::TempDir,
 }
 
-fn params(binary: &Path, cwd: &Path) -> proto::StartParams {
-    proto::StartParams {
-        session_id: "s1".into(),
-        cwd: Some(cwd.display().to_string()),
-        model: None,
-        binary: Some(binary.display().to_string()),
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
+impl std::ops::Deref for Bridge {
+    type Target = TestBridge;
+    fn deref(&self) -> &TestBridge {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Bridge {
+    fn deref_mut(&mut self) -> &mut TestBridge {
+        &mut self.inner
     }
 }
 
@@ -122,27 +119,18 @@ enum Kind {
 }
 
 fn connect(kind: Kind) -> Bridge {
-    let dir = tempfile::tempdir().unwrap();
-    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
-    let (ar, aw) = tokio::io::split(adapter_end);
-    let server = match kind {
-        Kind::Persistent => tokio::spawn(serve_io::<AcpAdapter<Fake>, _, _>(ar, aw)),
-        Kind::PerTurn => tokio::spawn(serve_io::<AcpAdapter<FakePerTurn>, _, _>(ar, aw)),
-        Kind::EmptyLoad => tokio::spawn(serve_io::<AcpAdapter<FakeEmptyLoad>, _, _>(ar, aw)),
-        Kind::Generic(o) => tokio::spawn(serve_io_with::<AcpAdapter<Generic>, _, _>(ar, aw, o)),
+    let inner = match kind {
+        Kind::Persistent => serve_in_memory::<AcpAdapter<Fake>>(),
+        Kind::PerTurn => serve_in_memory::<AcpAdapter<FakePerTurn>>(),
+        Kind::EmptyLoad => serve_in_memory::<AcpAdapter<FakeEmptyLoad>>(),
+        Kind::Generic(o) => serve_in_memory_with::<AcpAdapter<Generic>>(o),
     };
-    let (br, bw) = tokio::io::split(bridge_end);
-    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    Bridge { peer, incoming, _tasks: tasks, _server: server, dir }
+    Bridge { inner, dir: tempfile::tempdir().unwrap() }
 }
 
 impl Bridge {
     fn start_params(&self, flags: &str) -> proto::StartParams {
-        params(&wrapper(self.dir.path(), flags), self.dir.path())
-    }
-
-    async fn start(&self, p: &proto::StartParams) -> Result<proto::StartResult, CallError> {
-        self.peer.request::<proto::Start>(p, T).await
+        start_params(&wrapper(self.dir.path(), flags), self.dir.path())
     }
 
     async fn started(kind: Kind, flags: &str) -> (Bridge, proto::StartResult) {
@@ -151,46 +139,16 @@ impl Bridge {
         (b, result)
     }
 
-    async fn send(&self, text: &str) {
-        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await.unwrap();
-    }
-
     /// Blocks of one turn up to session_end; answers permission requests with `answer`
     /// (an option id, or "interrupt" to interrupt instead) and interrupts after the
     /// first text chunk when `interrupt` is set.
     async fn turn(&mut self, answer: &str, interrupt: bool) -> Vec<BlockKind> {
-        let mut out = Vec::new();
-        let mut interrupted = false;
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(40), self.incoming.recv()).await.unwrap().unwrap();
-            let Incoming::Notification(n) = msg else { continue };
-            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
-            let kind = p.block.kind;
-            if let BlockKind::PermissionRequest(r) = &kind {
-                if answer == "interrupt" {
-                    self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
-                } else {
-                    let params =
-                        PermissionResponseParams { request_id: r.request_id.clone(), option_id: answer.into() };
-                    self.peer.request::<proto::PermissionResponse>(&params, T).await.unwrap();
-                }
-            }
-            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
-                interrupted = true;
-                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
-            }
-            let end = matches!(kind, BlockKind::SessionEnd(_));
-            out.push(kind);
-            if end {
-                assert_contract(&out);
-                return out;
-            }
-        }
+        let permission = if answer == "interrupt" { OnPermission::Interrupt } else { OnPermission::Answer(answer) };
+        self.inner.turn(permission, interrupt).await
     }
 
     async fn say(&mut self, text: &str) -> Vec<BlockKind> {
-        self.send(text).await;
-        self.turn("allow", false).await
+        self.inner.send_turn(text, OnPermission::Answer("allow"), false).await
     }
 
     fn log(&self) -> String {
@@ -208,7 +166,7 @@ impl Bridge {
 
     /// The session_id notifications received so far.
     fn reported_ids(&mut self) -> Vec<String> {
-        let mut ids = Vec::new();
+        let mut ids = std::mem::take(&mut self.inner.session_ids);
         while let Ok(msg) = self.incoming.try_recv() {
             if let Incoming::Notification(n) = msg
                 && let Ok(p) = n.params_as::<proto::SessionIdNotification>()
@@ -217,21 +175,6 @@ impl Bridge {
             }
         }
         ids
-    }
-}
-
-fn assert_contract(blocks: &[BlockKind]) {
-    let mut t = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(t.observe(b), None, "{b:?}");
-    }
-    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
-}
-
-fn end(blocks: &[BlockKind]) -> &SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end: {other:?}"),
     }
 }
 
@@ -355,7 +298,7 @@ async fn a_tool_call_runs_and_its_output_is_the_result() {
 #[tokio::test]
 async fn permission_answers_reach_the_agent_with_its_option_ids() {
     let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    b.send("fake:write").await;
+    b.send("fake:write").await.unwrap();
     let blocks = b.turn("allow", false).await;
     let request = blocks.iter().find_map(|k| match k {
         BlockKind::PermissionRequest(r) => Some(r.clone()),
@@ -369,7 +312,7 @@ async fn permission_answers_reach_the_agent_with_its_option_ids() {
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Diff(d) if d.path == "/w/a.txt")));
     assert_eq!(final_text(&blocks), "Written.");
 
-    b.send("fake:write").await;
+    b.send("fake:write").await.unwrap();
     let blocks = b.turn("reject", false).await;
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error && r.output == "denied")));
     assert_eq!(end(&blocks).reason, EndReason::Completed);
@@ -383,7 +326,7 @@ async fn permission_answers_reach_the_agent_with_its_option_ids() {
 #[tokio::test]
 async fn an_interrupt_while_asking_cancels_the_request_and_the_turn() {
     let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    b.send("fake:write").await;
+    b.send("fake:write").await.unwrap();
     let blocks = b.turn("interrupt", false).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert!(!has_error(&blocks));
@@ -399,7 +342,7 @@ async fn an_interrupt_while_asking_cancels_the_request_and_the_turn() {
 #[tokio::test]
 async fn an_interrupt_sends_session_cancel_and_the_turn_ends_interrupted() {
     let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    b.send("fake:slow").await;
+    b.send("fake:slow").await.unwrap();
     let blocks = b.turn("allow", true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     let cancel = b.received().into_iter().find(|m| m["method"] == "session/cancel").unwrap();
@@ -412,7 +355,7 @@ async fn an_interrupt_sends_session_cancel_and_the_turn_ends_interrupted() {
 #[tokio::test]
 async fn a_cancelled_turn_is_interrupted_even_when_the_agent_answers_with_an_error() {
     let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    b.send("fake:cancel-error").await;
+    b.send("fake:cancel-error").await.unwrap();
     let blocks = b.turn("allow", true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert!(!has_error(&blocks), "{blocks:?}");
@@ -421,7 +364,7 @@ async fn a_cancelled_turn_is_interrupted_even_when_the_agent_answers_with_an_err
 #[tokio::test]
 async fn an_agent_deaf_to_cancel_is_killed_and_the_next_turn_loads_the_session() {
     let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    b.send("fake:deaf").await;
+    b.send("fake:deaf").await.unwrap();
     let blocks = b.turn("allow", true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
@@ -539,7 +482,7 @@ async fn permission_modes_and_models_are_set_over_acp_and_checked() {
         let mut p = b.start_params("");
         p.permission_mode = mode.map(str::to_owned);
         p.model = model.map(str::to_owned);
-        let Err(CallError::Rpc { error, .. }) = b.start(&p).await else { panic!("accepted {mode:?} {model:?}") };
+        let error = b.start_refused(&p).await;
         assert_eq!(error.code, codes::INVALID_PARAMS);
         assert!(error.message.contains(needle), "{}", error.message);
     }
@@ -557,7 +500,7 @@ async fn a_per_turn_lease_starts_the_agent_for_each_turn_and_loads_the_session()
     assert_eq!(methods.iter().filter(|m| *m == "session/new").count(), 1, "{methods:?}");
 
     let b = connect(Kind::PerTurn);
-    let Err(CallError::Rpc { error, .. }) = b.start(&b.start_params("--no-load")).await else { panic!() };
+    let error = b.start_refused(&b.start_params("--no-load")).await;
     assert!(error.message.contains("persistent"), "{}", error.message);
 }
 

@@ -19,19 +19,14 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
 use terminull_protocol::blocks::{CommandSource, ErrorBlock, Progress, SlashCommand};
 use terminull_protocol::jsonrpc::codes;
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::events::{ControlResponseBody, Event};
-use crate::handoff;
-use crate::mapping::{self, Action, Mapper, PermissionAsk};
+use crate::handoff::ClaudeSessions;
+use crate::mapping::{self, Action, CliStep, Mapper, PermissionAsk};
 
 /// The permission modes `claude --permission-mode` accepts.
 pub const PERMISSION_MODES: &[&str] = &["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"];
@@ -466,17 +461,17 @@ impl ClaudeCode {
             for action in actions {
                 match action {
                     Action::Emit(block) => {
-                        if let Err(e) = emit(turn, block).await {
+                        if let Err(e) = turn.emit_lenient(block).await {
                             tracing::warn!("the bridge is gone ({e}); abandoning the turn");
                             return TurnEnd::CliLost(EndReason::Error);
                         }
                     }
-                    Action::AskPermission(ask) => {
+                    Action::Agent(CliStep::AskPermission(ask)) => {
                         if let Err(e) = ask_permission(cli, turn, ask).await {
                             tracing::warn!("{e}");
                         }
                     }
-                    Action::Reply(value) => {
+                    Action::Agent(CliStep::Reply(value)) => {
                         if let Err(e) = cli.write(&value).await {
                             tracing::warn!("{e}");
                         }
@@ -488,7 +483,7 @@ impl ClaudeCode {
                     }
                     Action::End(end) => {
                         let reason = end.reason;
-                        if let Err(e) = emit(turn, BlockKind::SessionEnd(end)).await {
+                        if let Err(e) = turn.emit_lenient(BlockKind::SessionEnd(end)).await {
                             tracing::warn!("cannot end the turn: {e}");
                         }
                         return TurnEnd::Ended(reason);
@@ -529,18 +524,6 @@ impl ClaudeCode {
     }
 }
 
-/// Sends one block. A block the turn contract refuses is logged and skipped; only a
-/// closed bridge is an error.
-async fn emit(turn: &mut Turn, block: BlockKind) -> Result<(), TurnError> {
-    match turn.emit(block).await {
-        Err(TurnError::Contract(violation)) => {
-            tracing::warn!("not sending a block that would break the turn contract: {violation}");
-            Ok(())
-        }
-        other => other,
-    }
-}
-
 /// Performs the closing actions of an aborted turn; returns the end reason sent.
 async fn perform_all(actions: Vec<Action>, turn: &mut Turn) -> Option<EndReason> {
     let mut reason = None;
@@ -556,7 +539,7 @@ async fn perform_all(actions: Vec<Action>, turn: &mut Turn) -> Option<EndReason>
                 continue;
             }
         };
-        if let Err(e) = emit(turn, block).await {
+        if let Err(e) = turn.emit_lenient(block).await {
             tracing::warn!("cannot send a block: {e}");
             break;
         }
@@ -622,15 +605,7 @@ impl Adapter for ClaudeCode {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
@@ -700,7 +675,7 @@ impl Adapter for ClaudeCode {
             self.restarts += 1;
             let id = format!("history-lost-{}-{}", self.mapper.session_id(), self.restarts);
             let progress = Progress { id: id.into(), message, current: None, total: None, done: true };
-            emit(turn, BlockKind::Progress(progress)).await.map_err(AdapterError::agent)?;
+            turn.emit_lenient(BlockKind::Progress(progress)).await?;
         }
         match Self::run_turn(cli, &mut self.mapper, turn).await {
             TurnEnd::Ended(reason) => Ok(reason),
@@ -730,31 +705,8 @@ impl Adapter for ClaudeCode {
         Ok(())
     }
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
-        Ok(handoff::scan(&root, &params))
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(&params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
-        handoff::mirror(&root, &params)
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        let root = handoff::config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))?;
-        Ok(handoff::latest(&root, &params))
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(&params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(ClaudeSessions)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for Claude Code.
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for Claude Code:
+//! [`ClaudeSessions`].
 //!
 //! Claude Code keeps one JSONL transcript per session at
 //! `$CLAUDE_CONFIG_DIR` (default `~/.claude`) `/projects/<cwd, every character but
@@ -14,32 +15,22 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, latest_by_scan, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, replayed, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
+    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason, UserMessage};
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file (the head: cwd and the first prompt).
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$CLAUDE_CONFIG_DIR`, or `~/.claude`.
 pub fn config_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude"))
+    agent_home(Some("CLAUDE_CONFIG_DIR"), ".claude")
 }
 
 /// The project directory name Claude Code uses for `cwd`.
@@ -71,8 +62,8 @@ fn check_sid(sid: &str) -> Result<(), AdapterError> {
 fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     let projects = root.join("projects");
     let files = match cwd {
-        Some(cwd) => files_with_suffix(&projects.join(project_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED),
-        None => files_with_suffix(&projects, ".jsonl", 1, MAX_SCANNED),
+        Some(cwd) => files_with_suffix(&projects.join(project_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED_FILES),
+        None => files_with_suffix(&projects, ".jsonl", 1, MAX_SCANNED_FILES),
     };
     // Sub-agent transcripts (`agent-*.jsonl`) are not sessions of their own.
     files.into_iter().filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("agent-"))).collect()
@@ -111,25 +102,6 @@ fn describe(path: &Path) -> Option<ExternalSession> {
     })
 }
 
-/// `scan_external_sessions` against the config dir `root`.
-pub fn scan(root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
-}
-
-/// `latest_sid_for_cwd`: the newest transcript of that directory.
-pub fn latest(root: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    latest_by_scan(params, |scan_params| scan(root, scan_params))
-}
-
-/// A `claude` process drives `cwd`, and (when `sid` is given) it is that session or
-/// one whose arguments do not say which.
-pub fn is_owned(params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref());
-    let pid = find_native_owner(&["claude"], Path::new(&params.cwd), accept);
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
-
 /// Whether a `claude` command line may be driving `sid`: it names it, or names no
 /// session (a new or `--continue`d one in that directory).
 pub fn names_session(argv: &[String], sid: Option<&str>) -> bool {
@@ -141,24 +113,6 @@ pub fn names_session(argv: &[String], sid: Option<&str>) -> bool {
             .find_map(|a| a.strip_prefix("--resume=").or_else(|| a.strip_prefix("--session-id=")).map(str::to_owned))
     });
     named.is_none_or(|n| n == sid)
-}
-
-/// `terminal_resume_command`.
-pub fn resume_command(params: &TerminalResumeCommandParams) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_sid(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec!["claude".into(), "--resume".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
-}
-
-/// `mirror`: the transcript after the cursor, as blocks.
-pub fn mirror(root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let path = transcript_path(root, &params.cwd, params.agent_session_id.as_str())?;
-    let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-        .map_err(AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
 }
 
 fn is_prompt(record: &Value) -> bool {
@@ -186,6 +140,45 @@ fn prompt_text(record: &Value) -> Option<String> {
     }
 }
 
+/// Where Claude Code keeps its sessions, and how they are read for the handoff hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaudeSessions;
+
+impl SessionFiles for ClaudeSessions {
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        config_dir().ok_or_else(|| AdapterError::agent("no HOME to find ~/.claude in"))
+    }
+
+    /// `scan_external_sessions` against the config dir `root`.
+    fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
+        newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
+    }
+
+    /// A `claude` process drives `cwd`, and (when `sid` is given) it is that session or
+    /// one whose arguments do not say which.
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        owned_by_cli(&["claude"], params, names_session)
+    }
+
+    /// `mirror`: the transcript after the cursor, as blocks.
+    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let path = transcript_path(root, &params.cwd, params.agent_session_id.as_str())?;
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
+    }
+
+    /// `terminal_resume_command`.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_sid(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec!["claude".into(), "--resume".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd.clone(),
+        })
+    }
+}
+
 /// The blocks of one transcript record; nothing for bookkeeping records.
 pub fn record_blocks(record: &Value) -> Vec<Block> {
     let kind = str_at(record, "type").unwrap_or_default();
@@ -204,11 +197,11 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
             for item in record.pointer("/message/content").and_then(Value::as_array).into_iter().flatten() {
                 if str_at(item, "type") == Some("tool_result") {
                     let Some(id) = str_at(item, "tool_use_id") else { continue };
-                    out.push(BlockKind::ToolResult(ToolResult {
-                        tool_call_id: id.to_owned().into(),
-                        output: tool_output(item.get("content")),
-                        is_error: item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                    }));
+                    out.push(replayed::tool_result(
+                        id,
+                        tool_output(item.get("content")),
+                        item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                    ));
                 }
             }
         }
@@ -217,37 +210,22 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
             for (i, item) in items.into_iter().flatten().enumerate() {
                 let id = format!("{uuid}-{i}");
                 match str_at(item, "type") {
-                    Some("text") => out.push(BlockKind::Text(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "text").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
-                    Some("thinking") => out.push(BlockKind::Thinking(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "thinking").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
+                    Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
+                    Some("thinking") => out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default())),
                     Some("tool_use") => {
                         let Some(call) = str_at(item, "id") else { continue };
-                        out.push(BlockKind::ToolCall(ToolCall {
-                            id: call.to_owned().into(),
-                            name: str_at(item, "name").unwrap_or("tool").to_owned(),
-                            input: item.get("input").cloned().unwrap_or(json!({})),
-                            status: ToolStatus::Done,
-                            parent_id: None,
-                            title: None,
-                        }));
+                        out.push(replayed::tool_call(
+                            call,
+                            str_at(item, "name").unwrap_or("tool"),
+                            item.get("input").cloned().unwrap_or(json!({})),
+                        ));
                     }
                     _ => {}
                 }
             }
         }
         // Written once the turn is over.
-        "last-prompt" => out.push(BlockKind::SessionEnd(SessionEnd {
-            reason: EndReason::Completed,
-            usage: None,
-            message: Some("turn finished in the terminal".into()),
-        })),
+        "last-prompt" => out.push(replayed::turn_end(EndReason::Completed, "turn finished in the terminal")),
         _ => {}
     }
     out.into_iter().map(mirrored).collect()
@@ -265,6 +243,7 @@ fn tool_output(content: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FIXTURE: &str = include_str!("../../../tests/fixtures/handoff/claude-code/session.jsonl");
     const SID: &str = "31097f06-536b-48b5-8764-fd25df0d2d6d";
@@ -281,14 +260,15 @@ mod tests {
     #[test]
     fn a_recorded_session_is_found_by_scan_with_its_cwd_and_first_prompt() {
         let root = store();
-        let all = scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
+        let all = ClaudeSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].agent_session_id.as_str(), SID);
         assert_eq!(all[0].cwd.as_deref(), Some(CWD));
         assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
-        let other = scan(root.path(), &ScanExternalSessionsParams { cwd: Some("/elsewhere".into()), limit: None });
+        let other = ClaudeSessions
+            .scan(root.path(), &ScanExternalSessionsParams { cwd: Some("/elsewhere".into()), limit: None });
         assert!(other.is_empty());
-        let head = latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
+        let head = ClaudeSessions.latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
         assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(SID));
     }
 
@@ -296,7 +276,7 @@ mod tests {
     fn the_mirror_maps_both_recorded_turns_to_blocks_and_continues_from_its_cursor() {
         let root = store();
         let params = MirrorParams { cwd: CWD.into(), agent_session_id: SID.into(), cursor: None };
-        let all = mirror(root.path(), &params).unwrap();
+        let all = ClaudeSessions.read_mirror(root.path(), &params).unwrap();
         let types: Vec<&str> = all.blocks.iter().map(Block::block_type).collect();
         assert_eq!(
             types,
@@ -315,7 +295,9 @@ mod tests {
             ]
         );
         assert!(all.blocks.iter().all(|b| b.meta.as_ref().is_some_and(|m| m["mirrored"] == true)));
-        let again = mirror(root.path(), &MirrorParams { cursor: Some(all.cursor.clone()), ..params.clone() }).unwrap();
+        let again = ClaudeSessions
+            .read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor.clone()), ..params.clone() })
+            .unwrap();
         assert!(again.blocks.is_empty());
         // A turn appended later arrives alone.
         let path = transcript_path(root.path(), CWD, SID).unwrap();
@@ -323,7 +305,8 @@ mod tests {
         text.push_str(r#"{"type":"user","uuid":"u9","sessionId":"x","message":{"role":"user","content":"third"}}"#);
         text.push('\n');
         std::fs::write(&path, text).unwrap();
-        let next = mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
+        let next =
+            ClaudeSessions.read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
         assert!(matches!(&next.blocks[..], [b] if matches!(&b.kind, BlockKind::UserMessage(m) if m.text == "third")));
     }
 
@@ -331,19 +314,25 @@ mod tests {
     fn hostile_transcripts_give_errors_not_panics() {
         let root = store();
         let params = |sid: &str| MirrorParams { cwd: CWD.into(), agent_session_id: sid.into(), cursor: None };
-        assert!(mirror(root.path(), &params("../../etc/passwd")).is_err());
-        assert!(mirror(root.path(), &params("no-such-session")).unwrap_err().message.contains("no-such-session"));
+        assert!(ClaudeSessions.read_mirror(root.path(), &params("../../etc/passwd")).is_err());
+        assert!(
+            ClaudeSessions
+                .read_mirror(root.path(), &params("no-such-session"))
+                .unwrap_err()
+                .message
+                .contains("no-such-session")
+        );
         let path = transcript_path(root.path(), CWD, SID).unwrap();
         std::fs::write(&path, "garbage\n{\"type\":\"assistant\",\"message\":{\"content\":\"not a list\"}}\n[1,2]\n")
             .unwrap();
-        let read = mirror(root.path(), &params(SID)).unwrap();
+        let read = ClaudeSessions.read_mirror(root.path(), &params(SID)).unwrap();
         assert!(read.blocks.is_empty());
     }
 
     #[test]
     fn the_resume_command_names_the_session() {
         let params = TerminalResumeCommandParams { agent_session_id: SID.into(), cwd: Some(CWD.into()) };
-        let command = resume_command(&params).unwrap();
+        let command = ClaudeSessions.resume_command(&params).unwrap();
         assert_eq!(command.argv, ["claude", "--resume", SID]);
         assert_eq!(command.cwd.as_deref(), Some(CWD));
     }

@@ -66,20 +66,17 @@ const INTERRUPTED: &str = "interrupted by the user";
 /// Why a running tool call is closed when the turn ended without its result.
 const ENDED_EARLY: &str = "the turn ended before the tool call finished";
 
-/// What the adapter does for one event.
+/// What the adapter does for one event: the SDK's actions (`End` is the turn's last,
+/// after every block it opened was closed), plus talking back to the CLI.
+pub type Action = terminull_adapter_sdk::Action<CliStep>;
+
+/// What only Claude Code's adapter does: answer the CLI on its stdin.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Send this block to the bridge.
-    Emit(BlockKind),
+pub enum CliStep {
     /// Ask the user, then write [`PermissionAsk::reply`] to the CLI.
     AskPermission(PermissionAsk),
     /// Write this JSON line to the CLI's stdin.
     Reply(Value),
-    /// The conversation's id changed: report it (`session_id` notification).
-    SessionId(String),
-    /// The turn is over: send this `session_end` and return its reason. Always the last
-    /// action of a turn; every block it opened was closed by the actions before it.
-    End(SessionEnd),
 }
 
 /// A `can_use_tool` request of the CLI, waiting for the user.
@@ -714,7 +711,7 @@ impl Mapper {
         let ControlRequest { request_id, request } = request;
         if request.subtype != "can_use_tool" {
             tracing::info!(subtype = %request.subtype, "answering an unsupported control request with an error");
-            return vec![Action::Reply(error_reply(&request_id, "not supported"))];
+            return vec![Action::Agent(CliStep::Reply(error_reply(&request_id, "not supported")))];
         }
         let tool = request.tool_name.unwrap_or_else(|| "tool".to_owned());
         let input = request.input.unwrap_or(Value::Null);
@@ -726,7 +723,13 @@ impl Mapper {
             self.tool_ids[&tool_use_id].clone()
         });
         let suggestions = request.permission_suggestions.filter(|s| s.as_array().is_some_and(|a| !a.is_empty()));
-        out.push(Action::AskPermission(PermissionAsk { request_id, tool, input, tool_call_id, suggestions }));
+        out.push(Action::Agent(CliStep::AskPermission(PermissionAsk {
+            request_id,
+            tool,
+            input,
+            tool_call_id,
+            suggestions,
+        })));
         out
     }
 
@@ -864,8 +867,8 @@ mod tests {
                 }
                 Action::Emit(BlockKind::Progress(p)) => format!("progress{}", if p.done { "✓" } else { "…" }),
                 Action::Emit(other) => other.block_type().to_owned(),
-                Action::AskPermission(_) => "ask".into(),
-                Action::Reply(_) => "reply".into(),
+                Action::Agent(CliStep::AskPermission(_)) => "ask".into(),
+                Action::Agent(CliStep::Reply(_)) => "reply".into(),
                 Action::SessionId(_) => "session_id".into(),
                 Action::End(e) => format!("end:{:?}", e.reason).to_lowercase(),
             };
@@ -1104,7 +1107,7 @@ mod tests {
         let ask = actions
             .iter()
             .find_map(|a| match a {
-                Action::AskPermission(ask) => Some(ask),
+                Action::Agent(CliStep::AskPermission(ask)) => Some(ask),
                 _ => None,
             })
             .unwrap();
@@ -1152,7 +1155,7 @@ mod tests {
         })));
         // The call had not been announced: it starts with the request.
         assert_eq!(summary(&actions), ["tool_call:running", "ask"]);
-        let Action::AskPermission(ask) = &actions[1] else { unreachable!() };
+        let Action::Agent(CliStep::AskPermission(ask)) = &actions[1] else { unreachable!() };
         assert_eq!(ask.options().iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["allow", "reject"]);
         assert_eq!(ask.tool_call_id.as_ref().map(|i| i.as_str()), Some("toolu_9"));
     }
@@ -1165,8 +1168,8 @@ mod tests {
         })));
         assert_eq!(
             actions,
-            [Action::Reply(json!({"type": "control_response",
-                "response": {"subtype": "error", "request_id": "h1", "error": "not supported"}}))]
+            [Action::Agent(CliStep::Reply(json!({"type": "control_response",
+                "response": {"subtype": "error", "request_id": "h1", "error": "not supported"}})))]
         );
     }
 
@@ -1396,7 +1399,7 @@ mod tests {
         let Action::Emit(BlockKind::ToolCall(call)) = &actions[0] else { panic!() };
         assert_eq!(call.input["file_path"], "/a");
         assert!(serde_json::to_string(&call.input).unwrap().len() < MAX_TOOL_INPUT_BYTES);
-        let Action::AskPermission(ask) = &actions[1] else { panic!() };
+        let Action::Agent(CliStep::AskPermission(ask)) = &actions[1] else { panic!() };
         assert_eq!(ask.reply("allow")["response"]["response"]["updatedInput"], input);
         assert_eq!(display_input(&json!({"a": 1})), json!({"a": 1}));
     }

@@ -1,19 +1,19 @@
 //! The adapter's I/O driven end to end in memory: a bridge-side peer talks to
-//! `serve_io::<ClaudeCode>`, which runs a fake `claude` (a shell script replaying the
+//! `serve_io::<ClaudeCode>` (the SDK's `testing::TestBridge`), which runs a fake `claude` (a shell script replaying the
 //! captured lines of tests/fixtures and logging what it reads on stdin).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
-use terminull_adapter_sdk::serve_io;
+use terminull_adapter_sdk::testing::OnPermission::Answer;
+use terminull_adapter_sdk::testing::{
+    FakeCliBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
+};
 use terminull_claude_code::ClaudeCode;
-use terminull_protocol::adapter::{self as proto, PermissionResponseParams};
+use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::jsonrpc::codes;
-use terminull_protocol::turn::TurnTracker;
-use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
-use tokio::sync::mpsc;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -56,84 +56,16 @@ done
         fixtures = fixtures.display(),
         log = log.display()
     );
-    let path = dir.join("claude");
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    executable(&dir.join("claude"), &script)
 }
 
-struct Bridge {
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: terminull_rpc::PeerTasks,
-    _server: tokio::task::JoinHandle<()>,
-    dir: tempfile::TempDir,
-}
-
-fn start_params(binary: &Path, cwd: &Path) -> proto::StartParams {
-    proto::StartParams {
-        session_id: "s1".into(),
-        cwd: Some(cwd.display().to_string()),
-        model: None,
-        binary: Some(binary.display().to_string()),
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
-    }
-}
-
-fn connect() -> (Peer, mpsc::Receiver<Incoming>, terminull_rpc::PeerTasks, tokio::task::JoinHandle<()>) {
-    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
-    let (ar, aw) = tokio::io::split(adapter_end);
-    let server = tokio::spawn(serve_io::<ClaudeCode, _, _>(ar, aw));
-    let (br, bw) = tokio::io::split(bridge_end);
-    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    (peer, incoming, tasks, server)
-}
+type Bridge = FakeCliBridge;
 
 async fn started() -> (Bridge, proto::StartResult) {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = fake_cli(dir.path());
-    let (peer, incoming, tasks, server) = connect();
-    let result = peer.request::<proto::Start>(&start_params(&cli, dir.path()), T).await.unwrap();
-    (Bridge { peer, incoming, _tasks: tasks, _server: server, dir }, result)
-}
-
-impl Bridge {
-    async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
-        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await
-    }
-
-    /// Blocks of one turn up to session_end; answers permission requests with `answer`
-    /// and sends `interrupt` after the first text chunk when `interrupt` is set.
-    async fn turn(&mut self, answer: &str, interrupt: bool) -> Vec<BlockKind> {
-        let mut out = Vec::new();
-        let mut interrupted = false;
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
-            let Incoming::Notification(n) = msg else { continue };
-            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
-            let kind = p.block.kind;
-            if let BlockKind::PermissionRequest(r) = &kind {
-                let params = PermissionResponseParams { request_id: r.request_id.clone(), option_id: answer.into() };
-                self.peer.request::<proto::PermissionResponse>(&params, T).await.unwrap();
-            }
-            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
-                interrupted = true;
-                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
-            }
-            let end = matches!(kind, BlockKind::SessionEnd(_));
-            out.push(kind);
-            if end {
-                return out;
-            }
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
+    let b = FakeCliBridge::new(serve_in_memory::<ClaudeCode>());
+    let cli = fake_cli(b.dir.path());
+    let result = b.start(&start_params(&cli, b.dir.path())).await.unwrap();
+    (b, result)
 }
 
 /// What the fake CLI read on stdin, parsed.
@@ -141,35 +73,19 @@ fn stdin_lines(log: &str) -> Vec<serde_json::Value> {
     log.lines().filter_map(|l| l.strip_prefix("in: ")).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn assert_contract(blocks: &[BlockKind]) {
-    let mut t = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(t.observe(b), None, "{b:?}");
-    }
-    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
-}
-
-fn end(blocks: &[BlockKind]) -> &terminull_protocol::blocks::SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end: {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn start_reports_version_commands_model_and_session_id() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path());
-    let (peer, mut incoming, _tasks, _server) = connect();
-    let result = peer.request::<proto::Start>(&start_params(&cli, dir.path()), T).await.unwrap();
+    let mut bridge = serve_in_memory::<ClaudeCode>();
+    let result = bridge.start(&start_params(&cli, dir.path())).await.unwrap();
     let info = result.agent_info;
     assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("claude-code", "Claude Code"));
     assert_eq!(info.version.as_deref(), Some("2.1.197"));
     assert_eq!(info.model.as_deref(), Some("claude-opus-4-8[1m]"), "the default model, resolved by the CLI");
     assert!(info.slash_commands.iter().any(|c| c.name == "compact"));
     // The conversation id is announced at start and is the one passed to the CLI.
-    let Some(Incoming::Notification(n)) = incoming.recv().await else { panic!() };
-    let id = n.params_as::<proto::SessionIdNotification>().unwrap().agent_session_id.to_string();
+    let id = bridge.reported_session_id().await;
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
     assert!(log.contains(&format!("--session-id {id}")), "{log}");
     assert_eq!(
@@ -182,7 +98,7 @@ async fn start_reports_version_commands_model_and_session_id() {
 async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
     let (mut b, _) = started().await;
     b.send("mock:tool please").await.unwrap();
-    let blocks = b.turn("allow", false).await;
+    let blocks = b.turn(Answer("allow"), false).await;
     assert_contract(&blocks);
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     let usage = end(&blocks).usage.clone().unwrap();
@@ -204,7 +120,7 @@ async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
 async fn a_permission_answer_reaches_the_cli() {
     let (mut b, _) = started().await;
     b.send("mock:write now").await.unwrap();
-    let blocks = b.turn("always", false).await;
+    let blocks = b.turn(Answer("always"), false).await;
     assert_contract(&blocks);
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     let request = blocks.iter().find_map(|k| match k {
@@ -227,21 +143,21 @@ async fn a_permission_answer_reaches_the_cli() {
 async fn an_interrupt_is_sent_with_a_deterministic_id_and_ends_the_turn_interrupted() {
     let (mut b, _) = started().await;
     b.send("mock:slow go").await.unwrap();
-    let blocks = b.turn("allow", true).await;
+    let blocks = b.turn(Answer("allow"), true).await;
     assert_contract(&blocks);
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     let interrupt = serde_json::json!({"type": "control_request", "request_id": "interrupt-1", "request": {"subtype": "interrupt"}});
     assert!(stdin_lines(&b.log()).contains(&interrupt), "{}", b.log());
     // The process is still usable.
     b.send("mock:tool again").await.unwrap();
-    assert_eq!(end(&b.turn("allow", false).await).reason, EndReason::Completed);
+    assert_eq!(end(&b.turn(Answer("allow"), false).await).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn a_crash_mid_turn_is_an_error_and_the_next_turn_resumes() {
     let (mut b, _) = started().await;
     b.send("mock:crash now").await.unwrap();
-    let blocks = b.turn("allow", false).await;
+    let blocks = b.turn(Answer("allow"), false).await;
     assert_contract(&blocks);
     assert_eq!(end(&blocks).reason, EndReason::Error);
     let error = blocks.iter().find_map(|k| match k {
@@ -252,7 +168,7 @@ async fn a_crash_mid_turn_is_an_error_and_the_next_turn_resumes() {
     assert!(error.message.contains("fatal: the fake CLI crashed"), "{}", error.message);
     assert_eq!(error.code.as_deref(), Some("agent_exited"));
     b.send("mock:tool again").await.unwrap();
-    assert_eq!(end(&b.turn("allow", false).await).reason, EndReason::Completed);
+    assert_eq!(end(&b.turn(Answer("allow"), false).await).reason, EndReason::Completed);
     let log = b.log();
     let args: Vec<_> = log.lines().filter(|l| l.starts_with("args: ")).collect();
     assert_eq!(args.len(), 2, "{log}");
@@ -266,14 +182,14 @@ async fn a_crash_mid_turn_is_an_error_and_the_next_turn_resumes() {
 async fn bad_start_params_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path());
-    let (peer, _incoming, _tasks, _server) = connect();
+    let bridge = serve_in_memory::<ClaudeCode>();
     let mut params = start_params(&cli, dir.path());
     params.permission_mode = Some("yolo".into());
-    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS);
     assert!(e.message.contains("bypassPermissions"), "{}", e.message);
     params.permission_mode = None;
     params.binary = Some(dir.path().join("missing").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
 }

@@ -15,36 +15,35 @@
 //! the same thread.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::time::Duration;
 
 use base64::Engine;
-use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
-use terminull_adapter_sdk::detect::detect_cli;
+use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
+use terminull_adapter_sdk::per_turn::{Driven, TurnProcess};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
-use terminull_protocol::blocks::{Attachment, SessionEnd};
+use terminull_adapter_sdk::settings::{binary, require_cli, working_dir};
+use terminull_protocol::blocks::Attachment;
 use terminull_protocol::ids::ToolCallId;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::command::{PermissionMode, Settings, check_effort, turn_args};
 use crate::events::parse_event;
-use crate::handoff;
+use crate::handoff::CodexSessions;
 use crate::mapping::{Action, DiffRequest, FileContent, MAX_DIFF_FILE_BYTES, TurnMapper, content_note, diff_block};
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 /// After SIGINT, how long codex gets to exit on its own.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
-/// After the turn's last event (or end of stdout), how long codex gets to exit.
-const EXIT_WAIT: Duration = Duration::from_secs(5);
-/// Each step of the SDK's shutdown ladder (close stdin, SIGTERM, SIGKILL).
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// codex's turn process: after the turn's last event (or end of stdout) it gets 5 s to
+/// exit; each step of the SDK's shutdown ladder gets 2 s.
+const PROCESS: TurnProcess = TurnProcess {
+    agent: "codex",
+    interrupt_grace: INTERRUPT_GRACE,
+    exit_wait: Duration::from_secs(5),
+    shutdown_grace: Duration::from_secs(2),
+};
 /// What codex 0.171 prints on stderr when `exec resume` names a thread it has no
 /// rollout file for.
 const NO_ROLLOUT: &str = "no rollout found for thread id";
@@ -53,14 +52,13 @@ const MAX_IMAGES: usize = 16;
 /// Most bytes of one decoded image attachment.
 const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
 
-/// One Codex session: the settings every turn's command line is built from, the thread
-/// to resume, and the usage totals for `get_usage`.
+/// One Codex session: the settings every turn's command line is built from, and the
+/// conversation (the thread to resume, the usage totals for `get_usage`).
 #[derive(Debug)]
 pub struct Codex {
     binary: String,
     settings: Settings,
-    thread_id: Option<String>,
-    totals: Usage,
+    thread: Conversation,
 }
 
 impl Adapter for Codex {
@@ -83,73 +81,34 @@ impl Adapter for Codex {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PER_TURN_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        Ok(handoff::scan(&home()?, &params))
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(&params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        handoff::mirror(&home()?, &params)
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        Ok(handoff::latest(&home()?, &params))
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(&params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(CodexSessions)
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
-        let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;
+        let mode = PermissionMode::parse(init.permission_mode.as_deref())?;
         if let Some(effort) = &init.effort {
-            check_effort(effort).map_err(AdapterError::invalid)?;
+            check_effort(effort)?;
         }
-        let cwd = match &init.cwd {
-            Some(cwd) => PathBuf::from(cwd),
-            None => std::env::current_dir().map_err(|e| AdapterError::agent(format!("no working directory: {e}")))?,
-        };
-        let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
-        if !cwd.is_dir() {
-            return Err(AdapterError::invalid(format!("the working directory {} is not a directory", cwd.display())));
-        }
-        let binary = init.binary.clone().filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "codex".to_owned());
-        let detected = detect_cli(&binary, VERSION_TIMEOUT).await;
-        if !detected.installed {
-            let reason = detected.reason.unwrap_or_else(|| format!("`{binary}` cannot be run"));
-            return Err(AdapterError::agent(format!("codex is not available: {reason}")));
-        }
-        let version = detected.version.map(|v| v.strip_prefix("codex-cli ").map(str::to_owned).unwrap_or(v));
+        let cwd = working_dir(init.cwd.as_deref())?;
+        let binary = binary(init.binary.clone(), "codex");
+        let version = require_cli(&binary, "codex", VERSION_TIMEOUT).await?;
+        let version = version.map(|v| v.strip_prefix("codex-cli ").map(str::to_owned).unwrap_or(v));
         let thread_id = init.resume_session_id.as_ref().map(|id| id.as_str().to_owned());
         if let Some(id) = &thread_id {
-            session.set_agent_session_id(id.as_str()).await.map_err(AdapterError::agent)?;
+            session.set_agent_session_id(id.as_str()).await?;
         }
         tracing::info!(%binary, cwd = %cwd.display(), ?mode, resume = ?thread_id, "codex session ready");
         let model = init.model.clone();
         let settings = Settings { cwd, model: init.model, effort: init.effort, mode };
-        let adapter = Codex { binary, settings, thread_id, totals: Usage::default() };
+        let adapter = Codex { binary, settings, thread: Conversation::new("codex", thread_id) };
         Ok((adapter, StartInfo { version, model, slash_commands: Vec::new() }))
     }
 
@@ -157,7 +116,7 @@ impl Adapter for Codex {
         // Held until the turn ends; dropping it deletes the image files.
         let images = Images::write(&message.attachments).await?;
         let image_paths: Vec<&Path> = images.paths.iter().map(PathBuf::as_path).collect();
-        let args = turn_args(&self.settings, self.thread_id.as_deref(), &message.text, &image_paths);
+        let args = turn_args(&self.settings, self.thread.id(), &message.text, &image_paths);
         tracing::debug!(binary = %self.binary, ?args, "starting codex");
         let mut cmd = Command::new(&self.binary);
         cmd.args(&args).current_dir(&self.settings.cwd);
@@ -165,50 +124,31 @@ impl Adapter for Codex {
             AgentProcess::spawn(cmd, SpawnOptions::default()).map_err(AdapterError::agent)?;
         process.close_stdin();
 
-        let mut mapper = TurnMapper::new(mint_id("codex"), self.thread_id.clone());
-        loop {
-            let next = tokio::select! {
-                () = turn.interrupted() => None,
-                line = lines.recv() => Some(line),
-            };
-            let Some(line) = next else {
-                return self.interrupt(process, lines, mapper, turn).await;
-            };
-            let value = match line {
-                Some(Ok(value)) => value,
-                Some(Err(bad)) => {
-                    tracing::warn!("skipping a line of codex output: {bad}");
-                    continue;
-                }
-                None => break,
-            };
-            let event = match parse_event(value) {
-                Ok(event) => event,
-                Err(e) => {
-                    tracing::warn!("skipping a codex event: {e}");
-                    continue;
-                }
-            };
-            if let Some(end) = self.apply(mapper.on_event(event), turn).await? {
-                let status = wind_down(&mut process, &mut lines).await;
-                tracing::debug!(?status, reason = ?end.reason, "codex turn ended");
-                return self.end_turn(end, turn).await;
-            }
-        }
+        let mut mapper = TurnMapper::new(mint_id("codex"), self.thread.id().map(str::to_owned));
+        let cwd = &self.settings.cwd;
+        let resolve = async |actions| resolve_diffs(cwd, actions).await;
+        let status = match PROCESS
+            .drive(&mut process, &mut lines, turn, &mut self.thread, &mut mapper, parse_event, resolve)
+            .await?
+        {
+            Driven::Ended(reason) => return Ok(reason),
+            Driven::Closed(status) => status,
+        };
         // stdout closed before codex ended the turn.
-        let status = wind_down(&mut process, &mut lines).await;
         let stderr = process.stderr_tail();
-        let mut detail = exit_detail(status, &stderr);
+        let mut detail = PROCESS.exit_detail(status, &stderr);
         if !mapper.thread_started()
-            && let Some(lost) = self.thread_id.take_if(|_| stderr.contains(NO_ROLLOUT))
+            && stderr.contains(NO_ROLLOUT)
+            && let Some(lost) = self.thread.forget()
         {
             // The thread cannot be resumed (its rollout file is gone, or the id came from
             // elsewhere): without this, every later turn would fail the same way.
             detail = format!("codex cannot resume thread {lost}; the next message starts a new thread.\n{detail}");
         }
         tracing::warn!("{detail}");
-        match self.apply(mapper.on_exit(&detail), turn).await? {
-            Some(end) => self.end_turn(end, turn).await,
+        let actions = resolve_diffs(&self.settings.cwd, mapper.on_exit(&detail)).await;
+        match self.thread.apply(actions, turn).await? {
+            Some(end) => self.thread.end_turn(end, turn).await,
             None => Ok(EndReason::Error),
         }
     }
@@ -216,130 +156,39 @@ impl Adapter for Codex {
 
 impl GetUsage for Codex {
     async fn get_usage(&mut self) -> Result<Usage, AdapterError> {
-        Ok(self.totals.clone())
+        Ok(self.thread.totals().clone())
     }
 }
 
-impl Codex {
-    /// Ends the turn's process on interrupt and closes what the turn left open.
-    async fn interrupt(
-        &mut self,
-        mut process: AgentProcess,
-        mut lines: LineReceiver,
-        mut mapper: TurnMapper,
-        turn: &mut Turn,
-    ) -> Result<EndReason, AdapterError> {
-        tracing::info!(pid = process.pid(), "interrupting codex");
-        let outcome = process.interrupt_and_end(&mut lines, INTERRUPT_GRACE, SHUTDOWN_GRACE).await;
-        tracing::debug!(?outcome, "codex interrupted");
-        self.apply(mapper.on_interrupt(), turn).await?;
-        Ok(EndReason::Interrupted)
-    }
-
-    /// Streams the turn's `session_end` (with this turn's usage, also added to the
-    /// session's totals) as the last thing the turn does.
-    async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
-        if let Some(usage) = &end.usage {
-            self.totals.add(usage);
-        }
-        let reason = end.reason;
-        emit(turn, BlockKind::SessionEnd(end)).await?;
-        Ok(reason)
-    }
-
-    /// Carries out the mapper's actions in order, except the turn's end, which is
-    /// returned: it is streamed by [`end_turn`](Self::end_turn) only once codex has
-    /// exited, because `session_end` tells the bridge the session is idle again (it may
-    /// call `get_usage` or send the next message at once, and the next turn must not
-    /// resume the thread while this process still holds it).
-    async fn apply(&mut self, actions: Vec<Action>, turn: &mut Turn) -> Result<Option<SessionEnd>, AdapterError> {
-        let mut ended = None;
-        // Notes about diffs that could not be shown, appended to their call's result.
-        let mut notes: Vec<(ToolCallId, String)> = Vec::new();
-        for action in actions {
-            match action {
-                Action::Emit(BlockKind::ToolResult(mut result)) => {
-                    let mine: Vec<String> =
-                        notes.iter().filter(|(id, _)| id == &result.tool_call_id).map(|(_, n)| n.clone()).collect();
-                    if !mine.is_empty() {
-                        result.output = format!("{}\n{}", result.output, mine.join("\n"));
-                    }
-                    emit(turn, BlockKind::ToolResult(result)).await?;
+/// Reads the files codex changed for their `diff` blocks, in order. A diff that
+/// cannot be shown (missing, binary, too large) gets a note appended to its tool call's
+/// result, when that result follows in the same batch.
+async fn resolve_diffs(cwd: &Path, actions: Vec<Action>) -> Vec<terminull_adapter_sdk::Action> {
+    let mut notes: Vec<(ToolCallId, String)> = Vec::new();
+    let mut out = Vec::with_capacity(actions.len());
+    for action in actions {
+        out.push(match action {
+            Action::Agent(request) => {
+                let content = read_changed_file(cwd, &request).await;
+                if let Some(note) = content_note(&content) {
+                    notes.push((request.tool_call_id.clone(), format!("{}: {note}", request.path)));
                 }
-                Action::Emit(kind) => emit(turn, kind).await?,
-                Action::SessionId(id) => {
-                    tracing::info!(thread_id = %id, "codex thread");
-                    self.thread_id = Some(id.clone());
-                    turn.session().set_agent_session_id(id).await.map_err(AdapterError::agent)?;
-                }
-                Action::Diff(request) => {
-                    let content = read_changed_file(&self.settings.cwd, &request).await;
-                    if let Some(note) = content_note(&content) {
-                        notes.push((request.tool_call_id.clone(), format!("{}: {note}", request.path)));
-                    }
-                    emit(turn, diff_block(&request, content)).await?;
-                }
-                Action::End(end) => ended = Some(end),
+                terminull_adapter_sdk::Action::Emit(diff_block(&request, content))
             }
-        }
-        Ok(ended)
+            Action::Emit(BlockKind::ToolResult(mut result)) => {
+                let mine: Vec<String> =
+                    notes.iter().filter(|(id, _)| id == &result.tool_call_id).map(|(_, n)| n.clone()).collect();
+                if !mine.is_empty() {
+                    result.output = format!("{}\n{}", result.output, mine.join("\n"));
+                }
+                terminull_adapter_sdk::Action::Emit(BlockKind::ToolResult(result))
+            }
+            Action::Emit(kind) => terminull_adapter_sdk::Action::Emit(kind),
+            Action::SessionId(id) => terminull_adapter_sdk::Action::SessionId(id),
+            Action::End(end) => terminull_adapter_sdk::Action::End(end),
+        });
     }
-}
-
-/// What to tell the user when codex stopped without finishing the turn.
-fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
-    let (how, quoted) = (describe_exit(status), quote_stderr(stderr_tail));
-    if quoted.is_empty() {
-        format!("codex exited {how} before finishing the turn")
-    } else {
-        format!("codex exited {how} before finishing the turn:\n{quoted}")
-    }
-}
-
-/// Streams one block. A block the SDK refuses as a contract breach is logged and
-/// dropped (the mapper should never produce one); a closed bridge ends the turn.
-/// `$CODEX_HOME` or `~/.codex`.
-fn home() -> Result<PathBuf, AdapterError> {
-    handoff::codex_home().ok_or_else(|| AdapterError::agent("neither CODEX_HOME nor HOME is set"))
-}
-
-async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
-    match turn.emit(kind).await {
-        Ok(()) => Ok(()),
-        Err(TurnError::Contract(violation)) => {
-            tracing::warn!("dropped a block that would break the turn contract: {violation}");
-            Ok(())
-        }
-        Err(e) => Err(AdapterError::agent(e)),
-    }
-}
-
-/// Lets codex finish after its last event: reads the rest of stdout (dropped) and
-/// waits for it to exit, at most [`EXIT_WAIT`]; if it does not, the SDK's shutdown
-/// ladder ends its process group. The exit status when known.
-///
-/// When codex exits by itself, whatever is left in its process group (a background
-/// command it started, or an exited helper its init has not reaped yet) is killed when
-/// the [`AgentProcess`] is dropped at the end of the turn, without waiting: the
-/// shutdown ladder's sweep would wait for such zombies to be reaped, which delays the
-/// turn's end for nothing.
-async fn wind_down(process: &mut AgentProcess, lines: &mut LineReceiver) -> Option<ExitStatus> {
-    let waited = tokio::time::timeout(EXIT_WAIT, async {
-        while lines.recv().await.is_some() {}
-        process.wait().await
-    })
-    .await;
-    match waited {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(e)) => {
-            tracing::warn!("waiting for codex failed: {e}");
-            process.shutdown(SHUTDOWN_GRACE).await.status
-        }
-        Err(_) => {
-            tracing::warn!("codex did not exit within {EXIT_WAIT:?} after its output ended; ending it");
-            process.shutdown(SHUTDOWN_GRACE).await.status
-        }
-    }
+    out
 }
 
 /// Reads a file codex changed, for its `diff` block: at most [`MAX_DIFF_FILE_BYTES`],
@@ -437,6 +286,7 @@ fn image_extension(mime_type: &str) -> Option<String> {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
     use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
 
     #[test]
@@ -503,18 +353,18 @@ mod tests {
     #[test]
     fn exit_details() {
         let status = ExitStatus::from_raw(1 << 8);
-        assert_eq!(exit_detail(Some(status), ""), "codex exited with status 1 before finishing the turn");
+        assert_eq!(PROCESS.exit_detail(Some(status), ""), "codex exited with status 1 before finishing the turn");
         let signalled = ExitStatus::from_raw(9);
         let tail: String = (0..40).map(|i| format!("line {i}\n")).collect();
-        let detail = exit_detail(Some(signalled), &tail);
+        let detail = PROCESS.exit_detail(Some(signalled), &tail);
         assert!(detail.starts_with("codex exited on signal 9 before finishing the turn:\nline 28\n"), "{detail}");
         assert!(detail.ends_with("line 39"));
         let anyhow = "WARNING: proceeding\nError: thread/resume failed: no rollout found for thread id x\n\nStack backtrace:\n   0: <unknown>\n  12: main\n             at src/main.rs:3\n";
         assert_eq!(
-            exit_detail(Some(status), anyhow),
+            PROCESS.exit_detail(Some(status), anyhow),
             "codex exited with status 1 before finishing the turn:\nWARNING: proceeding\nError: thread/resume failed: no rollout found for thread id x"
         );
         let long = "é".repeat(5000);
-        assert!(exit_detail(None, &long).len() < STDERR_QUOTE_BYTES + 100);
+        assert!(PROCESS.exit_detail(None, &long).len() < STDERR_QUOTE_BYTES + 100);
     }
 }

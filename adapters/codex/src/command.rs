@@ -31,6 +31,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use terminull_adapter_sdk::settings::{SettingError, choose};
 
 /// How much the agent may do, chosen per session (init param `permission_mode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,16 +52,13 @@ impl PermissionMode {
 
     /// The mode for a `permission_mode` value; absent means the default. An unknown
     /// name is refused with a sentence listing the choices.
-    pub fn parse(name: Option<&str>) -> Result<Self, String> {
-        match name {
-            None => Ok(Self::default()),
-            Some("read-only") => Ok(Self::ReadOnly),
-            Some("workspace-write") => Ok(Self::WorkspaceWrite),
-            Some("full-access") => Ok(Self::FullAccess),
-            Some(other) => {
-                Err(format!("unknown permission mode `{other}` for codex; choose one of: {}", Self::NAMES.join(", ")))
-            }
-        }
+    pub fn parse(name: Option<&str>) -> Result<Self, SettingError> {
+        let choices = [
+            ("read-only", Self::ReadOnly),
+            ("workspace-write", Self::WorkspaceWrite),
+            ("full-access", Self::FullAccess),
+        ];
+        choose("codex", "permission mode", name, Self::default(), &choices, "")
     }
 
     /// The value of codex's `--sandbox`.
@@ -76,13 +74,14 @@ impl PermissionMode {
 /// Checks a reasoning effort before it goes into `-c model_reasoning_effort="…"`:
 /// 1–32 of `a-z A-Z 0-9 _ -` (codex knows `minimal`, `low`, `medium`, `high`, `xhigh`;
 /// the set changes between versions, so only the shape is checked here).
-pub fn check_effort(effort: &str) -> Result<(), String> {
+pub fn check_effort(effort: &str) -> Result<(), SettingError> {
     let ok =
         (1..=32).contains(&effort.len()) && effort.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
-        Err(format!("invalid reasoning effort {effort:?} for codex (expected e.g. low, medium, high)"))
+        let note = " (expected e.g. low, medium, high)";
+        Err(SettingError::Invalid { agent: "codex", what: "reasoning effort", value: effort.to_owned(), note })
     }
 }
 
@@ -212,9 +211,12 @@ mod tests {
             (Some("full-access"), Ok("danger-full-access")),
         ];
         for (name, want) in cases {
-            assert_eq!(PermissionMode::parse(name).map(PermissionMode::sandbox), want.map_err(|e: &str| e.to_owned()));
+            assert_eq!(
+                PermissionMode::parse(name).map(PermissionMode::sandbox).map_err(|e| e.to_string()),
+                want.map_err(|e: &str| e.to_owned())
+            );
         }
-        let err = PermissionMode::parse(Some("yolo")).unwrap_err();
+        let err = PermissionMode::parse(Some("yolo")).unwrap_err().to_string();
         assert!(err.contains("`yolo`") && err.contains("read-only, workspace-write, full-access"), "{err}");
         assert!(PermissionMode::parse(Some("danger-full-access")).is_err(), "only the adapter's names are accepted");
     }

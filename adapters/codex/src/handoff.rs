@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for Codex.
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for Codex:
+//! [`CodexSessions`].
 //!
 //! Codex keeps one JSONL "rollout" per thread at
 //! `$CODEX_HOME` (default `~/.codex`) `/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`;
@@ -15,33 +16,22 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, latest_by_scan, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    mirror_jsonl, mirrored, mtime_secs, newest_first, owned_by_cli, read_jsonl, replayed, str_at, title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
+    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
-/// The most rollout files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file: `session_meta` carries the base instructions, so
 /// the head is tens of KiB before the first prompt.
 const SCAN_READ: usize = 512 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$CODEX_HOME`, or `~/.codex`.
 pub fn codex_home() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CODEX_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex"))
+    agent_home(Some("CODEX_HOME"), ".codex")
 }
 
 fn check_id(id: &str) -> Result<(), AdapterError> {
@@ -59,7 +49,7 @@ pub fn rollout_path(home: &Path, id: &str) -> Result<PathBuf, AdapterError> {
 }
 
 fn rollouts(home: &Path) -> Vec<PathBuf> {
-    files_with_suffix(&home.join("sessions"), ".jsonl", 3, MAX_SCANNED)
+    files_with_suffix(&home.join("sessions"), ".jsonl", 3, MAX_SCANNED_FILES)
         .into_iter()
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rollout-")))
         .collect()
@@ -116,25 +106,6 @@ fn describe(path: &Path) -> Option<ExternalSession> {
     })
 }
 
-/// `scan_external_sessions` against `home` (`$CODEX_HOME`).
-pub fn scan(home: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    newest_first(rollouts(home).iter().filter_map(|p| describe(p)), params)
-}
-
-/// `latest_sid_for_cwd`: the most recently written rollout of that directory.
-pub fn latest(home: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    latest_by_scan(params, |scan_params| scan(home, scan_params))
-}
-
-/// A `codex` process (the node wrapper or the native binary) drives `cwd`, and when
-/// `sid` is given its arguments name that thread or none.
-pub fn is_owned(params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_thread(&p.argv, sid.as_deref());
-    let pid = find_native_owner(&["codex"], Path::new(&params.cwd), accept);
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
-
 /// Whether a `codex` command line may drive thread `sid`: `resume <id>` names one;
 /// any other command line (a new thread, `resume --last`) is taken as driving it.
 pub fn names_thread(argv: &[String], sid: Option<&str>) -> bool {
@@ -147,22 +118,43 @@ pub fn names_thread(argv: &[String], sid: Option<&str>) -> bool {
     named.is_none_or(|n| n == sid)
 }
 
-/// `terminal_resume_command`: the interactive `codex resume <id>`.
-pub fn resume_command(params: &TerminalResumeCommandParams) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_id(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec!["codex".into(), "resume".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
-}
+/// Where Codex keeps its sessions, and how they are read for the handoff hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CodexSessions;
 
-/// `mirror`: the rollout after the cursor, as blocks.
-pub fn mirror(home: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let path = rollout_path(home, params.agent_session_id.as_str())?;
-    let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-        .map_err(AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+impl SessionFiles for CodexSessions {
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        codex_home().ok_or_else(|| AdapterError::agent("neither CODEX_HOME nor HOME is set"))
+    }
+
+    /// `scan_external_sessions` against `home` (`$CODEX_HOME`).
+    fn scan(&self, home: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
+        newest_first(rollouts(home).iter().filter_map(|p| describe(p)), params)
+    }
+
+    /// A `codex` process (the node wrapper or the native binary) drives `cwd`, and when
+    /// `sid` is given its arguments name that thread or none.
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        owned_by_cli(&["codex"], params, names_thread)
+    }
+
+    /// `mirror`: the rollout after the cursor, as blocks.
+    fn read_mirror(&self, home: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let path = rollout_path(home, params.agent_session_id.as_str())?;
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
+    }
+
+    /// `terminal_resume_command`: the interactive `codex resume <id>`.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_id(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec!["codex".into(), "resume".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd.clone(),
+        })
+    }
 }
 
 /// The blocks of one rollout record; nothing for bookkeeping records.
@@ -170,9 +162,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
     let payload = record.get("payload").unwrap_or(&Value::Null);
     let kind = match (str_at(record, "type"), str_at(payload, "type")) {
         (Some("response_item"), Some("message")) => match str_at(payload, "role") {
-            Some("user") => {
-                prompt_of(payload).map(|text| BlockKind::UserMessage(UserMessage { text, attachments: vec![] }))
-            }
+            Some("user") => prompt_of(payload).map(replayed::user),
             Some("assistant") => {
                 let text: Vec<&str> = payload
                     .get("content")
@@ -182,7 +172,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     .filter_map(|c| str_at(c, "text"))
                     .collect();
                 let id = str_at(payload, "id").unwrap_or("message").to_owned();
-                Some(BlockKind::Text(StreamedText { id: id.into(), text: text.join("\n"), done: true }))
+                Some(replayed::text(id, text.join("\n")))
             }
             _ => None,
         },
@@ -195,8 +185,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 .filter_map(|s| str_at(s, "text"))
                 .collect();
             let id = str_at(payload, "id").unwrap_or("reasoning").to_owned();
-            (!text.is_empty())
-                .then(|| BlockKind::Thinking(StreamedText { id: id.into(), text: text.join("\n"), done: true }))
+            (!text.is_empty()).then(|| replayed::thinking(id, text.join("\n")))
         }
         (Some("response_item"), Some("function_call" | "custom_tool_call")) => str_at(payload, "call_id").map(|id| {
             let raw = payload.get("arguments").or_else(|| payload.get("input"));
@@ -205,14 +194,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 Some(other) => other.clone(),
                 None => json!({}),
             };
-            BlockKind::ToolCall(ToolCall {
-                id: id.to_owned().into(),
-                name: str_at(payload, "name").unwrap_or("tool").to_owned(),
-                input,
-                status: ToolStatus::Done,
-                parent_id: None,
-                title: None,
-            })
+            replayed::tool_call(id, str_at(payload, "name").unwrap_or("tool"), input)
         }),
         (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => str_at(payload, "call_id")
             .map(|id| {
@@ -221,18 +203,14 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     Some(other) => other.to_string(),
                     None => String::new(),
                 };
-                BlockKind::ToolResult(ToolResult { tool_call_id: id.to_owned().into(), output, is_error: false })
+                replayed::tool_result(id, output, false)
             }),
-        (Some("event_msg"), Some("task_complete")) => Some(BlockKind::SessionEnd(SessionEnd {
-            reason: EndReason::Completed,
-            usage: None,
-            message: Some("turn finished in the terminal".into()),
-        })),
-        (Some("event_msg"), Some("turn_aborted")) => Some(BlockKind::SessionEnd(SessionEnd {
-            reason: EndReason::Interrupted,
-            usage: None,
-            message: Some("turn interrupted in the terminal".into()),
-        })),
+        (Some("event_msg"), Some("task_complete")) => {
+            Some(replayed::turn_end(EndReason::Completed, "turn finished in the terminal"))
+        }
+        (Some("event_msg"), Some("turn_aborted")) => {
+            Some(replayed::turn_end(EndReason::Interrupted, "turn interrupted in the terminal"))
+        }
         _ => None,
     };
     kind.into_iter().map(mirrored).collect()
@@ -241,6 +219,8 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::BlockKind;
+    use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FILE: &str = "rollout-2026-11-30T06-22-51-01a22b1e-d736-78a3-a961-79b9da931632.jsonl";
     const FIXTURE: &str = include_str!(
@@ -260,13 +240,17 @@ mod tests {
     #[test]
     fn a_recorded_rollout_is_found_by_scan_with_its_cwd_and_first_prompt() {
         let home = home();
-        let all = scan(home.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
+        let all = CodexSessions.scan(home.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].agent_session_id.as_str(), ID);
         assert_eq!(all[0].cwd.as_deref(), Some(CWD));
         assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
-        assert!(scan(home.path(), &ScanExternalSessionsParams { cwd: Some("/x".into()), limit: None }).is_empty());
-        let head = latest(home.path(), &LatestSidForCwdParams { cwd: CWD.into() });
+        assert!(
+            CodexSessions
+                .scan(home.path(), &ScanExternalSessionsParams { cwd: Some("/x".into()), limit: None })
+                .is_empty()
+        );
+        let head = CodexSessions.latest(home.path(), &LatestSidForCwdParams { cwd: CWD.into() });
         assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(ID));
     }
 
@@ -274,7 +258,7 @@ mod tests {
     fn the_mirror_maps_both_recorded_turns_to_blocks_and_continues_from_its_cursor() {
         let home = home();
         let params = MirrorParams { cwd: CWD.into(), agent_session_id: ID.into(), cursor: None };
-        let all = mirror(home.path(), &params).unwrap();
+        let all = CodexSessions.read_mirror(home.path(), &params).unwrap();
         let types: Vec<&str> = all.blocks.iter().map(Block::block_type).collect();
         assert_eq!(
             types,
@@ -294,7 +278,8 @@ mod tests {
         );
         let BlockKind::ToolCall(call) = &all.blocks[3].kind else { panic!() };
         assert_eq!(call.input["cmd"], "echo hello");
-        let again = mirror(home.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
+        let again =
+            CodexSessions.read_mirror(home.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
         assert!(again.blocks.is_empty());
     }
 
@@ -302,19 +287,19 @@ mod tests {
     fn hostile_rollouts_give_errors_not_panics() {
         let home = home();
         let params = |id: &str| MirrorParams { cwd: CWD.into(), agent_session_id: id.into(), cursor: None };
-        assert!(mirror(home.path(), &params("../x")).is_err());
-        assert!(mirror(home.path(), &params("0000")).unwrap_err().message.contains("0000"));
+        assert!(CodexSessions.read_mirror(home.path(), &params("../x")).is_err());
+        assert!(CodexSessions.read_mirror(home.path(), &params("0000")).unwrap_err().message.contains("0000"));
         let path = rollout_path(home.path(), ID).unwrap();
         std::fs::write(&path, "{\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"assistant\",\"content\":7}}\nnope\n").unwrap();
-        let read = mirror(home.path(), &params(ID)).unwrap();
+        let read = CodexSessions.read_mirror(home.path(), &params(ID)).unwrap();
         assert_eq!(read.blocks.len(), 1);
-        assert!(scan(home.path(), &ScanExternalSessionsParams { cwd: None, limit: None }).is_empty());
+        assert!(CodexSessions.scan(home.path(), &ScanExternalSessionsParams { cwd: None, limit: None }).is_empty());
     }
 
     #[test]
     fn the_resume_command_names_the_thread() {
         let params = TerminalResumeCommandParams { agent_session_id: ID.into(), cwd: Some(CWD.into()) };
-        assert_eq!(resume_command(&params).unwrap().argv, ["codex", "resume", ID]);
+        assert_eq!(CodexSessions.resume_command(&params).unwrap().argv, ["codex", "resume", ID]);
         let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert!(names_thread(&argv(&["codex", "exec", "resume", ID, "hi"]), Some(ID)));
         assert!(!names_thread(&argv(&["codex", "exec", "resume", "01a22b1e-0000-78a3-a961-79b9da931632"]), Some(ID)));

@@ -36,6 +36,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Value, json};
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input};
+use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
@@ -64,20 +67,10 @@ pub const MAX_DIFF_FILE_BYTES: u64 = 1024 * 1024;
 /// Most finished item ids remembered per turn (to drop late duplicates).
 pub const MAX_TRACKED_ITEMS: usize = 65_536;
 
-/// What the adapter must do for one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Stream this block.
-    Emit(BlockKind),
-    /// Report the agent's session id (codex's thread id) with the `session_id`
-    /// notification, and resume this thread in the next turn.
-    SessionId(String),
-    /// Read a changed file and stream its `diff` block ([`diff_block`]).
-    Diff(DiffRequest),
-    /// The turn's one `session_end`; everything open was closed before it. Always the
-    /// last action; the adapter streams it once codex has exited.
-    End(SessionEnd),
-}
+/// What the adapter must do for one event: the SDK's actions, plus reading a changed
+/// file for its `diff` block ([`diff_block`]); the turn's `session_end` is streamed once
+/// codex has exited.
+pub type Action = terminull_adapter_sdk::Action<DiffRequest>;
 
 /// A `diff` block to build once the file has been read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,32 +149,6 @@ pub fn usage_of(t: &TokenUsage) -> Usage {
         cache_write_tokens: n(t.cache_write_input_tokens),
         cost_usd: None,
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
 }
 
 /// The command a person would type: codex runs `/bin/bash -lc '<cmd>'`; the title shows
@@ -276,53 +243,6 @@ impl TurnMapper {
         format!("{}-{item_id}", self.prefix)
     }
 
-    /// The actions for one event.
-    pub fn on_event(&mut self, event: Event) -> Vec<Action> {
-        if self.ended {
-            tracing::debug!(?event, "codex event after the turn ended; ignored");
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        if !matches!(event, Event::TurnFailed { .. }) {
-            self.flush_error(&mut out);
-        }
-        match event {
-            Event::ThreadStarted { thread_id } => {
-                self.thread_started = true;
-                if self.thread_id.as_deref() != Some(thread_id.as_str()) {
-                    self.thread_id = Some(thread_id.clone());
-                    out.push(Action::SessionId(thread_id));
-                }
-            }
-            Event::TurnStarted => {}
-            Event::TurnCompleted { usage } => {
-                self.close_open("the turn ended before the tool call finished", &mut out);
-                out.push(Action::End(SessionEnd {
-                    reason: EndReason::Completed,
-                    usage: Some(usage_of(&usage)),
-                    message: None,
-                }));
-                self.ended = true;
-            }
-            Event::TurnFailed { message } => {
-                let message =
-                    if message.trim().is_empty() { "codex reported that the turn failed".into() } else { message };
-                if self.pending_error.as_ref().is_some_and(|pending| pending != &message) {
-                    self.flush_error(&mut out);
-                }
-                self.pending_error = None;
-                self.close_open(&message, &mut out);
-                out.push(error_block(&message, "model_error"));
-                out.push(Action::End(SessionEnd { reason: EndReason::Error, usage: None, message: Some(message) }));
-                self.ended = true;
-            }
-            Event::Error { message } => self.pending_error = Some(message),
-            Event::Item { phase, item } => self.on_item(phase, item, &mut out),
-            Event::Unknown { event_type } => tracing::debug!(event_type, "unknown codex event; ignored"),
-        }
-        out
-    }
-
     /// The actions when codex's output ended without `turn.completed` or `turn.failed`
     /// (it exited, crashed or closed stdout): close what is open, an `error` block with
     /// `detail` (exit status and stderr tail), and `session_end` error.
@@ -339,19 +259,6 @@ impl TurnMapper {
             usage: None,
             message: Some(bounded_chars(detail, 500)),
         }));
-        self.ended = true;
-        out
-    }
-
-    /// The actions when the user interrupted the turn: close what is open. The
-    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
-    pub fn on_interrupt(&mut self) -> Vec<Action> {
-        if self.ended {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        self.flush_error(&mut out);
-        self.close_open("interrupted", &mut out);
         self.ended = true;
         out
     }
@@ -442,7 +349,7 @@ impl TurnMapper {
         if self.tools.is_running(id) {
             return;
         }
-        match self.tools.start(id.clone(), name, bounded_input(input), None, title) {
+        match self.tools.start(id.clone(), name, bounded_input(input, MAX_INPUT_BYTES), None, title) {
             Ok(block) => out.push(Action::Emit(block)),
             Err(e) => tracing::debug!("{e}"),
         }
@@ -490,7 +397,7 @@ impl TurnMapper {
         let applied = f.status == PatchStatus::Completed;
         if applied {
             for change in f.changes.iter().take(MAX_DIFFS_PER_PATCH) {
-                out.push(Action::Diff(DiffRequest {
+                out.push(Action::Agent(DiffRequest {
                     path: change.path.clone(),
                     kind: change.kind,
                     tool_call_id: call_id.clone(),
@@ -539,6 +446,71 @@ impl TurnMapper {
     }
 }
 
+impl EventMapper for TurnMapper {
+    type Event = Event;
+    type Step = DiffRequest;
+
+    /// The actions for one event.
+    fn on_event(&mut self, event: Event) -> Vec<Action> {
+        if self.ended {
+            tracing::debug!(?event, "codex event after the turn ended; ignored");
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !matches!(event, Event::TurnFailed { .. }) {
+            self.flush_error(&mut out);
+        }
+        match event {
+            Event::ThreadStarted { thread_id } => {
+                self.thread_started = true;
+                if self.thread_id.as_deref() != Some(thread_id.as_str()) {
+                    self.thread_id = Some(thread_id.clone());
+                    out.push(Action::SessionId(thread_id));
+                }
+            }
+            Event::TurnStarted => {}
+            Event::TurnCompleted { usage } => {
+                self.close_open("the turn ended before the tool call finished", &mut out);
+                out.push(Action::End(SessionEnd {
+                    reason: EndReason::Completed,
+                    usage: Some(usage_of(&usage)),
+                    message: None,
+                }));
+                self.ended = true;
+            }
+            Event::TurnFailed { message } => {
+                let message =
+                    if message.trim().is_empty() { "codex reported that the turn failed".into() } else { message };
+                if self.pending_error.as_ref().is_some_and(|pending| pending != &message) {
+                    self.flush_error(&mut out);
+                }
+                self.pending_error = None;
+                self.close_open(&message, &mut out);
+                out.push(error_block(&message, "model_error"));
+                out.push(Action::End(SessionEnd { reason: EndReason::Error, usage: None, message: Some(message) }));
+                self.ended = true;
+            }
+            Event::Error { message } => self.pending_error = Some(message),
+            Event::Item { phase, item } => self.on_item(phase, item, &mut out),
+            Event::Unknown { event_type } => tracing::debug!(event_type, "unknown codex event; ignored"),
+        }
+        out
+    }
+
+    /// The actions when the user interrupted the turn: close what is open. The
+    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
+    fn on_interrupt(&mut self) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.flush_error(&mut out);
+        self.close_open("interrupted", &mut out);
+        self.ended = true;
+        out
+    }
+}
+
 fn error_block(message: &str, code: &str) -> Action {
     let message = if message.trim().is_empty() { "codex reported an error without a message" } else { message };
     Action::Emit(BlockKind::Error(ErrorBlock {
@@ -552,6 +524,8 @@ fn error_block(message: &str, code: &str) -> Action {
 mod tests {
     use terminull_protocol::blocks::ToolStatus;
     use terminull_protocol::turn::TurnTracker;
+
+    use terminull_adapter_sdk::testing::describe_with;
 
     use super::*;
     use crate::events::parse_event;
@@ -628,47 +602,7 @@ mod tests {
 
     /// One line per action, short enough to read in a table.
     fn describe(action: &Action) -> String {
-        match action {
-            Action::SessionId(id) => format!("session_id {id}"),
-            Action::Diff(d) => format!("diff? {} {} for {}", d.kind.verb(), d.path, d.tool_call_id),
-            Action::End(end) => {
-                let usage = end.usage.as_ref().map(|u| {
-                    format!(
-                        " in={:?} out={:?} cache_read={:?} cache_write={:?}",
-                        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
-                    )
-                });
-                format!(
-                    "session_end {:?}{}{}",
-                    end.reason,
-                    usage.unwrap_or_default(),
-                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
-                )
-            }
-            Action::Emit(kind) => match kind {
-                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::ToolCall(c) => format!(
-                    "tool_call {} {} {:?} {} title={:?}",
-                    c.id,
-                    c.name,
-                    c.status,
-                    c.input,
-                    c.title.as_deref().unwrap_or("")
-                ),
-                BlockKind::ToolResult(r) => {
-                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
-                }
-                BlockKind::Error(e) => {
-                    format!("error {} recoverable={} {:?}", e.code.as_deref().unwrap_or("-"), e.recoverable, e.message)
-                }
-                BlockKind::Plan(p) => format!(
-                    "plan {}",
-                    p.entries.iter().map(|e| format!("{:?}:{}", e.status, e.content)).collect::<Vec<_>>().join(", ")
-                ),
-                other => format!("{other:?}"),
-            },
-        }
+        describe_with(action, |d| format!("diff? {} {} for {}", d.kind.verb(), d.path, d.tool_call_id))
     }
 
     /// Runs captured lines through a fresh mapper (prefix `p`), then `ending` when the
@@ -761,7 +695,7 @@ mod tests {
                 "tool_call p-item_2 apply_patch Running {\"changes\":[{\"kind\":\"update\",\"path\":\"/w/d.txt\"}]} title=\"update /w/d.txt\"",
                 "tool_call p-item_2 apply_patch Error {\"changes\":[{\"kind\":\"update\",\"path\":\"/w/d.txt\"}]} title=\"update /w/d.txt\"",
                 "tool_result p-item_2 error=true \"patch failed to apply\\nupdate /w/d.txt\"",
-                "session_end Completed in=Some(10) out=Some(2) cache_read=None cache_write=None",
+                "session_end Completed in=Some(10) out=Some(2)",
             ]),
             ("mcp, web search and the to-do list", MCP_WEB_TODO, None, Ending::None, vec![
                 "plan Pending:look, Pending:fix",
@@ -812,7 +746,7 @@ mod tests {
                 let block = match action {
                     Action::Emit(kind) => kind.clone(),
                     Action::End(end) => BlockKind::SessionEnd(end.clone()),
-                    Action::Diff(d) => diff_block(d, FileContent::Missing),
+                    Action::Agent(d) => diff_block(d, FileContent::Missing),
                     Action::SessionId(_) => continue,
                 };
                 assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");

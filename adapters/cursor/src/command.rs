@@ -20,6 +20,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use terminull_adapter_sdk::settings::{SettingError, choose};
 
 /// How much the agent may do (init param `permission_mode`), in cursor-agent's own terms.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,16 +45,9 @@ impl PermissionMode {
 
     /// The mode for a `permission_mode` value; absent means the default. An unknown name
     /// is refused with a sentence listing the choices.
-    pub fn parse(name: Option<&str>) -> Result<Self, String> {
-        match name {
-            None | Some("default") => Ok(Self::Default),
-            Some("force") => Ok(Self::Force),
-            Some("plan") => Ok(Self::Plan),
-            Some("ask") => Ok(Self::Ask),
-            Some(other) => {
-                Err(format!("unknown permission mode `{other}` for cursor; choose one of: {}", Self::NAMES.join(", ")))
-            }
-        }
+    pub fn parse(name: Option<&str>) -> Result<Self, SettingError> {
+        let choices = [("default", Self::Default), ("force", Self::Force), ("plan", Self::Plan), ("ask", Self::Ask)];
+        choose("cursor", "permission mode", name, Self::Default, &choices, "")
     }
 
     /// The flags this mode adds.
@@ -161,7 +155,7 @@ mod tests {
             assert_eq!(mode.flags(), flags, "{name:?}");
         }
         for bad in ["yolo", "bypassPermissions", "full-access", "Force", ""] {
-            let err = PermissionMode::parse(Some(bad)).unwrap_err();
+            let err = PermissionMode::parse(Some(bad)).unwrap_err().to_string();
             assert!(err.contains(&format!("`{bad}`")) && err.contains("default, force, plan, ask"), "{err}");
         }
     }

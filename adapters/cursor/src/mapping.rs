@@ -25,7 +25,10 @@
 //! [`MAX_TITLE_CHARS`], diff texts at [`MAX_DIFF_TEXT_BYTES`], call ids at
 //! [`MAX_CALL_ID_CHARS`].
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input};
+use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
@@ -49,18 +52,9 @@ pub const MAX_CALL_ID_CHARS: usize = 128;
 /// Most characters of a chat id accepted from the CLI.
 pub const MAX_CHAT_ID_CHARS: usize = 256;
 
-/// What the adapter must do for one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Stream this block.
-    Emit(BlockKind),
-    /// Report the chat id with the `session_id` notification, and resume this chat in
-    /// the next turn.
-    SessionId(String),
-    /// The turn's one `session_end`; everything open was closed before it. Always the
-    /// last action; the adapter streams it once the CLI has exited.
-    End(SessionEnd),
-}
+/// What the adapter must do for one event (the turn's `session_end` is streamed once
+/// the CLI has exited).
+pub type Action = terminull_adapter_sdk::Action;
 
 /// The state of one turn. Create one per turn with a fresh prefix.
 #[derive(Debug)]
@@ -122,41 +116,6 @@ impl TurnMapper {
         format!("{}-{kind}{}", self.prefix, self.counter)
     }
 
-    /// The actions for one event.
-    ///
-    /// `assistant` text: a piece (`timestamp_ms` without `model_call_id`) is appended to
-    /// the open text block. Any other `assistant` line may repeat what was streamed
-    /// (`--stream-partial-output` sends each message again when it is complete, and the
-    /// whole answer once more at the end), so it is dropped when the turn's text so far
-    /// ends with it (whitespace ignored), replaces the open block when it extends it, and
-    /// is appended otherwise (a whole message, as without `--stream-partial-output`).
-    pub fn on_event(&mut self, event: Event) -> Vec<Action> {
-        if self.ended {
-            tracing::debug!(?event, "cursor-agent event after the turn ended; ignored");
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        match event {
-            Event::SystemInit { session_id, model } => {
-                self.saw_init = true;
-                tracing::debug!(?model, "cursor-agent run started");
-                if let Some(id) = session_id {
-                    self.report_chat(id, &mut out);
-                }
-            }
-            Event::User => {}
-            Event::Assistant(a) => self.on_assistant(a, &mut out),
-            Event::ThinkingDelta { text } => self.on_thinking(&text, &mut out),
-            Event::ThinkingCompleted => self.close_thinking(&mut out),
-            Event::ToolCall { phase, call_id, call } => self.on_tool(phase, call_id.as_deref(), call, &mut out),
-            Event::Result(result) => self.on_result(result, &mut out),
-            Event::Unknown { event_type, subtype } => {
-                tracing::debug!(event_type, ?subtype, "unknown cursor-agent event; ignored");
-            }
-        }
-        out
-    }
-
     /// The actions when the output ended without `result` (the CLI exited, crashed or
     /// closed stdout): close what is open, an `error` block with `detail` (exit status and
     /// stderr tail) and `code`, and `session_end` error.
@@ -172,18 +131,6 @@ impl TurnMapper {
             usage: None,
             message: Some(bounded_chars(detail, 500)),
         }));
-        self.ended = true;
-        out
-    }
-
-    /// The actions when the user interrupted the turn: close what is open. The
-    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
-    pub fn on_interrupt(&mut self) -> Vec<Action> {
-        if self.ended {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        self.close_open("interrupted", &mut out);
         self.ended = true;
         out
     }
@@ -316,7 +263,13 @@ impl TurnMapper {
         let id = self.tool_id(call_id, &call.name, phase);
         if !self.tools.is_running(&id) {
             let title = tool_title(&call.name, &call.args);
-            match self.tools.start(id.clone(), call.name.clone(), bounded_input(call.args.clone()), None, title) {
+            match self.tools.start(
+                id.clone(),
+                call.name.clone(),
+                bounded_input(call.args.clone(), MAX_INPUT_BYTES),
+                None,
+                title,
+            ) {
                 Ok(block) => out.push(Action::Emit(block)),
                 Err(e) => {
                     // Already finished: a repeated event.
@@ -371,6 +324,58 @@ impl TurnMapper {
     }
 }
 
+impl EventMapper for TurnMapper {
+    type Event = Event;
+    type Step = std::convert::Infallible;
+
+    /// The actions for one event.
+    ///
+    /// `assistant` text: a piece (`timestamp_ms` without `model_call_id`) is appended to
+    /// the open text block. Any other `assistant` line may repeat what was streamed
+    /// (`--stream-partial-output` sends each message again when it is complete, and the
+    /// whole answer once more at the end), so it is dropped when the turn's text so far
+    /// ends with it (whitespace ignored), replaces the open block when it extends it, and
+    /// is appended otherwise (a whole message, as without `--stream-partial-output`).
+    fn on_event(&mut self, event: Event) -> Vec<Action> {
+        if self.ended {
+            tracing::debug!(?event, "cursor-agent event after the turn ended; ignored");
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match event {
+            Event::SystemInit { session_id, model } => {
+                self.saw_init = true;
+                tracing::debug!(?model, "cursor-agent run started");
+                if let Some(id) = session_id {
+                    self.report_chat(id, &mut out);
+                }
+            }
+            Event::User => {}
+            Event::Assistant(a) => self.on_assistant(a, &mut out),
+            Event::ThinkingDelta { text } => self.on_thinking(&text, &mut out),
+            Event::ThinkingCompleted => self.close_thinking(&mut out),
+            Event::ToolCall { phase, call_id, call } => self.on_tool(phase, call_id.as_deref(), call, &mut out),
+            Event::Result(result) => self.on_result(result, &mut out),
+            Event::Unknown { event_type, subtype } => {
+                tracing::debug!(event_type, ?subtype, "unknown cursor-agent event; ignored");
+            }
+        }
+        out
+    }
+
+    /// The actions when the user interrupted the turn: close what is open. The
+    /// `session_end` (reason `interrupted`) is the SDK's, from the adapter's return value.
+    fn on_interrupt(&mut self) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.close_open("interrupted", &mut out);
+        self.ended = true;
+        out
+    }
+}
+
 /// Appends `piece` to a streamer unless that would pass [`MAX_TEXT_BYTES`]; the piece
 /// that would is cut on a character boundary and followed by a note, once. The chunk to
 /// stream, if anything changed.
@@ -403,32 +408,6 @@ pub fn usage_of(t: &TokenUsage) -> Usage {
         cache_write_tokens: n(t.cache_write_tokens),
         cost_usd: None,
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..cut], text.len())
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
 }
 
 fn str_field<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a str> {
@@ -625,6 +604,10 @@ mod tests {
     use terminull_protocol::blocks::ToolStatus;
     use terminull_protocol::turn::TurnTracker;
 
+    use terminull_adapter_sdk::testing::{blocks_of, describe};
+
+    use serde_json::json;
+
     use super::*;
     use crate::events::parse_event;
 
@@ -706,52 +689,6 @@ mod tests {
     const FAILED: &str = r#"{"type":"system","subtype":"init","session_id":"s-4"}
 {"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Let me"}]},"timestamp_ms":1}
 {"type":"result","subtype":"error","is_error":true,"result":"Model provider returned 500","session_id":"s-4"}"#;
-
-    /// One line per action, short enough to read in a table.
-    fn describe(action: &Action) -> String {
-        match action {
-            Action::SessionId(id) => format!("session_id {id}"),
-            Action::End(end) => {
-                let usage = end.usage.as_ref().map(|u| {
-                    format!(
-                        " in={:?} out={:?} cache_read={:?} cache_write={:?}",
-                        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
-                    )
-                });
-                format!(
-                    "session_end {:?}{}{}",
-                    end.reason,
-                    usage.unwrap_or_default(),
-                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
-                )
-            }
-            Action::Emit(kind) => match kind {
-                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::ToolCall(c) => format!(
-                    "tool_call {} {} {:?} {} title={:?}",
-                    c.id,
-                    c.name,
-                    c.status,
-                    c.input,
-                    c.title.as_deref().unwrap_or("")
-                ),
-                BlockKind::ToolResult(r) => {
-                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
-                }
-                BlockKind::Error(e) => {
-                    format!("error {} recoverable={} {:?}", e.code.as_deref().unwrap_or("-"), e.recoverable, e.message)
-                }
-                BlockKind::Diff(d) => format!(
-                    "diff {} for {} {}",
-                    d.path,
-                    d.tool_call_id.as_ref().map(|i| i.as_str()).unwrap_or("-"),
-                    serde_json::to_string(&d.change).unwrap()
-                ),
-                other => format!("{other:?}"),
-            },
-        }
-    }
 
     #[derive(Clone, Copy)]
     enum Ending {
@@ -877,7 +814,7 @@ mod tests {
                 "tool_call p-open ls Error {\"path\":\"/\"} title=\"/\"",
                 "tool_result p-open error=true \"the turn ended before the tool call finished\"",
                 "text p-text2 done=true \"All done.\"",
-                "session_end Completed in=Some(0) out=Some(7) cache_read=None cache_write=None",
+                "session_end Completed in=Some(0) out=Some(7)",
             ]),
             ("a failed result: error block, session_end error", FAILED, None, Ending::None, vec![
                 "session_id s-4",
@@ -915,12 +852,7 @@ mod tests {
             assert_eq!(got, want, "{name}");
             // Whatever the CLI printed, the blocks keep the turn contract.
             let mut tracker = TurnTracker::new();
-            for action in &actions {
-                let block = match action {
-                    Action::Emit(kind) => kind.clone(),
-                    Action::End(end) => BlockKind::SessionEnd(end.clone()),
-                    Action::SessionId(_) => continue,
-                };
+            for block in blocks_of(&actions) {
                 assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
             }
             assert_eq!(tracker.open_violations(), vec![], "{name}");

@@ -1,5 +1,5 @@
 //! The adapter's I/O driven end to end in memory: a bridge-side peer talks to
-//! `serve_io::<Cursor>`, which runs a fake `cursor-agent` (a shell script replaying the
+//! `serve_io::<Cursor>` (the SDK's `testing::TestBridge`), which runs a fake `cursor-agent` (a shell script replaying the
 //! hand-written lines of tests/fixtures, in Cursor's documented stream-json format, and
 //! logging its arguments).
 
@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
-use terminull_adapter_sdk::serve_io;
+use terminull_adapter_sdk::testing::{
+    OnPermission, TestBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
+};
 use terminull_cursor::Cursor;
 use terminull_protocol::adapter as proto;
-use terminull_protocol::blocks::{Attachment, DiffChange, SessionEnd, ToolStatus};
+use terminull_protocol::blocks::{Attachment, DiffChange, ToolStatus};
 use terminull_protocol::jsonrpc::codes;
-use terminull_protocol::turn::TurnTracker;
-use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
-use tokio::sync::mpsc;
+use terminull_rpc::CallError;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 /// The chat id in every fixture.
@@ -61,50 +61,22 @@ esac
         fixtures = fixtures.display(),
         log = log.display()
     );
-    let path = dir.join("cursor-agent");
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    executable(&dir.join("cursor-agent"), &script)
 }
 
 struct Bridge {
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: terminull_rpc::PeerTasks,
-    _server: tokio::task::JoinHandle<()>,
+    inner: TestBridge,
     dir: tempfile::TempDir,
-}
-
-fn start_params(binary: &Path, cwd: &Path) -> proto::StartParams {
-    proto::StartParams {
-        session_id: "s1".into(),
-        cwd: Some(cwd.display().to_string()),
-        model: None,
-        binary: Some(binary.display().to_string()),
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
-    }
-}
-
-fn connect() -> (Peer, mpsc::Receiver<Incoming>, terminull_rpc::PeerTasks, tokio::task::JoinHandle<()>) {
-    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
-    let (ar, aw) = tokio::io::split(adapter_end);
-    let server = tokio::spawn(serve_io::<Cursor, _, _>(ar, aw));
-    let (br, bw) = tokio::io::split(bridge_end);
-    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    (peer, incoming, tasks, server)
 }
 
 async fn started_with(edit: impl FnOnce(&mut proto::StartParams)) -> (Bridge, proto::StartResult) {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path());
-    let (peer, incoming, tasks, server) = connect();
+    let inner = serve_in_memory::<Cursor>();
     let mut params = start_params(&cli, dir.path());
     edit(&mut params);
-    let result = peer.request::<proto::Start>(&params, T).await.unwrap();
-    (Bridge { peer, incoming, _tasks: tasks, _server: server, dir }, result)
+    let result = inner.start(&params).await.unwrap();
+    (Bridge { inner, dir }, result)
 }
 
 async fn started() -> Bridge {
@@ -113,34 +85,14 @@ async fn started() -> Bridge {
 
 impl Bridge {
     async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
-        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await
+        self.inner.send(text).await
     }
 
     /// Blocks of one turn up to session_end, and the chat ids reported meanwhile; sends
     /// `interrupt` after the first text chunk when `interrupt` is set.
     async fn turn(&mut self, interrupt: bool) -> (Vec<BlockKind>, Vec<String>) {
-        let mut out = Vec::new();
-        let mut chat_ids = Vec::new();
-        let mut interrupted = false;
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
-            let Incoming::Notification(n) = msg else { continue };
-            if let Ok(id) = n.params_as::<proto::SessionIdNotification>() {
-                chat_ids.push(id.agent_session_id.to_string());
-                continue;
-            }
-            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
-            let kind = p.block.kind;
-            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
-                interrupted = true;
-                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
-            }
-            let end = matches!(kind, BlockKind::SessionEnd(_));
-            out.push(kind);
-            if end {
-                return (out, chat_ids);
-            }
-        }
+        let blocks = self.inner.turn(OnPermission::Interrupt, interrupt).await;
+        (blocks, std::mem::take(&mut self.inner.session_ids))
     }
 
     fn log(&self) -> String {
@@ -161,21 +113,6 @@ impl Bridge {
                     .collect()
             })
             .collect()
-    }
-}
-
-fn assert_contract(blocks: &[BlockKind]) {
-    let mut t = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(t.observe(b), None, "{b:?}");
-    }
-    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
-}
-
-fn end(blocks: &[BlockKind]) -> &SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end: {other:?}"),
     }
 }
 
@@ -235,7 +172,7 @@ async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output()
     let call = call.unwrap();
     assert_eq!((call.name.as_str(), call.title.as_deref()), ("shell", Some("echo hello")));
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello\n" && !r.is_error)));
-    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    let usage = b.inner.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_tokens), (Some(1450), Some(52), Some(1024)));
 
     let runs = b.runs();
@@ -261,7 +198,7 @@ async fn later_turns_resume_the_chat_and_usage_adds_up() {
     assert_eq!(runs.len(), 2);
     assert!(!runs[0].iter().any(|a| a.starts_with("--resume")), "{runs:?}");
     assert_eq!(runs[1][5..], [format!("--resume={CHAT}"), "--".into(), "mock:tool again".into()]);
-    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    let usage = b.inner.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens), (Some(900 + 1450), Some(4 + 52)));
 }
 
@@ -274,8 +211,7 @@ async fn a_resumed_session_resumes_from_the_first_turn_with_the_chosen_mode_and_
     })
     .await;
     // The chat id is announced at start.
-    let Some(Incoming::Notification(n)) = b.incoming.recv().await else { panic!() };
-    assert_eq!(n.params_as::<proto::SessionIdNotification>().unwrap().agent_session_id.to_string(), CHAT);
+    assert_eq!(b.inner.reported_session_id().await, CHAT);
     b.send("mock:plain go on").await.unwrap();
     let (blocks, chat_ids) = b.turn(false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
@@ -366,24 +302,24 @@ async fn writes_show_as_diffs() {
 async fn bad_start_params_and_attachments_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path());
-    let (peer, _incoming, _tasks, _server) = connect();
+    let bridge = serve_in_memory::<Cursor>();
     let mut params = start_params(&cli, dir.path());
     params.permission_mode = Some("yolo".into());
-    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS);
     assert!(e.message.contains("default, force, plan, ask"), "{}", e.message);
     params.permission_mode = None;
     params.binary = Some(dir.path().join("missing").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
     params.binary = Some(cli.display().to_string());
     params.cwd = Some(dir.path().join("nope").display().to_string());
-    let Err(CallError::Rpc { error: e, .. }) = peer.request::<proto::Start>(&params, T).await else { panic!() };
+    let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS, "{}", e.message);
 
     let mut b = started().await;
     let png = Attachment { name: "a.png".into(), mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
-    b.peer.request::<proto::Send>(&UserMessage { text: "look".into(), attachments: vec![png] }, T).await.unwrap();
+    b.inner.peer.request::<proto::Send>(&UserMessage { text: "look".into(), attachments: vec![png] }, T).await.unwrap();
     let (blocks, _) = b.turn(false).await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Error(e) if e.message.contains("text only"))), "{blocks:?}");

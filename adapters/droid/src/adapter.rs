@@ -24,25 +24,19 @@
 //! `interrupted` and the next one continues the session (the message and what was
 //! written of the answer are in it).
 
-use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
-use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
-use terminull_protocol::blocks::{ErrorBlock, SessionEnd};
+use terminull_adapter_sdk::settings::{binary, require_cli, working_dir};
+use terminull_protocol::blocks::ErrorBlock;
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
 use crate::command::{Continue, PermissionMode, Settings, check_effort, check_value, turn_args};
 use crate::events::parse_event;
-use crate::handoff;
+use crate::handoff::DroidSessions;
 use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long `<binary> --version` may take at `start`.
@@ -60,11 +54,10 @@ const FAILED_GRACE: Duration = Duration::from_secs(1);
 pub struct Droid {
     binary: String,
     settings: Settings,
-    /// The session the next turn continues.
-    session_id: Option<String>,
+    /// The session the next turn continues, and the usage so far.
+    session: Conversation,
     /// False once `-s` failed: later turns continue with `--fork`.
     resume_works: bool,
-    totals: Usage,
 }
 
 /// How one `droid exec` run ended.
@@ -81,11 +74,6 @@ enum Run {
         /// failed `-s` / `--fork` looks like offline.
         silent: bool,
     },
-}
-
-/// `~/.factory`.
-fn factory_dir() -> Result<PathBuf, AdapterError> {
-    handoff::factory_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
 }
 
 impl Adapter for Droid {
@@ -108,86 +96,47 @@ impl Adapter for Droid {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PER_TURN_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        Ok(handoff::scan(&factory_dir()?, &params))
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(&params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        handoff::mirror(&factory_dir()?, &params)
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        Ok(handoff::latest(&factory_dir()?, &params))
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(&params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(DroidSessions)
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
-        let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;
+        let mode = PermissionMode::parse(init.permission_mode.as_deref())?;
         if let Some(effort) = &init.effort {
-            check_effort(effort).map_err(AdapterError::invalid)?;
+            check_effort(effort)?;
         }
         let model = init.model.filter(|m| !m.trim().is_empty());
         if let Some(model) = &model {
-            check_value("model", model).map_err(AdapterError::invalid)?;
+            check_value("model", model)?;
         }
         let session_id = init.resume_session_id.map(|id| id.as_str().to_owned());
         if let Some(id) = &session_id {
-            check_value("session id", id).map_err(AdapterError::invalid)?;
+            check_value("session id", id)?;
         }
-        let cwd = match &init.cwd {
-            Some(cwd) => PathBuf::from(cwd),
-            None => std::env::current_dir().map_err(|e| AdapterError::agent(format!("no working directory: {e}")))?,
-        };
-        let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
-        if !cwd.is_dir() {
-            return Err(AdapterError::invalid(format!("the working directory {} is not a directory", cwd.display())));
-        }
-        let binary = init.binary.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "droid".to_owned());
-        let detected = detect_cli(&binary, VERSION_TIMEOUT).await;
-        if !detected.installed {
-            let reason = detected.reason.unwrap_or_else(|| format!("`{binary}` cannot be run"));
-            return Err(AdapterError::agent(format!("droid is not available: {reason}")));
-        }
+        let cwd = working_dir(init.cwd.as_deref())?;
+        let binary = binary(init.binary, "droid");
+        let version = require_cli(&binary, "droid", VERSION_TIMEOUT).await?;
         if let Some(id) = &session_id {
-            session.set_agent_session_id(id.as_str()).await.map_err(AdapterError::agent)?;
+            session.set_agent_session_id(id.as_str()).await?;
         }
         tracing::info!(%binary, cwd = %cwd.display(), ?mode, resume = ?session_id, "droid session ready");
         let settings = Settings { cwd, model: model.clone(), effort: init.effort, mode };
-        let adapter = Droid { binary, settings, session_id, resume_works: true, totals: Usage::default() };
-        Ok((adapter, StartInfo { version: detected.version, model, slash_commands: Vec::new() }))
+        let adapter = Droid { binary, settings, session: Conversation::new("droid", session_id), resume_works: true };
+        Ok((adapter, StartInfo { version, model, slash_commands: Vec::new() }))
     }
 
     async fn send(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         if !message.attachments.is_empty() {
             return Err(AdapterError::invalid("droid exec takes no attachments; send text only"));
         }
-        let Some(id) = self.session_id.clone() else {
+        let Some(id) = self.session.id().map(str::to_owned) else {
             return self.run_or_fail(Continue::New, &message.text, turn).await;
         };
         if !self.resume_works {
@@ -206,7 +155,7 @@ impl Adapter for Droid {
                      messages fork it the same way."
                 );
                 let block = ErrorBlock { message: notice, recoverable: true, code: Some("resume_unavailable".into()) };
-                emit(turn, BlockKind::Error(block)).await?;
+                turn.emit_lenient(BlockKind::Error(block)).await?;
                 self.fork(&id, &message.text, turn).await
             }
             Run::NoOutput { detail, silent: false } => self.fail(detail, turn).await,
@@ -216,7 +165,7 @@ impl Adapter for Droid {
 
 impl GetUsage for Droid {
     async fn get_usage(&mut self) -> Result<Usage, AdapterError> {
-        Ok(self.totals.clone())
+        Ok(self.session.totals().clone())
     }
 }
 
@@ -227,7 +176,7 @@ impl Droid {
         match self.run(Continue::Fork(id), prompt, turn).await? {
             Run::Ended(reason) => Ok(reason),
             Run::NoOutput { detail, .. } => {
-                self.session_id = None;
+                self.session.forget();
                 let detail = format!(
                     "droid could not fork session {id} either (is its file still under ~/.factory/sessions?); \
                      the next message starts a new droid session without this conversation's history.\n{detail}"
@@ -252,7 +201,7 @@ impl Droid {
     /// Ends a turn in which droid printed nothing: an `error` block and `session_end`
     /// error.
     async fn fail(&mut self, detail: String, turn: &mut Turn) -> Result<EndReason, AdapterError> {
-        let mut mapper = TurnMapper::new(mint_id("droid"), self.session_id.clone());
+        let mut mapper = TurnMapper::new(mint_id("droid"), self.session.id().map(str::to_owned));
         let actions = mapper.on_exit(&detail);
         Ok(self.apply(actions, turn, None).await?.unwrap_or(EndReason::Error))
     }
@@ -270,7 +219,7 @@ impl Droid {
         }
         process.close_stdin();
 
-        let mut mapper = TurnMapper::new(mint_id("droid"), self.session_id.clone());
+        let mut mapper = TurnMapper::new(mint_id("droid"), self.session.id().map(str::to_owned));
         let startup_deadline = Instant::now() + STARTUP_TIMEOUT;
         let mut failed_deadline: Option<Instant> = None;
         loop {
@@ -347,34 +296,13 @@ impl Droid {
         &mut self,
         actions: Vec<Action>,
         turn: &mut Turn,
-        mut process: Option<&mut AgentProcess>,
+        process: Option<&mut AgentProcess>,
     ) -> Result<Option<EndReason>, AdapterError> {
-        for action in actions {
-            match action {
-                Action::Emit(block) => emit(turn, block).await?,
-                Action::SessionId(id) => {
-                    tracing::info!(session_id = %id, "droid session");
-                    self.session_id = Some(id.clone());
-                    turn.session().set_agent_session_id(id).await.map_err(AdapterError::agent)?;
-                }
-                Action::End(end) => {
-                    if let Some(process) = process.as_deref_mut() {
-                        end_process(process).await;
-                    }
-                    return self.end_turn(end, turn).await.map(Some);
-                }
-            }
+        let Some(end) = self.session.apply(actions, turn).await? else { return Ok(None) };
+        if let Some(process) = process {
+            end_process(process).await;
         }
-        Ok(None)
-    }
-
-    async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
-        if let Some(usage) = &end.usage {
-            self.totals.add(usage);
-        }
-        let reason = end.reason;
-        emit(turn, BlockKind::SessionEnd(end)).await?;
-        Ok(reason)
+        self.session.end_turn(end, turn).await.map(Some)
     }
 }
 
@@ -434,19 +362,6 @@ fn exit_detail(status: Option<ExitStatus>, stderr_tail: &str) -> String {
         format!("droid exited {how} without finishing the turn:\n{quoted}")
     };
     bounded(&detail, 4096)
-}
-
-/// Streams one block. A block the SDK refuses as a contract breach is logged and
-/// dropped (the mapper should never produce one); a closed bridge ends the turn.
-async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
-    match turn.emit(kind).await {
-        Ok(()) => Ok(()),
-        Err(TurnError::Contract(violation)) => {
-            tracing::warn!("dropped a block that would break the turn contract: {violation}");
-            Ok(())
-        }
-        Err(e) => Err(AdapterError::agent(e)),
-    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use terminull_adapter_sdk::settings::{SettingError, check_flag_value, check_one_of, choose};
 
 /// Prompts up to this size go on the command line; longer ones through stdin.
 pub const MAX_ARGV_PROMPT_BYTES: usize = 96 * 1024;
@@ -43,18 +44,11 @@ impl PermissionMode {
 
     /// The mode for a `permission_mode` value; absent means the default. An unknown
     /// name is refused with a sentence listing the choices.
-    pub fn parse(name: Option<&str>) -> Result<Self, String> {
-        match name {
-            None | Some("read-only") => Ok(Self::ReadOnly),
-            Some("low") => Ok(Self::Low),
-            Some("medium") => Ok(Self::Medium),
-            Some("high") => Ok(Self::High),
-            Some(other) => Err(format!(
-                "unknown permission mode `{other}` for droid; choose one of: {} \
-                 (droid's autonomy levels; --skip-permissions-unsafe is not offered)",
-                Self::NAMES.join(", ")
-            )),
-        }
+    pub fn parse(name: Option<&str>) -> Result<Self, SettingError> {
+        let choices =
+            [("read-only", Self::ReadOnly), ("low", Self::Low), ("medium", Self::Medium), ("high", Self::High)];
+        let note = " (droid's autonomy levels; --skip-permissions-unsafe is not offered)";
+        choose("droid", "permission mode", name, Self::ReadOnly, &choices, note)
     }
 
     /// The value of `--auto`, when there is one.
@@ -72,22 +66,14 @@ impl PermissionMode {
 pub const EFFORTS: [&str; 8] = ["off", "none", "minimal", "low", "medium", "high", "xhigh", "max"];
 
 /// Checks the `effort` init param against [`EFFORTS`].
-pub fn check_effort(effort: &str) -> Result<(), String> {
-    if EFFORTS.contains(&effort) {
-        Ok(())
-    } else {
-        Err(format!("unknown effort `{effort}` for droid; choose one of: {}", EFFORTS.join(", ")))
-    }
+pub fn check_effort(effort: &str) -> Result<(), SettingError> {
+    check_one_of("droid", "effort", effort, &EFFORTS)
 }
 
 /// Checks a value that goes into the command line as a flag's value (a model, a
 /// session id): not empty and not starting with `-`, which droid would read as a flag.
-pub fn check_value(what: &str, value: &str) -> Result<(), String> {
-    if value.trim().is_empty() || value.starts_with('-') || value.contains('\n') {
-        Err(format!("invalid {what} {value:?} for droid"))
-    } else {
-        Ok(())
-    }
+pub fn check_value(what: &'static str, value: &str) -> Result<(), SettingError> {
+    check_flag_value("droid", what, value)
 }
 
 /// What every turn's command line is built from.
@@ -195,9 +181,12 @@ mod tests {
             (Some("high"), Ok(Some("high"))),
         ];
         for (name, want) in cases {
-            assert_eq!(PermissionMode::parse(name).map(PermissionMode::auto), want.map_err(|e: &str| e.to_owned()));
+            assert_eq!(
+                PermissionMode::parse(name).map(PermissionMode::auto).map_err(|e| e.to_string()),
+                want.map_err(|e: &str| e.to_owned())
+            );
         }
-        let err = PermissionMode::parse(Some("skip-permissions-unsafe")).unwrap_err();
+        let err = PermissionMode::parse(Some("skip-permissions-unsafe")).unwrap_err().to_string();
         assert!(err.contains("read-only, low, medium, high"), "{err}");
     }
 
@@ -206,7 +195,7 @@ mod tests {
         for ok in EFFORTS {
             assert_eq!(check_effort(ok), Ok(()));
         }
-        assert!(check_effort("extreme").unwrap_err().contains("off, none, minimal"));
+        assert!(check_effort("extreme").unwrap_err().to_string().contains("off, none, minimal"));
         assert!(check_value("model", "custom:mock-claude").is_ok());
         for bad in ["", "-m", "a\nb"] {
             assert!(check_value("model", bad).is_err(), "{bad:?}");

@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for Droid.
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for Droid:
+//! [`DroidSessions`].
 //!
 //! Droid 0.225 keeps one JSONL file per session at `~/.factory/sessions/<cwd, every
 //! character but a-z A-Z 0-9 as ->/<session id>.jsonl` (plus `<id>.settings.json`):
@@ -19,29 +20,22 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, ProcessTable, files_with_suffix, is_probe, latest_by_scan, mirrored,
-    mtime_secs, newest_first, read_jsonl, same_dir, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, ProcessTable, SessionFiles, TITLE_CHARS, agent_home,
+    files_with_suffix, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, replayed, same_dir,
+    str_at, title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
+    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `~/.factory`.
 pub fn factory_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".factory"))
+    agent_home(None, ".factory")
 }
 
 /// The directory name Droid uses for `cwd`'s sessions.
@@ -57,8 +51,8 @@ fn check_id(id: &str) -> Result<(), AdapterError> {
 fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     let sessions = root.join("sessions");
     let files = match cwd {
-        Some(cwd) => files_with_suffix(&sessions.join(session_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED),
-        None => files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED),
+        Some(cwd) => files_with_suffix(&sessions.join(session_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED_FILES),
+        None => files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED_FILES),
     };
     files.into_iter().filter(|p| !p.to_string_lossy().ends_with(".settings.jsonl")).collect()
 }
@@ -74,7 +68,7 @@ pub fn session_path(root: &Path, cwd: &str, id: &str) -> Result<PathBuf, Adapter
         .into_iter()
         .next()
         .or_else(|| {
-            files_with_suffix(&root.join("sessions"), ".jsonl", 1, MAX_SCANNED)
+            files_with_suffix(&root.join("sessions"), ".jsonl", 1, MAX_SCANNED_FILES)
                 .into_iter()
                 .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{id}.jsonl")))
         })
@@ -126,16 +120,6 @@ fn describe(path: &Path) -> Option<ExternalSession> {
     })
 }
 
-/// `scan_external_sessions` against `root` (`~/.factory`).
-pub fn scan(root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
-}
-
-/// `latest_sid_for_cwd`.
-pub fn latest(root: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    latest_by_scan(params, |scan_params| scan(root, scan_params))
-}
-
 /// Whether a `droid` command line may drive session `sid` in `cwd`: `-s`, `--resume`,
 /// `-r` or `resume <id>` name one (another id is another session); `--cwd <dir>` names
 /// the directory when it is not the process's own.
@@ -155,49 +139,64 @@ pub fn drives(p: &ProcInfo, cwd: &Path, sid: Option<&str>) -> bool {
     in_dir && sid.is_none_or(|sid| named.is_none_or(|n| n == sid))
 }
 
-/// A `droid` process (not terminull's) drives `cwd`.
-pub fn is_owned(params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let cwd = Path::new(&params.cwd);
-    let table = ProcessTable::read();
-    // The process's own cwd may differ when `--cwd` is given: look at every droid.
-    let me = std::process::id();
-    let mut owners: Vec<u32> = table
-        .iter()
-        .filter(|p| p.program_names().iter().any(|n| n == "droid"))
-        .filter(|p| !is_probe(&p.argv) && drives(p, cwd, sid.as_deref()))
-        .filter(|p| !table.is_terminulls(p.pid, me))
-        .map(|p| p.pid)
-        .collect();
-    owners.sort_unstable();
-    let pid = owners.first().copied();
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
-
-/// `terminal_resume_command`: `droid --resume <id>`.
-pub fn resume_command(params: &TerminalResumeCommandParams) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_id(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec!["droid".into(), "--resume".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
-}
-
-/// `mirror`: the session file after the cursor, as blocks.
-pub fn mirror(root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
-    let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-        .map_err(AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
-}
-
 fn tool_output(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(items)) => items.iter().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n"),
         Some(other) => other.to_string(),
         None => String::new(),
+    }
+}
+
+/// Where Droid keeps its sessions, and how they are read for the handoff hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DroidSessions;
+
+impl SessionFiles for DroidSessions {
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        factory_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
+    }
+
+    /// `scan_external_sessions` against `root` (`~/.factory`).
+    fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
+        newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
+    }
+
+    /// A `droid` process (not terminull's) drives `cwd`.
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+        let cwd = Path::new(&params.cwd);
+        let table = ProcessTable::read();
+        // The process's own cwd may differ when `--cwd` is given: look at every droid.
+        let me = std::process::id();
+        let mut owners: Vec<u32> = table
+            .iter()
+            .filter(|p| p.program_names().iter().any(|n| n == "droid"))
+            .filter(|p| !is_probe(&p.argv) && drives(p, cwd, sid.as_deref()))
+            .filter(|p| !table.is_terminulls(p.pid, me))
+            .map(|p| p.pid)
+            .collect();
+        owners.sort_unstable();
+        let pid = owners.first().copied();
+        IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+    }
+
+    /// `mirror`: the session file after the cursor, as blocks.
+    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
+    }
+
+    /// `terminal_resume_command`: `droid --resume <id>`.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_id(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec!["droid".into(), "--resume".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd.clone(),
+        })
     }
 }
 
@@ -211,17 +210,17 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
             match str_at(message, "role") {
                 Some("user") => {
                     if let Some(text) = user_text(message) {
-                        out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                        out.push(replayed::user(text));
                     }
                     for item in message.get("content").and_then(Value::as_array).into_iter().flatten() {
                         if str_at(item, "type") == Some("tool_result")
                             && let Some(id) = str_at(item, "tool_use_id")
                         {
-                            out.push(BlockKind::ToolResult(ToolResult {
-                                tool_call_id: id.to_owned().into(),
-                                output: tool_output(item.get("content")),
-                                is_error: item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                            }));
+                            out.push(replayed::tool_result(
+                                id,
+                                tool_output(item.get("content")),
+                                item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                            ));
                         }
                     }
                 }
@@ -230,26 +229,17 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     for (i, item) in items.into_iter().flatten().enumerate() {
                         let id = format!("{record_id}-{i}");
                         match str_at(item, "type") {
-                            Some("text") => out.push(BlockKind::Text(StreamedText {
-                                id: id.into(),
-                                text: str_at(item, "text").unwrap_or_default().to_owned(),
-                                done: true,
-                            })),
-                            Some("thinking") => out.push(BlockKind::Thinking(StreamedText {
-                                id: id.into(),
-                                text: str_at(item, "thinking").unwrap_or_default().to_owned(),
-                                done: true,
-                            })),
+                            Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
+                            Some("thinking") => {
+                                out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default()))
+                            }
                             Some("tool_use") => {
                                 let Some(call) = str_at(item, "id") else { continue };
-                                out.push(BlockKind::ToolCall(ToolCall {
-                                    id: call.to_owned().into(),
-                                    name: str_at(item, "name").unwrap_or("tool").to_owned(),
-                                    input: item.get("input").cloned().unwrap_or(json!({})),
-                                    status: ToolStatus::Done,
-                                    parent_id: None,
-                                    title: None,
-                                }));
+                                out.push(replayed::tool_call(
+                                    call,
+                                    str_at(item, "name").unwrap_or("tool"),
+                                    item.get("input").cloned().unwrap_or(json!({})),
+                                ));
                             }
                             _ => {}
                         }
@@ -264,11 +254,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 Some("interrupted" | "cancelled" | "aborted") => EndReason::Interrupted,
                 _ => EndReason::Error,
             };
-            out.push(BlockKind::SessionEnd(SessionEnd {
-                reason,
-                usage: None,
-                message: Some("turn finished in the terminal".into()),
-            }));
+            out.push(replayed::turn_end(reason, "turn finished in the terminal"));
         }
         _ => {}
     }
@@ -278,6 +264,8 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::BlockKind;
+    use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FIXTURE: &str =
         include_str!("../../../tests/fixtures/handoff/droid/a9c67ee4-25db-4e11-90a8-15ef62b6718d.jsonl");
@@ -296,12 +284,12 @@ mod tests {
     #[test]
     fn a_recorded_session_is_found_by_scan_with_its_cwd_and_title() {
         let root = root();
-        let all = scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
+        let all = DroidSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].agent_session_id.as_str(), ID);
         assert_eq!(all[0].cwd.as_deref(), Some(CWD));
         assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
-        let head = latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
+        let head = DroidSessions.latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
         assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(ID));
     }
 
@@ -309,7 +297,7 @@ mod tests {
     fn the_mirror_maps_the_recorded_turn_to_blocks_and_continues_from_its_cursor() {
         let root = root();
         let params = MirrorParams { cwd: CWD.into(), agent_session_id: ID.into(), cursor: None };
-        let all = mirror(root.path(), &params).unwrap();
+        let all = DroidSessions.read_mirror(root.path(), &params).unwrap();
         let types: Vec<&str> = all.blocks.iter().map(Block::block_type).collect();
         assert_eq!(
             types,
@@ -317,19 +305,25 @@ mod tests {
         );
         let BlockKind::UserMessage(m) = &all.blocks[0].kind else { unreachable!() };
         assert_eq!(m.text, "mock:tool please");
-        assert!(mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap().blocks.is_empty());
+        assert!(
+            DroidSessions
+                .read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params })
+                .unwrap()
+                .blocks
+                .is_empty()
+        );
     }
 
     #[test]
     fn hostile_session_files_give_errors_not_panics() {
         let root = root();
         let params = |id: &str| MirrorParams { cwd: CWD.into(), agent_session_id: id.into(), cursor: None };
-        assert!(mirror(root.path(), &params("../x")).is_err());
-        assert!(mirror(root.path(), &params("nope")).unwrap_err().message.contains("nope"));
+        assert!(DroidSessions.read_mirror(root.path(), &params("../x")).is_err());
+        assert!(DroidSessions.read_mirror(root.path(), &params("nope")).unwrap_err().message.contains("nope"));
         let path = session_path(root.path(), CWD, ID).unwrap();
         std::fs::write(&path, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":{}}}\n\u{0}\n")
             .unwrap();
-        assert!(mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
+        assert!(DroidSessions.read_mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
     }
 
     #[test]
@@ -348,6 +342,6 @@ mod tests {
         assert!(!drives(&p(&["droid", "exec", "--cwd", "/w/other", "hi"], "/w/shop"), here, Some(ID)));
         assert!(!drives(&p(&["droid", "--resume", "another"], "/w/shop"), here, Some(ID)));
         let params = TerminalResumeCommandParams { agent_session_id: ID.into(), cwd: None };
-        assert_eq!(resume_command(&params).unwrap().argv, ["droid", "--resume", ID]);
+        assert_eq!(DroidSessions.resume_command(&params).unwrap().argv, ["droid", "--resume", ID]);
     }
 }

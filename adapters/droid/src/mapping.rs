@@ -26,7 +26,9 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_input, first_line};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{EndReason, ErrorBlock, SessionEnd, StreamedText, Usage};
@@ -47,41 +49,7 @@ pub const MAX_ERROR_BYTES: usize = 16 * 1024;
 pub const MAX_TRACKED_IDS: usize = 65_536;
 
 /// What the adapter must do for one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Stream this block.
-    Emit(BlockKind),
-    /// Report the agent's session id (the next turn continues it).
-    SessionId(String),
-    /// The turn's one `session_end`; everything open was closed before it. Always the
-    /// last action.
-    End(SessionEnd),
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… [truncated: {} bytes in all]", &text[..end], text.len())
-}
-
-fn bounded_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default().trim();
-    match line.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &line[..end]),
-        None => line.to_owned(),
-    }
-}
-
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
-}
+pub type Action = terminull_adapter_sdk::Action;
 
 /// A short title for a tool call: droid's own `summary` (its `Execute` tool requires
 /// one), else the command, path or pattern it works on.
@@ -89,7 +57,7 @@ pub fn tool_title(parameters: &Value) -> Option<String> {
     ["summary", "command", "file_path", "path", "pattern", "query", "url"]
         .iter()
         .find_map(|key| parameters.get(*key).and_then(Value::as_str))
-        .map(|s| bounded_line(s, MAX_TITLE_CHARS))
+        .map(|s| first_line(s, MAX_TITLE_CHARS))
         .filter(|s| !s.is_empty())
 }
 
@@ -187,22 +155,14 @@ impl TurnMapper {
             Event::Reasoning { id, text } => out.extend(self.whole("thinking", &id, &text).map(Action::Emit)),
             Event::ToolCall { id, name, parameters } => {
                 let title = tool_title(&parameters);
-                match self.tools.start(self.tool_id(&id), name, bounded_input(parameters), None, title) {
-                    Ok(block) => out.push(Action::Emit(block)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let input = bounded_input(parameters, MAX_INPUT_BYTES);
+                out.extend(self.tools.start_lenient(self.tool_id(&id), name, input, title).map(Action::Emit));
             }
             Event::ToolResult { id, name, output, is_error } => {
-                let block_id = self.tool_id(&id);
-                if !self.tools.is_running(&block_id.clone().into())
-                    && let Ok(block) = self.tools.start(block_id.clone(), name, Value::Null, None, None)
-                {
-                    out.push(Action::Emit(block));
-                }
-                match self.tools.finish(block_id, bounded(&output, MAX_TOOL_OUTPUT_BYTES), is_error) {
-                    Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let output = bounded(&output, MAX_TOOL_OUTPUT_BYTES);
+                out.extend(
+                    self.tools.finish_lenient(self.tool_id(&id), name, output, is_error).into_iter().map(Action::Emit),
+                );
             }
             Event::Completion { final_text, usage, session_id } => {
                 if let Some(id) = session_id.filter(|id| !id.is_empty() && self.session_id.as_ref() != Some(id)) {
@@ -304,6 +264,10 @@ impl TurnMapper {
 
 #[cfg(test)]
 mod tests {
+    use terminull_adapter_sdk::testing::{blocks_of, describe};
+
+    use serde_json::json;
+
     use super::*;
     use crate::events::parse_event;
     use terminull_protocol::turn::TurnTracker;
@@ -345,38 +309,6 @@ mod tests {
         (actions, mapper)
     }
 
-    fn describe(action: &Action) -> String {
-        match action {
-            Action::SessionId(id) => format!("session_id {id}"),
-            Action::End(end) => {
-                let usage = end.usage.as_ref().map(|u| format!(" in={:?} out={:?}", u.input_tokens, u.output_tokens));
-                format!(
-                    "session_end {:?}{}{}",
-                    end.reason,
-                    usage.unwrap_or_default(),
-                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
-                )
-            }
-            Action::Emit(kind) => match kind {
-                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::ToolCall(c) => format!(
-                    "tool_call {} {} {:?} {} title={:?}",
-                    c.id,
-                    c.name,
-                    c.status,
-                    c.input,
-                    c.title.as_deref().unwrap_or("")
-                ),
-                BlockKind::ToolResult(r) => {
-                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
-                }
-                BlockKind::Error(e) => format!("error {} {:?}", e.code.as_deref().unwrap_or("-"), e.message),
-                other => format!("{other:?}"),
-            },
-        }
-    }
-
     /// (name, recording, session known before, how it ended, expected actions)
     type Case<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<String>);
 
@@ -398,16 +330,16 @@ mod tests {
                 "tool_result p-toolu_mock_000001 error=false \"hello\\n\\n\\n[Process exited with code 0]\"".into(),
                 "thinking p-thinking-4b171350-52ac-426e-adfd-fbdaf341dd1c done=true \"The tool ran; summarise its output.\"".into(),
                 "text p-text-4b171350-52ac-426e-adfd-fbdaf341dd1c done=true \"Done. The command printed: hello\\n\\n\\n[Process exited with code 0] (history=4 msgs)\"".into(),
-                "session_end Completed in=Some(20732) out=Some(78)".into(),
+                "session_end Completed in=Some(20732) out=Some(78) cache_read=Some(0) cache_write=Some(0)".into(),
             ]),
             ("-s offline: no output at all (the adapter then forks)", RESUME_OFFLINE, Some("60c1888a-642d-441a-89a7-4d547cd03416"), Ending::Exit("droid exited with status 1"), vec![
-                "error agent_exited \"droid exited with status 1\"".into(),
+                "error agent_exited recoverable=true \"droid exited with status 1\"".into(),
                 "session_end Error \"droid exited with status 1\"".into(),
             ]),
             ("--fork: the new session is reported", FORK, Some("60c1888a-642d-441a-89a7-4d547cd03416"), Ending::None, vec![
                 "session_id 7721e3e5-3b2a-49a0-bdcb-043a8310b9e1".into(),
                 "text p-text-842657b0-405f-4d65-beb2-b0d82e720c51 done=true \"Hello from the terminull model server. This is a short scripted answer.\"".into(),
-                "session_end Completed in=Some(10523) out=Some(18)".into(),
+                "session_end Completed in=Some(10523) out=Some(18) cache_read=Some(0) cache_write=Some(0)".into(),
             ]),
             ("interrupted (mock:slow): nothing streamed before the kill", SLOW_INTERRUPTED, Some("7721e3e5-3b2a-49a0-bdcb-043a8310b9e1"), Ending::Interrupt, vec![
                 "session_id d0fd1a32-5575-49c0-ba1f-a916478226af".into(),
@@ -422,21 +354,21 @@ mod tests {
                 "tool_result p-toolu_mock_000005 error=false \"created\\n\\n\\n[Process exited with code 0]\"".into(),
                 "thinking p-thinking-aa2d27b6-1163-47b3-827b-d14e76680d9a done=true \"The tool ran; summarise its output.\"".into(),
                 "text p-text-aa2d27b6-1163-47b3-827b-d14e76680d9a done=true \"Done. The command printed: created\\n\\n\\n[Process exited with code 0] (history=12 msgs)\"".into(),
-                "session_end Completed in=Some(21319) out=Some(88)".into(),
+                "session_end Completed in=Some(21319) out=Some(88) cache_read=Some(0) cache_write=Some(0)".into(),
             ]),
             ("no model and no login: droid's own error ends the turn", NO_LOGIN, None, Ending::Exit("droid failed"), vec![
                 "session_id 15bb28d1-4e68-4e12-bd72-12d1c7ba461c".into(),
-                format!("error agent_error {AUTH}"),
+                format!("error agent_error recoverable=true {AUTH}"),
                 format!("session_end Error {AUTH}"),
             ]),
             ("an unknown model: only stderr says why", BAD_MODEL, None, Ending::Exit("droid exited with status 1 without finishing the turn:\nInvalid model: custom:nope"), vec![
-                "error agent_exited \"droid exited with status 1 without finishing the turn:\\nInvalid model: custom:nope\"".into(),
+                "error agent_exited recoverable=true \"droid exited with status 1 without finishing the turn:\\nInvalid model: custom:nope\"".into(),
                 "session_end Error \"droid exited with status 1 without finishing the turn:\\nInvalid model: custom:nope\"".into(),
             ]),
             ("model error after droid's retries (about 4 minutes)", MODEL_ERROR, None, Ending::Exit("droid exited with status 1"), vec![
                 "session_id 5badb709-1e17-4a89-bab2-fa7465c412d4".into(),
-                format!("error model_error {OVERLOADED}"),
-                "error agent_error \"Exec failed\"".into(),
+                format!("error model_error recoverable=true {OVERLOADED}"),
+                "error agent_error recoverable=true \"Exec failed\"".into(),
                 format!("session_end Error {OVERLOADED}"),
             ]),
         ];
@@ -446,12 +378,7 @@ mod tests {
             assert_eq!(got, want, "{name}");
             assert!(mapper.ended(), "{name}");
             let mut tracker = TurnTracker::new();
-            for action in &actions {
-                let block = match action {
-                    Action::Emit(kind) => kind.clone(),
-                    Action::End(end) => BlockKind::SessionEnd(end.clone()),
-                    Action::SessionId(_) => continue,
-                };
+            for block in blocks_of(&actions) {
                 assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
             }
             assert!(tracker.ended() && tracker.open_violations().is_empty(), "{name}");
@@ -511,7 +438,7 @@ mod tests {
         let mut mapper = TurnMapper::new("p", None);
         let got: Vec<String> =
             mapper.on_event(event(json!({"type":"error","source":"cli"}))).iter().map(describe).collect();
-        assert_eq!(got, ["error agent_error \"droid reported an error (cli)\""]);
+        assert_eq!(got, ["error agent_error recoverable=true \"droid reported an error (cli)\""]);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for Gemini CLI.
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for Gemini CLI:
+//! [`GeminiSessions`].
 //!
 //! Gemini CLI 0.61 keeps its conversations as JSONL files in
 //! `~/.gemini/tmp/<project>/chats/session-<YYYY-MM-DDTHH-MM>-<first 8 of the id>.jsonl`,
@@ -18,29 +19,24 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner, is_probe, latest_by_scan, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix, mirrored,
+    mtime_secs, newest_first, owned_by_cli, read_jsonl, replayed, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
+    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{Block, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage};
+use terminull_protocol::blocks::{Block, ToolCall, ToolStatus};
 
-/// The most chat files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
 /// The most bytes of `projects.json` and `.project_root` read.
 const MAX_SMALL_FILE: u64 = 1024 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `~/.gemini`.
 pub fn gemini_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".gemini"))
+    agent_home(None, ".gemini")
 }
 
 fn read_small(path: &Path) -> Option<String> {
@@ -68,7 +64,7 @@ fn chats_dir(root: &Path, cwd: &str) -> Option<PathBuf> {
 
 fn project_dirs(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root.join("tmp")) else { return Vec::new() };
-    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_SCANNED).collect()
+    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_SCANNED_FILES).collect()
 }
 
 fn project_cwd(chats: &Path) -> Option<String> {
@@ -125,38 +121,7 @@ fn chat_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
         Some(cwd) => chats_dir(root, cwd).into_iter().collect(),
         None => project_dirs(root).into_iter().map(|d| d.join("chats")).collect::<Vec<_>>(),
     };
-    dirs.iter().flat_map(|d| files_with_suffix(d, ".jsonl", 0, MAX_SCANNED)).take(MAX_SCANNED).collect()
-}
-
-/// `scan_external_sessions` against `root` (`~/.gemini`): one entry per session id, from
-/// its newest file.
-pub fn scan(root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    let mut newest: std::collections::BTreeMap<String, (f64, Chat)> = std::collections::BTreeMap::new();
-    for path in chat_files(root, params.cwd.as_deref()) {
-        let Some(chat) = read_chat(&path) else { continue };
-        let at = mtime_secs(&path);
-        match newest.get(&chat.session_id) {
-            Some((t, _)) if *t >= at => {}
-            _ => {
-                newest.insert(chat.session_id.clone(), (at, chat));
-            }
-        }
-    }
-    newest_first(
-        newest.into_values().map(|(at, chat)| ExternalSession {
-            agent_session_id: chat.session_id.into(),
-            cwd: chat.path.parent().and_then(project_cwd),
-            title: chat.title,
-            updated_at: at,
-            message_count: chat.complete.then_some(chat.messages),
-        }),
-        params,
-    )
-}
-
-/// `latest_sid_for_cwd`.
-pub fn latest(root: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    latest_by_scan(params, |scan_params| scan(root, scan_params))
+    dirs.iter().flat_map(|d| files_with_suffix(d, ".jsonl", 0, MAX_SCANNED_FILES)).take(MAX_SCANNED_FILES).collect()
 }
 
 /// The newest file of session `id` in `cwd`'s chats.
@@ -165,7 +130,7 @@ pub fn transcript_path(root: &Path, cwd: &str, id: &str) -> Result<PathBuf, Adap
     let suffix = format!("-{}.jsonl", &id[..8]);
     let dir =
         chats_dir(root, cwd).ok_or_else(|| AdapterError::not_found(format!("Gemini CLI has no project for {cwd}")))?;
-    let mut files: Vec<PathBuf> = files_with_suffix(&dir, &suffix, 0, MAX_SCANNED)
+    let mut files: Vec<PathBuf> = files_with_suffix(&dir, &suffix, 0, MAX_SCANNED_FILES)
         .into_iter()
         .filter(|p| read_chat(p).is_some_and(|c| c.session_id == id))
         .collect();
@@ -181,42 +146,12 @@ pub fn names_session(argv: &[String], sid: Option<&str>) -> bool {
     named.is_none_or(|n| n == sid || n == "latest" || n.chars().all(|c| c.is_ascii_digit()))
 }
 
-/// A `gemini` process (not terminull's) drives `cwd`.
-pub fn is_owned(params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let accept = |p: &ProcInfo| !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref());
-    let pid = find_native_owner(&["gemini"], Path::new(&params.cwd), accept);
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
-
-/// `terminal_resume_command`: `gemini --resume <id>`.
-pub fn resume_command(params: &TerminalResumeCommandParams) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_id(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec!["gemini".into(), "--resume".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
-}
-
 /// The cursor: the file it is in, then the JSONL cursor in it.
 fn split_cursor(cursor: Option<&str>) -> (Option<&str>, JsonlCursor) {
     match cursor.and_then(|c| c.rsplit_once('|')) {
         Some((file, at)) => (Some(file), JsonlCursor::parse(Some(at))),
         None => (None, JsonlCursor::default()),
     }
-}
-
-/// `mirror`: the newest chat file of the session after the cursor, as blocks. When the
-/// terminal started a new file for the session, the new one is read from its start;
-/// the history it repeats (a `$set` patch) is not mirrored again.
-pub fn mirror(root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let path = transcript_path(root, &params.cwd, params.agent_session_id.as_str())?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let (file, at) = split_cursor(params.cursor.as_deref());
-    let at = if file == Some(name.as_str()) { at } else { JsonlCursor::default() };
-    let chunk = read_jsonl(&path, at, JsonlLimits::default()).map_err(AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: format!("{name}|{}", chunk.cursor.encode()) })
 }
 
 /// The text of a user record typed by the user (not the context Gemini CLI injects,
@@ -231,6 +166,72 @@ fn prompt_text(record: &Value) -> Option<String> {
     (!text.is_empty() && !text.trim_start().starts_with("<session_context>")).then_some(text)
 }
 
+/// Where Gemini CLI keeps its sessions, and how they are read for the handoff hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GeminiSessions;
+
+impl SessionFiles for GeminiSessions {
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        gemini_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
+    }
+
+    /// `scan_external_sessions` against `root` (`~/.gemini`): one entry per session id, from
+    /// its newest file.
+    fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
+        let mut newest: std::collections::BTreeMap<String, (f64, Chat)> = std::collections::BTreeMap::new();
+        for path in chat_files(root, params.cwd.as_deref()) {
+            let Some(chat) = read_chat(&path) else { continue };
+            let at = mtime_secs(&path);
+            match newest.get(&chat.session_id) {
+                Some((t, _)) if *t >= at => {}
+                _ => {
+                    newest.insert(chat.session_id.clone(), (at, chat));
+                }
+            }
+        }
+        newest_first(
+            newest.into_values().map(|(at, chat)| ExternalSession {
+                agent_session_id: chat.session_id.into(),
+                cwd: chat.path.parent().and_then(project_cwd),
+                title: chat.title,
+                updated_at: at,
+                message_count: chat.complete.then_some(chat.messages),
+            }),
+            params,
+        )
+    }
+
+    /// A `gemini` process (not terminull's) drives `cwd`.
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        owned_by_cli(&["gemini"], params, names_session)
+    }
+
+    /// `mirror`: the newest chat file of the session after the cursor, as blocks. When the
+    /// terminal started a new file for the session, the new one is read from its start;
+    /// the history it repeats (a `$set` patch) is not mirrored again.
+    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let path = transcript_path(root, &params.cwd, params.agent_session_id.as_str())?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (file, at) = split_cursor(params.cursor.as_deref());
+        let at = if file == Some(name.as_str()) { at } else { JsonlCursor::default() };
+        let chunk = read_jsonl(&path, at, JsonlLimits::default()).map_err(AdapterError::agent)?;
+        let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
+        Ok(MirrorResult { blocks, cursor: format!("{name}|{}", chunk.cursor.encode()) })
+    }
+
+    /// `terminal_resume_command`: `gemini --resume <id>`.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_id(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec!["gemini".into(), "--resume".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd.clone(),
+        })
+    }
+}
+
 /// The blocks of one chat record; nothing for headers and `$set` patches.
 pub fn record_blocks(record: &Value) -> Vec<Block> {
     let Some(id) = str_at(record, "id") else { return Vec::new() };
@@ -238,7 +239,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
     match str_at(record, "type") {
         Some("user") => {
             if let Some(text) = prompt_text(record) {
-                out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                out.push(replayed::user(text));
             }
         }
         Some("gemini") => {
@@ -250,11 +251,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 .filter_map(|t| str_at(t, "description"))
                 .collect();
             if !thoughts.is_empty() {
-                out.push(BlockKind::Thinking(StreamedText {
-                    id: format!("{id}-thoughts").into(),
-                    text: thoughts.join(" "),
-                    done: true,
-                }));
+                out.push(replayed::thinking(format!("{id}-thoughts"), thoughts.join(" ")));
             }
             let text = match record.get("content") {
                 Some(Value::String(s)) => s.clone(),
@@ -264,7 +261,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 _ => String::new(),
             };
             if !text.is_empty() {
-                out.push(BlockKind::Text(StreamedText { id: id.to_owned().into(), text, done: true }));
+                out.push(replayed::text(id, text));
             }
             for call in record.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
                 let Some(call_id) = str_at(call, "id") else { continue };
@@ -283,11 +280,11 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                     title: str_at(call, "description").map(str::to_owned),
                 }));
                 if settled {
-                    out.push(BlockKind::ToolResult(ToolResult {
-                        tool_call_id: call_id.to_owned().into(),
-                        output: str_at(call, "resultDisplay").unwrap_or_default().to_owned(),
-                        is_error: status != Some("success"),
-                    }));
+                    out.push(replayed::tool_result(
+                        call_id,
+                        str_at(call, "resultDisplay").unwrap_or_default().to_owned(),
+                        status != Some("success"),
+                    ));
                 }
             }
         }
@@ -299,6 +296,8 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::adapter::LatestSidForCwdParams;
+    use terminull_protocol::blocks::ToolResult;
 
     const FILE: &str = "session-2026-11-30T06-47-c20bfe98.jsonl";
     const FIXTURE: &str =
@@ -319,12 +318,12 @@ mod tests {
     #[test]
     fn a_recorded_chat_is_found_by_scan_with_its_cwd_and_first_prompt() {
         let root = root();
-        let all = scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
+        let all = GeminiSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].agent_session_id.as_str(), ID);
         assert_eq!(all[0].cwd.as_deref(), Some(CWD));
         assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
-        let head = latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
+        let head = GeminiSessions.latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
         assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(ID));
     }
 
@@ -332,7 +331,7 @@ mod tests {
     fn the_mirror_maps_both_recorded_turns_and_follows_a_new_file_of_the_same_session() {
         let root = root();
         let params = MirrorParams { cwd: CWD.into(), agent_session_id: ID.into(), cursor: None };
-        let all = mirror(root.path(), &params).unwrap();
+        let all = GeminiSessions.read_mirror(root.path(), &params).unwrap();
         let prompts: Vec<&str> = all
             .blocks
             .iter()
@@ -353,7 +352,8 @@ mod tests {
         assert!(results.iter().any(|r| r.output == "hello"), "{results:?}");
         assert!(all.blocks.iter().any(|b| matches!(&b.kind, BlockKind::Text(t) if t.text.starts_with("Hello from"))));
         assert!(
-            mirror(root.path(), &MirrorParams { cursor: Some(all.cursor.clone()), ..params.clone() })
+            GeminiSessions
+                .read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor.clone()), ..params.clone() })
                 .unwrap()
                 .blocks
                 .is_empty()
@@ -370,7 +370,8 @@ mod tests {
         std::fs::write(&later, new_file).unwrap();
         let future = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
         std::fs::File::options().write(true).open(&later).unwrap().set_modified(future).unwrap();
-        let next = mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
+        let next =
+            GeminiSessions.read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
         assert!(
             matches!(&next.blocks[..], [b] if matches!(&b.kind, BlockKind::UserMessage(m) if m.text == "third")),
             "{:?}",
@@ -382,9 +383,11 @@ mod tests {
     fn hostile_chats_give_errors_not_panics() {
         let root = root();
         let params = |id: &str| MirrorParams { cwd: CWD.into(), agent_session_id: id.into(), cursor: None };
-        assert!(mirror(root.path(), &params("../../../etc")).is_err());
-        assert!(mirror(root.path(), &params("deadbeef-0000")).unwrap_err().message.contains("deadbeef"));
-        assert!(mirror(&root.path().join("nowhere"), &params(ID)).is_err());
+        assert!(GeminiSessions.read_mirror(root.path(), &params("../../../etc")).is_err());
+        assert!(
+            GeminiSessions.read_mirror(root.path(), &params("deadbeef-0000")).unwrap_err().message.contains("deadbeef")
+        );
+        assert!(GeminiSessions.read_mirror(&root.path().join("nowhere"), &params(ID)).is_err());
         let path = root.path().join("tmp/ws/chats").join(FILE);
         let header = FIXTURE.lines().next().unwrap();
         std::fs::write(
@@ -394,13 +397,13 @@ mod tests {
             ),
         )
         .unwrap();
-        assert!(mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
+        assert!(GeminiSessions.read_mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
     }
 
     #[test]
     fn the_resume_command_and_session_arguments() {
         let params = TerminalResumeCommandParams { agent_session_id: ID.into(), cwd: None };
-        assert_eq!(resume_command(&params).unwrap().argv, ["gemini", "--resume", ID]);
+        assert_eq!(GeminiSessions.resume_command(&params).unwrap().argv, ["gemini", "--resume", ID]);
         let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert!(names_session(&argv(&["gemini"]), Some(ID)));
         assert!(names_session(&argv(&["gemini", "-r", "latest"]), Some(ID)));

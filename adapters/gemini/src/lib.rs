@@ -7,22 +7,10 @@
 #![warn(missing_docs)]
 
 use std::ffi::OsString;
-use std::path::PathBuf;
-
 use terminull_acp::profile::{self, AcpProfile, Launch, Settings, Via};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
 
 pub mod handoff;
-
-/// `~/.gemini`.
-fn gemini_dir() -> Result<PathBuf, AdapterError> {
-    handoff::gemini_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
-}
 
 /// Gemini CLI's approval modes, as its ACP session modes name them.
 pub const PERMISSION_MODES: &[&str] = &["default", "autoEdit", "yolo", "plan"];
@@ -51,28 +39,8 @@ impl AcpProfile for Gemini {
     const REWRITE_THOUGHT: terminull_acp::mapping::ChunkRewrite = rewrite_thought;
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        Ok(handoff::scan(&gemini_dir()?, &params))
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(&params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        handoff::mirror(&gemini_dir()?, &params)
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        Ok(handoff::latest(&gemini_dir()?, &params))
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(&params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(handoff::GeminiSessions)
     }
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {

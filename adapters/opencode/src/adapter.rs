@@ -22,24 +22,20 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use terminull_acp::Launch;
-use terminull_acp::adapter::prompt_content;
+use terminull_acp::adapter::{prompt_content, working_dir};
 use terminull_acp::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT, describe_error};
-use terminull_acp::mapping::{Mapper, PromptEnd, keep_chunk};
+use terminull_acp::mapping::{Mapper, keep_chunk};
 use terminull_acp::schema::{PromptCapabilities, SessionUpdate, method};
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
-use terminull_protocol::blocks::{Progress, SessionEnd};
+use terminull_adapter_sdk::settings::program_on_path;
+use terminull_protocol::blocks::Progress;
 use terminull_protocol::jsonrpc::codes;
 use terminull_rpc::CallError;
 use tokio::process::Command;
 
 use crate::flavor::Flavor;
-use crate::handoff;
+use crate::handoff::OpenCodeSessions;
 use crate::options::{self, DEFAULT_MODEL, SessionOptions, Setting};
 
 /// `session/set_config_option` (ACP's successor of `set_mode`/`set_model`).
@@ -95,31 +91,6 @@ impl Wanted {
 /// (and sent again in `session/new`); the environment is inherited unchanged.
 pub fn launch(program: PathBuf) -> Launch {
     Launch { program, args: vec!["acp".into()], env: Vec::new() }
-}
-
-/// The working directory: absolute, and a directory.
-fn working_dir(cwd: Option<String>) -> Result<PathBuf, AdapterError> {
-    let here = std::env::current_dir().map_err(|e| AdapterError::agent(format!("no working directory: {e}")))?;
-    let dir = match cwd.filter(|c| !c.trim().is_empty()) {
-        Some(c) => here.join(c),
-        None => here,
-    };
-    if !dir.is_dir() {
-        return Err(AdapterError::invalid(format!("cwd `{}` is not a directory", dir.display())));
-    }
-    Ok(dir)
-}
-
-/// The CLI to run: the `binary` init param, else `name` on `PATH`.
-fn program(binary: Option<String>, name: &str, display_name: &str) -> Result<PathBuf, AdapterError> {
-    match binary.filter(|b| !b.trim().is_empty()) {
-        Some(binary) => Ok(PathBuf::from(binary)),
-        None => which::which(name).map_err(|_| {
-            AdapterError::agent(format!(
-                "`{name}` was not found on PATH; install {display_name} or give the path of its binary"
-            ))
-        }),
-    }
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -313,15 +284,7 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
@@ -334,33 +297,13 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         Ok(())
     }
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        handoff::scan(F::CLI_BINARY, &params).await
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(F::CLI_BINARY, &params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        handoff::mirror(F::CLI_BINARY, &params).await
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        handoff::latest(F::CLI_BINARY, &params).await
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(F::CLI_BINARY, &params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(OpenCodeSessions { cli: F::CLI_BINARY })
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let cwd = working_dir(init.cwd)?;
-        let program = program(init.binary, F::CLI_BINARY, F::DISPLAY_NAME)?;
+        let program = program_on_path(init.binary.as_deref(), F::CLI_BINARY, F::DISPLAY_NAME)?;
         let wanted = Wanted {
             model: non_empty(init.model),
             effort: non_empty(init.effort),
@@ -414,20 +357,7 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
         if outcome.lost {
             self.let_go().await;
         }
-        if outcome.bridge_gone {
-            self.mapper.end_turn(PromptEnd::CancelTimedOut, true);
-            return Ok(EndReason::Interrupted);
-        }
-        let mut reason = EndReason::Error;
-        for block in self.mapper.end_turn(outcome.end, outcome.interrupted) {
-            if let BlockKind::SessionEnd(SessionEnd { reason: r, .. }) = &block {
-                reason = *r;
-            }
-            if !client::emit(turn, block).await {
-                break;
-            }
-        }
-        Ok(reason)
+        Ok(outcome.close_turn(&mut self.mapper, turn).await)
     }
 
     async fn stop(&mut self) {
@@ -445,7 +375,7 @@ impl<F: Flavor> ListModels for OpenCodeFamily<F> {
     /// `<cli> models` (the models of every configured provider, `provider/model`),
     /// after a first entry for the configuration's own default.
     async fn list_models() -> Result<Vec<ModelInfo>, AdapterError> {
-        let program = program(None, F::CLI_BINARY, F::DISPLAY_NAME)?;
+        let program = program_on_path(None, F::CLI_BINARY, F::DISPLAY_NAME)?;
         let mut cmd = Command::new(program);
         cmd.arg("models");
         let opts = SpawnOptions { lines: Lines::Text, channel_capacity: 1024, ..SpawnOptions::default() };
@@ -536,10 +466,9 @@ mod tests {
         let e = working_dir(Some("/nonexistent/terminull-dir".into())).unwrap_err();
         assert_eq!(e.code, codes::INVALID_PARAMS);
         assert!(working_dir(None).unwrap().is_absolute());
-        let e = program(None, "terminull-no-such-cli", "Nothing").unwrap_err();
+        let e = program_on_path(None, "terminull-no-such-cli", "Nothing").unwrap_err();
         assert_eq!(e.code, codes::AGENT_ERROR);
         assert!(e.message.contains("terminull-no-such-cli"), "{}", e.message);
-        assert_eq!(program(Some("/x/oc".into()), "opencode", "OpenCode").unwrap(), PathBuf::from("/x/oc"));
         assert_eq!(non_empty(Some("  ".into())), None);
         assert_eq!(non_empty(Some(" plan ".into())).as_deref(), Some("plan"));
     }

@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for OpenCode and its forks (Kilo).
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for OpenCode and its
+//! forks (Kilo): [`OpenCodeSessions`].
 //!
 //! OpenCode 1.18 keeps its sessions in a SQLite database (`session`, `message` and
 //! `part` tables, each row's body a JSON `data` column). The hooks read it through the
@@ -19,16 +20,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
-use terminull_adapter_sdk::handoff::{ProcInfo, find_native_owner, is_probe, mirrored, str_at, title_of};
+use terminull_adapter_sdk::handoff::{
+    Handoff, ProcInfo, find_native_owner, is_probe, mirrored, replayed, str_at, title_of,
+};
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
     LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
     TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason, StreamedText, ToolCall, ToolStatus};
 use tokio::process::Command;
 
 /// How long one `<cli> db` query may take.
@@ -150,19 +151,6 @@ pub fn sessions_from_rows(rows: &[Value]) -> Vec<ExternalSession> {
         .collect()
 }
 
-/// `scan_external_sessions`.
-pub async fn scan(cli: &str, params: &ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-    Ok(sessions_from_rows(&query(cli, &sessions_sql(params)?).await?))
-}
-
-/// `latest_sid_for_cwd`.
-pub async fn latest(cli: &str, params: &LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-    let scan_params = ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) };
-    Ok(LatestSidForCwdResult {
-        agent_session_id: scan(cli, &scan_params).await?.into_iter().next().map(|s| s.agent_session_id),
-    })
-}
-
 /// Whether a command line of the CLI may drive session `sid`: not a subcommand that
 /// drives none, and `-s`/`--session` naming it or no session.
 pub fn drives(argv: &[String], sid: Option<&str>) -> bool {
@@ -172,26 +160,6 @@ pub fn drives(argv: &[String], sid: Option<&str>) -> bool {
     let Some(sid) = sid else { return true };
     let named = argv.windows(2).find(|w| w[0] == "-s" || w[0] == "--session").map(|w| w[1].clone());
     named.is_none_or(|n| n == sid)
-}
-
-/// A process of the CLI (not terminull's) drives `cwd`.
-pub fn is_owned(cli: &str, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let accept = |p: &ProcInfo| drives(&p.argv, sid.as_deref());
-    let pid = find_native_owner(&[cli], Path::new(&params.cwd), accept);
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
-
-/// `terminal_resume_command`: `<cli> --session <id>` (the TUI).
-pub fn resume_command(
-    cli: &str,
-    params: &TerminalResumeCommandParams,
-) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_id(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec![cli.to_owned(), "--session".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
 }
 
 /// The mirror's cursor: the newest `time_updated` seen and the ids seen at it.
@@ -262,10 +230,7 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
         let user = str_at(&message, "role") == Some("user");
         let kind = match (user, str_at(&part, "type")) {
             (true, Some("text")) if part.get("synthetic").and_then(Value::as_bool) != Some(true) => {
-                Some(BlockKind::UserMessage(UserMessage {
-                    text: str_at(&part, "text").unwrap_or_default().to_owned(),
-                    attachments: vec![],
-                }))
+                Some(replayed::user(str_at(&part, "text").unwrap_or_default().to_owned()))
             }
             (false, Some("text")) => Some(BlockKind::Text(StreamedText {
                 id: id.to_owned().into(),
@@ -294,22 +259,15 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
                     title: str_at(&state, "title").map(str::to_owned),
                 })));
                 (status != ToolStatus::Running).then(|| {
-                    BlockKind::ToolResult(ToolResult {
-                        tool_call_id: call.into(),
-                        output: str_at(&state, "output")
-                            .or_else(|| str_at(&state, "error"))
-                            .unwrap_or_default()
-                            .to_owned(),
-                        is_error: status == ToolStatus::Error,
-                    })
+                    replayed::tool_result(
+                        call,
+                        str_at(&state, "output").or_else(|| str_at(&state, "error")).unwrap_or_default().to_owned(),
+                        status == ToolStatus::Error,
+                    )
                 })
             }
             (false, Some("step-finish")) if str_at(&part, "reason") == Some("stop") => {
-                Some(BlockKind::SessionEnd(SessionEnd {
-                    reason: EndReason::Completed,
-                    usage: None,
-                    message: Some("turn finished in the terminal".into()),
-                }))
+                Some(replayed::turn_end(EndReason::Completed, "turn finished in the terminal"))
             }
             _ => None,
         };
@@ -318,13 +276,58 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
     (out, next)
 }
 
-/// `mirror`.
-pub async fn mirror(cli: &str, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let sid = params.agent_session_id.as_str();
-    let cursor = PartCursor::parse(params.cursor.as_deref());
-    let rows = query(cli, &parts_sql(sid, &cursor)?).await?;
-    let (blocks, next) = rows_blocks(&rows, &cursor);
-    Ok(MirrorResult { blocks, cursor: next.encode() })
+/// The handoff hooks of one CLI of the family (`opencode`, `kilo`): its sessions are
+/// rows of its SQLite database, read through `<cli> db` ([`query`]).
+#[derive(Debug, Clone, Copy)]
+pub struct OpenCodeSessions {
+    /// The CLI's name on `PATH`.
+    pub cli: &'static str,
+}
+
+impl Handoff for OpenCodeSessions {
+    async fn scan_external_sessions(
+        &self,
+        params: ScanExternalSessionsParams,
+    ) -> Result<Vec<ExternalSession>, AdapterError> {
+        Ok(sessions_from_rows(&query(self.cli, &sessions_sql(&params)?).await?))
+    }
+
+    /// A process of the CLI (not terminull's) drives `cwd`.
+    async fn is_cwd_externally_owned(
+        &self,
+        params: IsCwdExternallyOwnedParams,
+    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
+        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+        let accept = |p: &ProcInfo| drives(&p.argv, sid.as_deref());
+        let pid = find_native_owner(&[self.cli], Path::new(&params.cwd), accept);
+        Ok(IsCwdExternallyOwnedResult { owned: pid.is_some(), pid })
+    }
+
+    async fn mirror(&self, params: MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let sid = params.agent_session_id.as_str();
+        let cursor = PartCursor::parse(params.cursor.as_deref());
+        let rows = query(self.cli, &parts_sql(sid, &cursor)?).await?;
+        let (blocks, next) = rows_blocks(&rows, &cursor);
+        Ok(MirrorResult { blocks, cursor: next.encode() })
+    }
+
+    async fn latest_sid_for_cwd(&self, params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
+        let scan_params = ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) };
+        let newest = self.scan_external_sessions(scan_params).await?.into_iter().next();
+        Ok(LatestSidForCwdResult { agent_session_id: newest.map(|s| s.agent_session_id) })
+    }
+
+    /// `<cli> --session <id>` (the TUI).
+    async fn terminal_resume_command(
+        &self,
+        params: TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_id(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec![self.cli.to_owned(), "--session".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -373,14 +376,13 @@ mod tests {
         assert_eq!(same, cursor);
     }
 
-    #[test]
-    fn the_resume_command_and_who_drives_a_session() {
+    #[tokio::test]
+    async fn the_resume_command_and_who_drives_a_session() {
+        let opencode = OpenCodeSessions { cli: "opencode" };
         let params = TerminalResumeCommandParams { agent_session_id: "ses_abc".into(), cwd: None };
-        assert_eq!(resume_command("opencode", &params).unwrap().argv, ["opencode", "--session", "ses_abc"]);
-        assert!(
-            resume_command("opencode", &TerminalResumeCommandParams { agent_session_id: "x;rm".into(), cwd: None })
-                .is_err()
-        );
+        assert_eq!(opencode.terminal_resume_command(params).await.unwrap().argv, ["opencode", "--session", "ses_abc"]);
+        let hostile = TerminalResumeCommandParams { agent_session_id: "x;rm".into(), cwd: None };
+        assert!(opencode.terminal_resume_command(hostile).await.is_err());
         let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert!(drives(&argv(&["opencode"]), Some("ses_a")));
         assert!(drives(&argv(&["opencode", "run", "-s", "ses_a", "hi"]), Some("ses_a")));

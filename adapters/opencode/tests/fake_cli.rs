@@ -1,5 +1,5 @@
 //! The adapter's I/O end to end in memory: a bridge-side peer talks to
-//! `serve_io::<OpenCodeAdapter>`, which runs a fake `opencode acp`
+//! `serve_io::<OpenCodeAdapter>` (the SDK's `testing::TestBridge`), which runs a fake `opencode acp`
 //! (tests/fixtures/fake_opencode.py: OpenCode's ACP answers, its captured turns, a
 //! log of what it read).
 
@@ -8,14 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use terminull_adapter_sdk::prelude::*;
-use terminull_adapter_sdk::serve_io;
+use terminull_adapter_sdk::testing::OnPermission::Answer;
+use terminull_adapter_sdk::testing::{TestBridge, executable, serve_in_memory, session_end as end, start_params};
 use terminull_opencode::OpenCodeAdapter;
-use terminull_protocol::adapter::{self as proto, PermissionResponseParams};
-use terminull_protocol::blocks::{SessionEnd, ToolStatus};
+use terminull_protocol::adapter as proto;
+use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::jsonrpc::codes;
-use terminull_protocol::turn::TurnTracker;
-use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
-use tokio::sync::mpsc;
 
 const T: Option<Duration> = Some(Duration::from_secs(60));
 
@@ -24,85 +22,11 @@ fn fake_cli(dir: &Path, flags: &str) -> PathBuf {
     let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_opencode.py");
     let path = dir.join(if flags.is_empty() { "opencode" } else { "opencode-flagged" });
     let script = format!("#!/bin/sh\nexec python3 '{}' '{}' {flags} \"$@\"\n", fake.display(), dir.display());
-    std::fs::write(&path, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
+    executable(&path, &script)
 }
 
-fn params(binary: &Path, cwd: &Path) -> proto::StartParams {
-    proto::StartParams {
-        session_id: "s1".into(),
-        cwd: Some(cwd.display().to_string()),
-        model: None,
-        binary: Some(binary.display().to_string()),
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
-    }
-}
-
-struct Bridge {
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: terminull_rpc::PeerTasks,
-    _server: tokio::task::JoinHandle<()>,
-}
-
-fn connect() -> Bridge {
-    let (bridge_end, adapter_end) = tokio::io::duplex(1 << 20);
-    let (ar, aw) = tokio::io::split(adapter_end);
-    let server = tokio::spawn(serve_io::<OpenCodeAdapter, _, _>(ar, aw));
-    let (br, bw) = tokio::io::split(bridge_end);
-    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    Bridge { peer, incoming, _tasks: tasks, _server: server }
-}
-
-impl Bridge {
-    async fn start(&self, params: &proto::StartParams) -> Result<proto::StartResult, CallError> {
-        self.peer.request::<proto::Start>(params, T).await
-    }
-
-    /// The agent session id the adapter reported last (reads pending notifications).
-    async fn reported_session_id(&mut self) -> String {
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
-            if let Incoming::Notification(n) = msg
-                && let Ok(p) = n.params_as::<proto::SessionIdNotification>()
-            {
-                return p.agent_session_id.to_string();
-            }
-        }
-    }
-
-    /// Sends `text` and collects the turn up to `session_end`, answering permission
-    /// requests with `answer` and interrupting after the first text chunk if asked.
-    async fn turn(&mut self, text: &str, answer: &str, interrupt: bool) -> Vec<BlockKind> {
-        let message = UserMessage { text: text.into(), attachments: vec![] };
-        self.peer.request::<proto::Send>(&message, T).await.unwrap();
-        let mut out = Vec::new();
-        let mut interrupted = false;
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(30), self.incoming.recv()).await.unwrap().unwrap();
-            let Incoming::Notification(n) = msg else { continue };
-            let Ok(p) = n.params_as::<proto::Stream>() else { continue };
-            let kind = p.block.kind;
-            if let BlockKind::PermissionRequest(r) = &kind {
-                let params = PermissionResponseParams { request_id: r.request_id.clone(), option_id: answer.into() };
-                self.peer.request::<proto::PermissionResponse>(&params, T).await.unwrap();
-            }
-            if interrupt && !interrupted && matches!(kind, BlockKind::Text(_)) {
-                interrupted = true;
-                self.peer.request::<proto::Interrupt>(&proto::Empty {}, T).await.unwrap();
-            }
-            let end = matches!(kind, BlockKind::SessionEnd(_));
-            out.push(kind);
-            if end {
-                assert_contract(&out);
-                return out;
-            }
-        }
-    }
+fn connect() -> TestBridge {
+    serve_in_memory::<OpenCodeAdapter>()
 }
 
 /// The ACP messages the fake read, in order.
@@ -115,26 +39,11 @@ fn methods(dir: &Path) -> Vec<String> {
     cli_read(dir).iter().filter_map(|m| m["method"].as_str().map(str::to_owned)).collect()
 }
 
-fn assert_contract(blocks: &[BlockKind]) {
-    let mut t = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(t.observe(b), None, "{b:?}");
-    }
-    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
-}
-
-fn end(blocks: &[BlockKind]) -> &SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end: {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn start_opens_a_session_and_reports_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    let info = b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap().agent_info;
+    let info = b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap().agent_info;
     assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("opencode", "OpenCode"));
     assert_eq!(info.version.as_deref(), Some("1.18.33"));
     assert_eq!(info.model.as_deref(), Some("mock/mock-model"));
@@ -151,7 +60,7 @@ async fn model_effort_and_agent_are_set_in_order_and_checked() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path(), "");
     let b = connect();
-    let mut p = params(&cli, dir.path());
+    let mut p = start_params(&cli, dir.path());
     p.model = Some("other/big".into());
     p.effort = Some("high".into());
     p.permission_mode = Some("plan".into());
@@ -171,17 +80,17 @@ async fn model_effort_and_agent_are_set_in_order_and_checked() {
     for (mode, model, effort) in [(Some("yolo"), None, None), (None, Some("x/y"), None), (None, None, Some("max"))] {
         let other = tempfile::tempdir().unwrap();
         let b = connect();
-        let mut p = params(&fake_cli(other.path(), ""), other.path());
+        let mut p = start_params(&fake_cli(other.path(), ""), other.path());
         p.permission_mode = mode.map(str::to_owned);
         p.model = model.map(str::to_owned);
         p.effort = effort.map(str::to_owned);
-        let Err(CallError::Rpc { error, .. }) = b.start(&p).await else { panic!("accepted {mode:?} {model:?}") };
+        let error = b.start_refused(&p).await;
         assert_eq!(error.code, codes::INVALID_PARAMS, "{}", error.message);
         let choices = ["build, plan", "mock/mock-model, other/big", "low, medium, high"];
         assert!(choices.iter().any(|c| error.message.contains(c)), "{}", error.message);
     }
     let b = connect();
-    let mut p = params(&cli, dir.path());
+    let mut p = start_params(&cli, dir.path());
     p.model = Some("default".into());
     assert_eq!(b.start(&p).await.unwrap().agent_info.model.as_deref(), Some("mock/mock-model"));
 }
@@ -190,8 +99,8 @@ async fn model_effort_and_agent_are_set_in_order_and_checked() {
 async fn a_shell_turn_streams_the_call_and_its_real_output() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
-    let blocks = b.turn("mock:tool please", "once", false).await;
+    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let blocks = b.send_turn("mock:tool please", Answer("once"), false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Thinking(t) if t.done)));
     assert!(blocks.iter().any(
@@ -209,8 +118,8 @@ async fn a_shell_turn_streams_the_call_and_its_real_output() {
 async fn permission_answers_reach_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
-    let denied = b.turn("mock:write the file", "reject", false).await;
+    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let denied = b.send_turn("mock:write the file", Answer("reject"), false).await;
     let request = denied.iter().find_map(|k| match k {
         BlockKind::PermissionRequest(r) => Some(r),
         _ => None,
@@ -220,7 +129,7 @@ async fn permission_answers_reach_the_cli() {
     assert_eq!(ids, ["once", "always", "reject"]);
     assert!(request.tool_call_id.is_some(), "the request names the call it gates");
     assert!(denied.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error)));
-    let allowed = b.turn("mock:write the file", "once", false).await;
+    let allowed = b.send_turn("mock:write the file", Answer("once"), false).await;
     assert!(allowed.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if !r.is_error && r.output.contains("Wrote"))));
     let answers: Vec<Value> = cli_read(dir.path())
         .into_iter()
@@ -234,12 +143,12 @@ async fn permission_answers_reach_the_cli() {
 async fn an_interrupt_cancels_the_turn_and_the_session_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
-    let stopped = b.turn("mock:slow please", "once", true).await;
+    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let stopped = b.send_turn("mock:slow please", Answer("once"), true).await;
     assert_eq!(end(&stopped).reason, EndReason::Interrupted);
     assert!(!stopped.iter().any(|k| matches!(k, BlockKind::Error(_))));
     assert!(methods(dir.path()).contains(&"session/cancel".to_owned()));
-    let after = b.turn("mock:plain hi", "once", false).await;
+    let after = b.send_turn("mock:plain hi", Answer("once"), false).await;
     assert_eq!(end(&after).reason, EndReason::Completed);
 }
 
@@ -247,26 +156,26 @@ async fn an_interrupt_cancels_the_turn_and_the_session_goes_on() {
 async fn a_model_error_is_an_error_block_and_the_next_turn_works() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
-    let failed = b.turn("mock:error now", "once", false).await;
+    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let failed = b.send_turn("mock:error now", Answer("once"), false).await;
     assert_eq!(end(&failed).reason, EndReason::Error);
     assert!(failed.iter().any(|k| matches!(k, BlockKind::Error(e) if e.message.contains("scripted server error"))));
-    assert_eq!(end(&b.turn("mock:plain again", "once", false).await).reason, EndReason::Completed);
+    assert_eq!(end(&b.send_turn("mock:plain again", Answer("once"), false).await).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn a_crash_is_reported_with_stderr_and_the_next_turn_resumes_the_session() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = connect();
-    b.start(&params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
-    let crashed = b.turn("mock:crash", "once", false).await;
+    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let crashed = b.send_turn("mock:crash", Answer("once"), false).await;
     assert_eq!(end(&crashed).reason, EndReason::Error);
     let error = crashed.iter().find_map(|k| match k {
         BlockKind::Error(e) => Some(e.message.clone()),
         _ => None,
     });
     assert!(error.as_deref().is_some_and(|e| e.contains("fatal: the fake CLI crashed")), "{error:?}");
-    let after = b.turn("mock:tool again", "once", false).await;
+    let after = b.send_turn("mock:tool again", Answer("once"), false).await;
     assert_eq!(end(&after).reason, EndReason::Completed);
     let m = methods(dir.path());
     assert_eq!(m.iter().filter(|m| *m == "initialize").count(), 2, "a new process: {m:?}");
@@ -279,12 +188,12 @@ async fn resume_reattaches_without_replay_and_refuses_an_unknown_session() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path(), "");
     let mut first = connect();
-    first.start(&params(&cli, dir.path())).await.unwrap();
+    first.start(&start_params(&cli, dir.path())).await.unwrap();
     let id = first.reported_session_id().await;
     drop(first);
 
     let mut b = connect();
-    let mut p = params(&cli, dir.path());
+    let mut p = start_params(&cli, dir.path());
     p.resume_session_id = Some(id.clone().into());
     b.start(&p).await.unwrap();
     assert_eq!(b.reported_session_id().await, id);
@@ -293,13 +202,13 @@ async fn resume_reattaches_without_replay_and_refuses_an_unknown_session() {
     assert_eq!(m.iter().filter(|m| *m == "session/new").count(), 1);
 
     p.resume_session_id = Some("ses_unknown".into());
-    let Err(CallError::Rpc { error, .. }) = connect().start(&p).await else { panic!("resumed an unknown session") };
+    let error = connect().start_refused(&p).await;
     assert_eq!(error.code, codes::NOT_FOUND, "{}", error.message);
     assert!(error.message.contains("ses_unknown"), "{}", error.message);
 
     // A CLI without session/resume loads the session instead.
     let flagged = fake_cli(dir.path(), "--no-resume");
-    let mut p = params(&flagged, dir.path());
+    let mut p = start_params(&flagged, dir.path());
     p.resume_session_id = Some(id.into());
     connect().start(&p).await.unwrap();
     let m = methods(dir.path());

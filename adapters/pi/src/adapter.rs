@@ -17,25 +17,20 @@
 //! `t<n>-abort-1`), so a recorded process can be replayed.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, Lines, SpawnOptions, quote_stderr};
 use terminull_adapter_sdk::detect::detect_cli;
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
-};
-use terminull_protocol::blocks::{Attachment, CommandSource, ErrorBlock, SessionEnd, SlashCommand};
+use terminull_adapter_sdk::settings::{binary, working_dir};
+use terminull_protocol::blocks::{Attachment, CommandSource, ErrorBlock, SlashCommand};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::command::{self, PermissionMode, Settings, check_effort, check_value, launch_args};
 use crate::events::{Event, State, parse_line};
-use crate::handoff;
+use crate::handoff::PiSessions;
 use crate::mapping::{Action, TurnMapper, bounded};
 
 /// How long pi has to answer `get_state` after it was started (it loads its extensions,
@@ -64,15 +59,14 @@ pub struct Pi {
     binary: String,
     settings: Settings,
     cli: Option<Cli>,
-    /// pi's session id (from `get_state`).
-    session_id: Option<String>,
+    /// pi's session id (from `get_state`) and the usage so far.
+    session: Conversation,
     /// True once pi saved the session (it writes the file at the first assistant
     /// message) and the id was reported: a new process then continues it.
     session_saved: bool,
     /// Shown as an `error` block at the start of the next turn (a session that could not
     /// be continued).
     notice: Option<String>,
-    totals: Usage,
 }
 
 /// A running `pi --mode rpc`.
@@ -155,17 +149,32 @@ async fn spawn_cli(binary: &str, settings: &Settings, session: Option<&str>) -> 
     let mut cli = Cli { process, lines, turns: 0, stdout_closed: false };
     match handshake(&mut cli).await {
         Ok(handshake) => Ok((cli, handshake)),
-        Err(message) => {
+        Err(error) => {
             cli.process.shutdown(SHUTDOWN_GRACE).await;
+            let message = error.to_string();
             let no_session = session.is_some() && message.contains(NO_SESSION);
             Err(SpawnFailure { message, no_session })
         }
     }
 }
 
+/// Why pi's start-up handshake failed.
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("pi did not answer `get_state` within {STARTUP_TIMEOUT:?}")]
+    Timeout,
+    #[error("pi refused `get_state`: {0}")]
+    Refused(String),
+    #[error("{0}")]
+    Write(AdapterError),
+    /// pi exited: how, and the end of its stderr.
+    #[error("{0}")]
+    Exited(String),
+}
+
 /// Writes `get_state` (`state-1`) and `get_commands` (`commands-1`) and waits for both
 /// answers.
-async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
+async fn handshake(cli: &mut Cli) -> Result<Handshake, HandshakeError> {
     const STATE_ID: &str = "state-1";
     const COMMANDS_ID: &str = "commands-1";
     let deadline = Instant::now() + STARTUP_TIMEOUT;
@@ -179,14 +188,14 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
     if written.is_ok() {
         while state.is_none() || commands.is_none() {
             let line = match timeout_at(deadline, cli.next_line()).await {
-                Err(_) => return Err(format!("pi did not answer `get_state` within {STARTUP_TIMEOUT:?}")),
+                Err(_) => return Err(HandshakeError::Timeout),
                 Ok(None) => break,
                 Ok(Some(line)) => line,
             };
             match parse_line(&line) {
                 Ok(Event::Response(r)) if r.id.as_deref() == Some(STATE_ID) => {
                     if !r.success {
-                        return Err(format!("pi refused `get_state`: {}", r.error.unwrap_or_default()));
+                        return Err(HandshakeError::Refused(r.error.unwrap_or_default()));
                     }
                     state = Some(State::from_data(r.data.as_ref()));
                 }
@@ -194,7 +203,7 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
                     commands = Some(slash_commands(r.data.as_ref()));
                 }
                 Ok(Event::ExtensionUi { id, method, .. }) if Event::is_dialog(&method) => {
-                    cli.write(&command::cancel_dialog(&id)).await.map_err(|e| e.to_string())?;
+                    cli.write(&command::cancel_dialog(&id)).await.map_err(HandshakeError::Write)?;
                 }
                 Ok(other) => tracing::debug!(?other, "pi event during start-up"),
                 Err(e) => tracing::warn!("skipping a line of pi output: {e}"),
@@ -205,7 +214,7 @@ async fn handshake(cli: &mut Cli) -> Result<Handshake, String> {
         }
     }
     cli.stdout_closed = true;
-    Err(cli.exit_report().await)
+    Err(HandshakeError::Exited(cli.exit_report().await))
 }
 
 /// pi's prompt templates, skills and extension commands, as the agent's slash commands.
@@ -279,15 +288,7 @@ impl Adapter for Pi {
         terminal: false,
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
-    const INIT_PARAMS: &'static [InitParam] = &[
-        InitParam::Cwd,
-        InitParam::Model,
-        InitParam::Binary,
-        InitParam::ResumeSessionId,
-        InitParam::OnSessionId,
-        InitParam::Effort,
-        InitParam::PermissionMode,
-    ];
+    const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
     const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
@@ -301,52 +302,25 @@ impl Adapter for Pi {
         Ok(())
     }
 
-    async fn scan_external_sessions(params: ScanExternalSessionsParams) -> Result<Vec<ExternalSession>, AdapterError> {
-        Ok(handoff::scan(&agent_dir()?, &params))
-    }
-
-    async fn is_cwd_externally_owned(
-        params: IsCwdExternallyOwnedParams,
-    ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        Ok(handoff::is_owned(&params))
-    }
-
-    async fn mirror(params: MirrorParams) -> Result<MirrorResult, AdapterError> {
-        handoff::mirror(&agent_dir()?, &params)
-    }
-
-    async fn latest_sid_for_cwd(params: LatestSidForCwdParams) -> Result<LatestSidForCwdResult, AdapterError> {
-        Ok(handoff::latest(&agent_dir()?, &params))
-    }
-
-    async fn terminal_resume_command(
-        params: TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        handoff::resume_command(&params)
+    fn handoff() -> Option<impl Handoff> {
+        Some(PiSessions)
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {
         let mode = PermissionMode::parse(init.permission_mode.as_deref()).map_err(AdapterError::invalid)?;
         if let Some(effort) = &init.effort {
-            check_effort(effort).map_err(AdapterError::invalid)?;
+            check_effort(effort)?;
         }
         let model = init.model.filter(|m| !m.trim().is_empty());
         if let Some(model) = &model {
-            check_value("model", model).map_err(AdapterError::invalid)?;
+            check_value("model", model)?;
         }
         let resume = init.resume_session_id.map(|id| id.as_str().to_owned());
         if let Some(id) = &resume {
-            check_value("session id", id).map_err(AdapterError::invalid)?;
+            check_value("session id", id)?;
         }
-        let cwd = match &init.cwd {
-            Some(cwd) => PathBuf::from(cwd),
-            None => std::env::current_dir().map_err(|e| AdapterError::agent(format!("no working directory: {e}")))?,
-        };
-        let cwd = std::path::absolute(&cwd).unwrap_or(cwd);
-        if !cwd.is_dir() {
-            return Err(AdapterError::invalid(format!("the working directory {} is not a directory", cwd.display())));
-        }
-        let binary = init.binary.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| "pi".to_owned());
+        let cwd = working_dir(init.cwd.as_deref())?;
+        let binary = binary(init.binary, "pi");
         let settings = Settings { cwd, model: model.clone(), thinking: init.effort, mode };
 
         let (spawned, detected) =
@@ -376,12 +350,12 @@ impl Adapter for Pi {
         };
         let session_id = handshake.state.session_id.clone();
         if saved && let Some(id) = &session_id {
-            session.set_agent_session_id(id.as_str()).await.map_err(AdapterError::agent)?;
+            session.set_agent_session_id(id.as_str()).await?;
         }
         let shown_model = handshake.state.model_name().or(model);
         tracing::info!(?session_id, model = ?shown_model, "pi session ready");
-        let adapter =
-            Pi { binary, settings, cli: Some(cli), session_id, session_saved: saved, notice, totals: Usage::default() };
+        let session = Conversation::new("pi", session_id);
+        let adapter = Pi { binary, settings, cli: Some(cli), session, session_saved: saved, notice };
         let info = StartInfo { version: detected.version, model: shown_model, slash_commands: handshake.commands };
         Ok((adapter, info))
     }
@@ -397,7 +371,7 @@ impl Adapter for Pi {
         let command_prefix = format!("t{}", cli.turns);
         if let Some(notice) = self.notice.take() {
             let block = ErrorBlock { message: notice, recoverable: true, code: Some("resume_failed".to_owned()) };
-            emit(turn, BlockKind::Error(block)).await?;
+            turn.emit_lenient(BlockKind::Error(block)).await?;
         }
         let prompt = command::prompt(&format!("{command_prefix}-prompt"), &message.text, images);
         if let Err(e) = cli.write(&prompt).await {
@@ -405,8 +379,12 @@ impl Adapter for Pi {
             self.drop_cli().await;
             return Err(AdapterError::agent(format!("{e}; {report}")));
         }
-        let mut mapper =
-            TurnMapper::new(mint_id("pi"), command_prefix.clone(), self.session_id.clone(), self.session_saved);
+        let mut mapper = TurnMapper::new(
+            mint_id("pi"),
+            command_prefix.clone(),
+            self.session.id().map(str::to_owned),
+            self.session_saved,
+        );
         let mut interrupt_deadline: Option<Instant> = None;
         loop {
             let next = {
@@ -474,14 +452,9 @@ impl Adapter for Pi {
     }
 }
 
-/// pi's agent dir (`$PI_CODING_AGENT_DIR` or `~/.pi/agent`).
-fn agent_dir() -> Result<PathBuf, AdapterError> {
-    handoff::agent_dir().ok_or_else(|| AdapterError::agent("neither PI_CODING_AGENT_DIR nor HOME is set"))
-}
-
 impl GetUsage for Pi {
     async fn get_usage(&mut self) -> Result<Usage, AdapterError> {
-        Ok(self.totals.clone())
+        Ok(self.session.totals().clone())
     }
 }
 
@@ -497,7 +470,7 @@ impl Pi {
             tracing::info!(?exited, "pi is no longer running; starting it again");
             self.drop_cli().await;
         }
-        let session = if self.session_saved { self.session_id.clone() } else { None };
+        let session = if self.session_saved { self.session.id().map(str::to_owned) } else { None };
         let (cli, handshake) = match spawn_cli(&self.binary, &self.settings, session.as_deref()).await {
             Ok(spawned) => spawned,
             Err(failure) if failure.no_session => {
@@ -513,10 +486,10 @@ impl Pi {
             Err(failure) => return Err(AdapterError::agent(failure.message)),
         };
         if let Some(id) = handshake.state.session_id
-            && Some(&id) != self.session_id.as_ref()
+            && Some(id.as_str()) != self.session.id()
         {
             // A new session (the old one could not be continued): reported once saved.
-            self.session_id = Some(id);
+            self.session.set_id(Some(id));
             self.session_saved = false;
         }
         self.cli = Some(cli);
@@ -533,36 +506,25 @@ impl Pi {
 
     /// Carries out the mapper's actions in order; the end reason once the turn ended.
     async fn apply(&mut self, actions: Vec<Action>, turn: &mut Turn) -> Result<Option<EndReason>, AdapterError> {
-        for action in actions {
-            match action {
-                Action::Emit(block) => emit(turn, block).await?,
-                Action::SessionId(id) => {
-                    tracing::info!(session_id = %id, "pi session saved");
-                    self.session_id = Some(id.clone());
-                    self.session_saved = true;
-                    turn.session().set_agent_session_id(id).await.map_err(AdapterError::agent)?;
-                }
-                Action::Write(command) => match self.cli.as_mut() {
-                    Some(cli) => {
-                        if let Err(e) = cli.write(&command).await {
-                            tracing::warn!("{e}");
-                        }
+        if actions.iter().any(|a| matches!(a, Action::SessionId(_))) {
+            self.session_saved = true;
+        }
+        let cli = &mut self.cli;
+        let write = async |command: serde_json::Value| {
+            match cli.as_mut() {
+                Some(cli) => {
+                    if let Err(e) = cli.write(&command).await {
+                        tracing::warn!("{e}");
                     }
-                    None => tracing::debug!(%command, "not written: pi is gone"),
-                },
-                Action::End(end) => return self.end_turn(end, turn).await.map(Some),
+                }
+                None => tracing::debug!(%command, "not written: pi is gone"),
             }
+            Ok(())
+        };
+        match self.session.apply_with(actions, turn, write).await? {
+            Some(end) => self.session.end_turn(end, turn).await.map(Some),
+            None => Ok(None),
         }
-        Ok(None)
-    }
-
-    async fn end_turn(&mut self, end: SessionEnd, turn: &mut Turn) -> Result<EndReason, AdapterError> {
-        if let Some(usage) = &end.usage {
-            self.totals.add(usage);
-        }
-        let reason = end.reason;
-        emit(turn, BlockKind::SessionEnd(end)).await?;
-        Ok(reason)
     }
 }
 
@@ -591,19 +553,6 @@ async fn drain_between_turns(cli: &mut Cli) {
                 return;
             }
         }
-    }
-}
-
-/// Streams one block. A block the SDK refuses as a contract breach is logged and
-/// dropped (the mapper should never produce one); a closed bridge ends the turn.
-async fn emit(turn: &mut Turn, kind: BlockKind) -> Result<(), AdapterError> {
-    match turn.emit(kind).await {
-        Ok(()) => Ok(()),
-        Err(TurnError::Contract(violation)) => {
-            tracing::warn!("dropped a block that would break the turn contract: {violation}");
-            Ok(())
-        }
-        Err(e) => Err(AdapterError::agent(e)),
     }
 }
 

@@ -19,6 +19,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use terminull_adapter_sdk::settings::{SettingError, check_flag_value, check_one_of, choose};
 
 use serde_json::{Value, json};
 
@@ -42,14 +43,9 @@ impl PermissionMode {
 
     /// The mode for a `permission_mode` value; absent means the default. An unknown
     /// name is refused with a sentence listing the choices.
-    pub fn parse(name: Option<&str>) -> Result<Self, String> {
-        match name {
-            None | Some("default") => Ok(Self::Default),
-            Some("read-only") => Ok(Self::ReadOnly),
-            Some(other) => {
-                Err(format!("unknown permission mode `{other}` for pi; choose one of: {}", Self::NAMES.join(", ")))
-            }
-        }
+    pub fn parse(name: Option<&str>) -> Result<Self, SettingError> {
+        let choices = [("default", Self::Default), ("read-only", Self::ReadOnly)];
+        choose("pi", "permission mode", name, Self::Default, &choices, "")
     }
 }
 
@@ -57,22 +53,14 @@ impl PermissionMode {
 pub const THINKING_LEVELS: [&str; 6] = ["off", "minimal", "low", "medium", "high", "xhigh"];
 
 /// Checks the `effort` init param against [`THINKING_LEVELS`].
-pub fn check_effort(effort: &str) -> Result<(), String> {
-    if THINKING_LEVELS.contains(&effort) {
-        Ok(())
-    } else {
-        Err(format!("unknown effort `{effort}` for pi; choose one of: {}", THINKING_LEVELS.join(", ")))
-    }
+pub fn check_effort(effort: &str) -> Result<(), SettingError> {
+    check_one_of("pi", "effort", effort, &THINKING_LEVELS)
 }
 
 /// Checks a value that goes into the command line as a flag's value (a model, a
 /// session id): not empty and not starting with `-`, which pi would read as a flag.
-pub fn check_value(what: &str, value: &str) -> Result<(), String> {
-    if value.trim().is_empty() || value.starts_with('-') || value.contains('\n') {
-        Err(format!("invalid {what} {value:?} for pi"))
-    } else {
-        Ok(())
-    }
+pub fn check_value(what: &'static str, value: &str) -> Result<(), SettingError> {
+    check_flag_value("pi", what, value)
 }
 
 /// What the command line is built from.
@@ -170,7 +158,7 @@ mod tests {
         assert_eq!(PermissionMode::parse(None), Ok(PermissionMode::Default));
         assert_eq!(PermissionMode::parse(Some("default")), Ok(PermissionMode::Default));
         assert_eq!(PermissionMode::parse(Some("read-only")), Ok(PermissionMode::ReadOnly));
-        let err = PermissionMode::parse(Some("yolo")).unwrap_err();
+        let err = PermissionMode::parse(Some("yolo")).unwrap_err().to_string();
         assert!(err.contains("`yolo`") && err.contains("default, read-only"), "{err}");
     }
 
@@ -179,7 +167,7 @@ mod tests {
         for ok in THINKING_LEVELS {
             assert_eq!(check_effort(ok), Ok(()));
         }
-        let err = check_effort("max").unwrap_err();
+        let err = check_effort("max").unwrap_err().to_string();
         assert!(err.contains("off, minimal, low, medium, high, xhigh"), "{err}");
         assert!(check_value("model", "mock/mock-claude").is_ok());
         for bad in ["", " ", "--help", "a\nb"] {

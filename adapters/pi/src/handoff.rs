@@ -1,4 +1,5 @@
-//! The handoff hooks (developer-docs §2.5) for pi.
+//! The handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md)) for pi:
+//! [`PiSessions`].
 //!
 //! pi keeps one JSONL file per session at `$PI_CODING_AGENT_DIR` (default
 //! `~/.pi/agent`) `/sessions/--<cwd, / as ->--/<ISO time>_<session id>.jsonl`;
@@ -15,32 +16,22 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, ProcInfo, files_with_suffix, find_native_owner_where, is_probe, latest_by_scan, mirrored,
-    mtime_secs, newest_first, read_jsonl, str_at, title_of,
+    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, SessionFiles, TITLE_CHARS, agent_home, files_with_suffix,
+    find_native_owner_where, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, replayed, str_at,
+    title_of,
 };
-use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
-    LatestSidForCwdResult, MirrorParams, MirrorResult, ScanExternalSessionsParams, TerminalResumeCommandParams,
-    TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
+    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
 };
-use terminull_protocol::blocks::{
-    Block, EndReason, SessionEnd, StreamedText, ToolCall, ToolResult, ToolStatus, UserMessage,
-};
+use terminull_protocol::blocks::{Block, EndReason};
 
-/// The most session files looked at by one scan.
-const MAX_SCANNED: usize = 2000;
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 
 /// `$PI_CODING_AGENT_DIR`, or `~/.pi/agent`.
 pub fn agent_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pi/agent"))
+    agent_home(Some("PI_CODING_AGENT_DIR"), ".pi/agent")
 }
 
 /// The directory name pi uses for `cwd`'s sessions.
@@ -60,10 +51,10 @@ fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
     if let Some(cwd) = cwd {
         let dir = sessions.join(session_dir_name(cwd));
         if dir.is_dir() {
-            return files_with_suffix(&dir, ".jsonl", 0, MAX_SCANNED);
+            return files_with_suffix(&dir, ".jsonl", 0, MAX_SCANNED_FILES);
         }
     }
-    files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED)
+    files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED_FILES)
 }
 
 /// The file of session `id` (the header's id is what the file name ends with).
@@ -126,16 +117,6 @@ fn describe(path: &Path) -> Option<ExternalSession> {
     })
 }
 
-/// `scan_external_sessions` against pi's agent dir `root`.
-pub fn scan(root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-    newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
-}
-
-/// `latest_sid_for_cwd`: the most recently written session of that directory.
-pub fn latest(root: &Path, params: &LatestSidForCwdParams) -> LatestSidForCwdResult {
-    latest_by_scan(params, |scan_params| scan(root, scan_params))
-}
-
 /// Whether a process is pi: named `pi`, or node running pi's package.
 pub fn is_pi(p: &ProcInfo) -> bool {
     p.program_names().iter().any(|n| n == "pi")
@@ -151,31 +132,46 @@ pub fn names_session(argv: &[String], sid: Option<&str>) -> bool {
     named.is_none_or(|n| sid.starts_with(n.as_str()) || n.contains(sid))
 }
 
-/// A pi process (not terminull's) drives `cwd`, and may be driving that session.
-pub fn is_owned(params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
-    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-    let pid = find_native_owner_where(Path::new(&params.cwd), |p| {
-        is_pi(p) && !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref())
-    });
-    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
-}
+/// Where pi keeps its sessions, and how they are read for the handoff hooks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PiSessions;
 
-/// `terminal_resume_command`: `pi --session <id>`.
-pub fn resume_command(params: &TerminalResumeCommandParams) -> Result<TerminalResumeCommandResult, AdapterError> {
-    check_id(params.agent_session_id.as_str())?;
-    Ok(TerminalResumeCommandResult {
-        argv: vec!["pi".into(), "--session".into(), params.agent_session_id.to_string()],
-        cwd: params.cwd.clone(),
-    })
-}
+impl SessionFiles for PiSessions {
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        agent_dir().ok_or_else(|| AdapterError::agent("neither PI_CODING_AGENT_DIR nor HOME is set"))
+    }
 
-/// `mirror`: the session file after the cursor, as blocks.
-pub fn mirror(root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-    let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
-    let chunk = read_jsonl(&path, JsonlCursor::parse(params.cursor.as_deref()), JsonlLimits::default())
-        .map_err(AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+    /// `scan_external_sessions` against pi's agent dir `root`.
+    fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
+        newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
+    }
+
+    /// A pi process (not terminull's) drives `cwd`, and may be driving that session.
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+        let pid = find_native_owner_where(Path::new(&params.cwd), |p| {
+            is_pi(p) && !is_probe(&p.argv) && names_session(&p.argv, sid.as_deref())
+        });
+        IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
+    }
+
+    /// `mirror`: the session file after the cursor, as blocks.
+    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
+        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
+    }
+
+    /// `terminal_resume_command`: `pi --session <id>`.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        check_id(params.agent_session_id.as_str())?;
+        Ok(TerminalResumeCommandResult {
+            argv: vec!["pi".into(), "--session".into(), params.agent_session_id.to_string()],
+            cwd: params.cwd.clone(),
+        })
+    }
 }
 
 /// The blocks of one session record.
@@ -190,33 +186,22 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
         Some("user") => {
             let text = text_of(message.get("content"));
             if !text.is_empty() {
-                out.push(BlockKind::UserMessage(UserMessage { text, attachments: vec![] }));
+                out.push(replayed::user(text));
             }
         }
         Some("assistant") => {
             for (i, item) in message.get("content").and_then(Value::as_array).into_iter().flatten().enumerate() {
                 let id = format!("{record_id}-{i}");
                 match str_at(item, "type") {
-                    Some("text") => out.push(BlockKind::Text(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "text").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
-                    Some("thinking") => out.push(BlockKind::Thinking(StreamedText {
-                        id: id.into(),
-                        text: str_at(item, "thinking").unwrap_or_default().to_owned(),
-                        done: true,
-                    })),
+                    Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
+                    Some("thinking") => out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default())),
                     Some("toolCall") => {
                         let Some(call) = str_at(item, "id") else { continue };
-                        out.push(BlockKind::ToolCall(ToolCall {
-                            id: call.to_owned().into(),
-                            name: str_at(item, "name").unwrap_or("tool").to_owned(),
-                            input: item.get("arguments").cloned().unwrap_or(json!({})),
-                            status: ToolStatus::Done,
-                            parent_id: None,
-                            title: None,
-                        }));
+                        out.push(replayed::tool_call(
+                            call,
+                            str_at(item, "name").unwrap_or("tool"),
+                            item.get("arguments").cloned().unwrap_or(json!({})),
+                        ));
                     }
                     _ => {}
                 }
@@ -229,20 +214,16 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
                 _ => None,
             };
             if let Some(reason) = reason {
-                out.push(BlockKind::SessionEnd(SessionEnd {
-                    reason,
-                    usage: None,
-                    message: Some("turn finished in the terminal".into()),
-                }));
+                out.push(replayed::turn_end(reason, "turn finished in the terminal"));
             }
         }
         Some("toolResult") => {
             if let Some(id) = str_at(message, "toolCallId") {
-                out.push(BlockKind::ToolResult(ToolResult {
-                    tool_call_id: id.to_owned().into(),
-                    output: text_of(message.get("content")),
-                    is_error: message.get("isError").and_then(Value::as_bool).unwrap_or(false),
-                }));
+                out.push(replayed::tool_result(
+                    id,
+                    text_of(message.get("content")),
+                    message.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                ));
             }
         }
         _ => {}
@@ -253,6 +234,7 @@ pub fn record_blocks(record: &Value) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use terminull_protocol::adapter::LatestSidForCwdParams;
 
     const FILE: &str = "2026-11-30T06-47-00-363Z_01a22b34-f40a-70a9-b8a3-d7362b0b15da.jsonl";
     const FIXTURE: &str = include_str!(
@@ -273,22 +255,22 @@ mod tests {
     #[test]
     fn a_recorded_session_is_found_by_scan_with_its_cwd_and_first_prompt() {
         let root = root();
-        let all = scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
+        let all = PiSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].agent_session_id.as_str(), ID);
         assert_eq!(all[0].cwd.as_deref(), Some(CWD));
         assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
         assert_eq!(all[0].message_count, Some(5));
-        let head = latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
+        let head = PiSessions.latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
         assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(ID));
-        assert!(latest(root.path(), &LatestSidForCwdParams { cwd: "/x".into() }).agent_session_id.is_none());
+        assert!(PiSessions.latest(root.path(), &LatestSidForCwdParams { cwd: "/x".into() }).agent_session_id.is_none());
     }
 
     #[test]
     fn the_mirror_maps_both_recorded_turns_to_blocks_and_continues_from_its_cursor() {
         let root = root();
         let params = MirrorParams { cwd: CWD.into(), agent_session_id: ID.into(), cursor: None };
-        let all = mirror(root.path(), &params).unwrap();
+        let all = PiSessions.read_mirror(root.path(), &params).unwrap();
         let types: Vec<&str> = all.blocks.iter().map(Block::block_type).collect();
         assert_eq!(
             types,
@@ -306,7 +288,7 @@ mod tests {
                 "session_end"
             ]
         );
-        let again = mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
+        let again = PiSessions.read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params }).unwrap();
         assert!(again.blocks.is_empty());
     }
 
@@ -314,18 +296,18 @@ mod tests {
     fn hostile_session_files_give_errors_not_panics() {
         let root = root();
         let params = |id: &str| MirrorParams { cwd: CWD.into(), agent_session_id: id.into(), cursor: None };
-        assert!(mirror(root.path(), &params("../../x")).is_err());
-        assert!(mirror(root.path(), &params("abc")).unwrap_err().message.contains("abc"));
+        assert!(PiSessions.read_mirror(root.path(), &params("../../x")).is_err());
+        assert!(PiSessions.read_mirror(root.path(), &params("abc")).unwrap_err().message.contains("abc"));
         let path = session_path(root.path(), CWD, ID).unwrap();
         std::fs::write(&path, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}\n{]\n")
             .unwrap();
-        assert!(mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
+        assert!(PiSessions.read_mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
     }
 
     #[test]
     fn the_resume_command_and_session_arguments() {
         let params = TerminalResumeCommandParams { agent_session_id: ID.into(), cwd: None };
-        assert_eq!(resume_command(&params).unwrap().argv, ["pi", "--session", ID]);
+        assert_eq!(PiSessions.resume_command(&params).unwrap().argv, ["pi", "--session", ID]);
         let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert!(names_session(&argv(&["pi"]), Some(ID)));
         assert!(names_session(&argv(&["pi", "--session", "01a22b34-f40a"]), Some(ID)));

@@ -39,7 +39,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use terminull_adapter_sdk::bounds::bounded;
+use terminull_adapter_sdk::bounds::{bounded_input, cut, first_line};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{EndReason, ErrorBlock, Progress, SessionEnd, StreamedText, Usage};
@@ -63,61 +65,16 @@ pub const EAGER_BYTES: usize = 4096;
 /// Beyond [`EAGER_BYTES`], a chunk is sent once the unsent part is 1/N of the text.
 pub const THROTTLE_DIVISOR: usize = 8;
 
-/// What the adapter must do for one event.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Stream this block.
-    Emit(BlockKind),
-    /// Report the agent's session id (pi's session, now saved on disk).
-    SessionId(String),
-    /// Write this command to pi's stdin.
-    Write(Value),
-    /// The turn's one `session_end`; everything open was closed before it. Always the
-    /// last action.
-    End(SessionEnd),
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
-pub fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    format!("{}\n… [truncated: {} bytes in all]", cut(text, max), text.len())
-}
-
-/// The longest prefix of `text` of at most `max` bytes ending on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-fn bounded_chars(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default().trim();
-    match line.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &line[..end]),
-        None => line.to_owned(),
-    }
-}
-
-/// A tool input that fits [`MAX_INPUT_BYTES`]: the value itself, or
-/// `{"truncated": "<start of its JSON>"}`.
-fn bounded_input(value: Value) -> Value {
-    let encoded = value.to_string();
-    if encoded.len() <= MAX_INPUT_BYTES { value } else { json!({ "truncated": bounded(&encoded, MAX_INPUT_BYTES) }) }
-}
+/// What the adapter must do for one event: the SDK's actions, plus a command to write
+/// to pi's stdin (`Action::Agent`).
+pub type Action = terminull_adapter_sdk::Action<Value>;
 
 /// A short title for a tool call: the command, path or pattern it works on.
 pub fn tool_title(args: &Value) -> Option<String> {
     ["command", "path", "file_path", "pattern", "query", "url"]
         .iter()
         .find_map(|key| args.get(*key).and_then(Value::as_str))
-        .map(|s| bounded_chars(s, MAX_TITLE_CHARS))
+        .map(|s| first_line(s, MAX_TITLE_CHARS))
         .filter(|s| !s.is_empty())
 }
 
@@ -331,31 +288,22 @@ impl TurnMapper {
             Event::MessageEnd(m) if m.role == "assistant" => self.on_assistant_end(m, &mut out),
             Event::MessageEnd(_) => {}
             Event::ToolStart { id, name, args } => {
-                let block_id = self.tool_id(&id);
                 let title = tool_title(&args);
-                match self.tools.start(block_id, name, bounded_input(args), None, title) {
-                    Ok(block) => out.push(Action::Emit(block)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let input = bounded_input(args, MAX_INPUT_BYTES);
+                out.extend(self.tools.start_lenient(self.tool_id(&id), name, input, title).map(Action::Emit));
             }
             Event::ToolEnd { id, name, output, is_error } => {
-                let block_id = self.tool_id(&id);
-                if !self.tools.is_running(&block_id.clone().into())
-                    && let Ok(block) = self.tools.start(block_id.clone(), name, Value::Null, None, None)
-                {
-                    out.push(Action::Emit(block));
-                }
-                match self.tools.finish(block_id, bounded(&output, MAX_TOOL_OUTPUT_BYTES), is_error) {
-                    Ok(blocks) => out.extend(blocks.into_iter().map(Action::Emit)),
-                    Err(e) => tracing::debug!("{e}; ignored"),
-                }
+                let output = bounded(&output, MAX_TOOL_OUTPUT_BYTES);
+                out.extend(
+                    self.tools.finish_lenient(self.tool_id(&id), name, output, is_error).into_iter().map(Action::Emit),
+                );
             }
             Event::RetryStart { attempt, max_attempts, delay_ms, error_message } => {
                 self.retrying = true;
                 let of = if max_attempts > 0 { format!(" of {max_attempts}") } else { String::new() };
                 let message = format!(
                     "Model error ({}); retrying in {} s (attempt {attempt}{of})",
-                    bounded_chars(&error_message, 200),
+                    first_line(&error_message, 200),
                     delay_ms.div_ceil(1000)
                 );
                 let total = (max_attempts > 0).then_some(max_attempts);
@@ -367,7 +315,7 @@ impl TurnMapper {
                 let message = match (success, final_error) {
                     (true, _) => format!("Model error recovered after {retries}"),
                     (false, Some(e)) if e == "Retry cancelled" => "Retry cancelled".to_owned(),
-                    (false, Some(e)) => format!("Gave up after {retries}: {}", bounded_chars(&e, 200)),
+                    (false, Some(e)) => format!("Gave up after {retries}: {}", first_line(&e, 200)),
                     (false, None) => format!("Gave up after {retries}"),
                 };
                 self.close_progress("retry", Some(message), &mut out);
@@ -381,7 +329,7 @@ impl TurnMapper {
                 self.compacting = false;
                 let message = match (aborted, error_message) {
                     (true, _) => "Compaction aborted".to_owned(),
-                    (false, Some(e)) => format!("Compaction failed: {}", bounded_chars(&e, 200)),
+                    (false, Some(e)) => format!("Compaction failed: {}", first_line(&e, 200)),
                     (false, None) => "Conversation compacted".to_owned(),
                 };
                 self.close_progress("compaction", Some(message), &mut out);
@@ -397,7 +345,7 @@ impl TurnMapper {
             Event::ExtensionUi { id, method, text } => {
                 if Event::is_dialog(&method) {
                     tracing::info!(%method, %text, "dismissing a pi extension dialog (not supported)");
-                    out.push(Action::Write(command::cancel_dialog(&id)));
+                    out.push(Action::Agent(command::cancel_dialog(&id)));
                 } else {
                     tracing::debug!(%method, %text, "pi extension UI request; ignored");
                 }
@@ -530,7 +478,7 @@ impl TurnMapper {
     fn probe(&mut self, out: &mut Vec<Action>) {
         self.probes += 1;
         let id = format!("{}-state-{}", self.command_prefix, self.probes);
-        out.push(Action::Write(command::get_state(&id)));
+        out.push(Action::Agent(command::get_state(&id)));
         self.latest_probe = Some(id);
     }
 
@@ -627,6 +575,10 @@ impl TurnMapper {
 
 #[cfg(test)]
 mod tests {
+    use terminull_adapter_sdk::testing::{blocks_of, describe_with};
+
+    use serde_json::json;
+
     use super::*;
     use crate::events::parse_line;
     use terminull_protocol::turn::TurnTracker;
@@ -673,40 +625,7 @@ mod tests {
     }
 
     fn describe(action: &Action) -> String {
-        match action {
-            Action::SessionId(id) => format!("session_id {id}"),
-            Action::Write(command) => format!("write {command}"),
-            Action::End(end) => {
-                let usage = end
-                    .usage
-                    .as_ref()
-                    .map(|u| format!(" in={:?} out={:?} cost={:?}", u.input_tokens, u.output_tokens, u.cost_usd));
-                format!(
-                    "session_end {:?}{}{}",
-                    end.reason,
-                    usage.unwrap_or_default(),
-                    end.message.as_ref().map(|m| format!(" {m:?}")).unwrap_or_default()
-                )
-            }
-            Action::Emit(kind) => match kind {
-                BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
-                BlockKind::ToolCall(c) => format!(
-                    "tool_call {} {} {:?} {} title={:?}",
-                    c.id,
-                    c.name,
-                    c.status,
-                    c.input,
-                    c.title.as_deref().unwrap_or("")
-                ),
-                BlockKind::ToolResult(r) => {
-                    format!("tool_result {} error={} {:?}", r.tool_call_id, r.is_error, r.output)
-                }
-                BlockKind::Error(e) => format!("error {} {:?}", e.code.as_deref().unwrap_or("-"), e.message),
-                BlockKind::Progress(p) => format!("progress {} done={} {:?}", p.id, p.done, p.message),
-                other => format!("{other:?}"),
-            },
-        }
+        describe_with(action, |command| format!("write {command}"))
     }
 
     /// The descriptions, with each run of `done: false` chunks of one id folded into
@@ -757,12 +676,7 @@ mod tests {
 
     fn keeps_the_contract(name: &str, actions: &[Action]) {
         let mut tracker = TurnTracker::new();
-        for action in actions {
-            let block = match action {
-                Action::Emit(kind) => kind.clone(),
-                Action::End(end) => BlockKind::SessionEnd(end.clone()),
-                _ => continue,
-            };
+        for block in blocks_of(actions) {
             assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
         }
         assert!(tracker.ended(), "{name}: no session_end");
@@ -780,8 +694,10 @@ mod tests {
 
     #[test]
     fn recorded_turns() {
-        let error_end = format!("session_end Error in=Some(0) out=Some(0) cost=Some(0.0) {OVERLOADED}");
-        let error_block = format!("error model_error {OVERLOADED}");
+        let error_end = format!(
+            "session_end Error in=Some(0) out=Some(0) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0) {OVERLOADED}"
+        );
+        let error_block = format!("error model_error recoverable=true {OVERLOADED}");
         let inner = &OVERLOADED[1..OVERLOADED.len() - 1];
         #[rustfmt::skip]
         let cases: Vec<(&str, &str, bool, Vec<String>)> = vec![
@@ -800,21 +716,21 @@ mod tests {
                 "text p-m2-1 chunks=7".into(),
                 "text p-m2-1 done=true \"Done. The command printed: finished (history=3 msgs)\"".into(),
                 "write {\"id\":\"t1-state-2\",\"type\":\"get_state\"}".into(),
-                "session_end Completed in=Some(2928) out=Some(53) cost=Some(0.0)".into(),
+                "session_end Completed in=Some(2928) out=Some(53) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
             ("plain answer, session already reported", PLAIN, true, vec![
                 "write {\"id\":\"t2-state-1\",\"type\":\"get_state\"}".into(),
                 "text p-m1-0 chunks=12".into(),
                 "text p-m1-0 done=true \"Hello from the terminull model server. This is a short scripted answer.\"".into(),
                 "write {\"id\":\"t2-state-2\",\"type\":\"get_state\"}".into(),
-                "session_end Completed in=Some(1591) out=Some(18) cost=Some(0.0)".into(),
+                "session_end Completed in=Some(1591) out=Some(18) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
             ("interrupt while the model streams (mock:slow, abort)", SLOW_INTERRUPT, true, vec![
                 "write {\"id\":\"t3-state-1\",\"type\":\"get_state\"}".into(),
                 "text p-m1-0 chunks=3".into(),
                 "text p-m1-0 done=true \"Slow chunk 1. Slow chunk 2. Slow chunk 3. \"".into(),
                 "write {\"id\":\"t3-state-2\",\"type\":\"get_state\"}".into(),
-                "session_end Interrupted in=Some(1640) out=Some(1) cost=Some(0.0)".into(),
+                "session_end Interrupted in=Some(1640) out=Some(1) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
             ("model error without retries (mock:error)", ERROR, true, vec![
                 "write {\"id\":\"t4-state-1\",\"type\":\"get_state\"}".into(),
@@ -846,7 +762,7 @@ mod tests {
                 "tool_call p-toolu_mock_000005 bash Error {\"command\":\"sleep 30; echo finished\"} title=\"sleep 30; echo finished\"".into(),
                 "tool_result p-toolu_mock_000005 error=true \"Command aborted\"".into(),
                 "write {\"id\":\"t2-state-2\",\"type\":\"get_state\"}".into(),
-                "session_end Interrupted in=Some(1426) out=Some(31) cost=Some(0.0)".into(),
+                "session_end Interrupted in=Some(1426) out=Some(31) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
         ];
         for (name, text, reported, want) in cases {
@@ -858,7 +774,7 @@ mod tests {
             keeps_the_contract(name, &actions);
             // The probes the mapper asked for are the commands the adapter wrote.
             let asked: Vec<Value> =
-                actions.iter().filter_map(|a| if let Action::Write(c) = a { Some(c.clone()) } else { None }).collect();
+                actions.iter().filter_map(|a| if let Action::Agent(c) = a { Some(c.clone()) } else { None }).collect();
             assert_eq!(asked, written, "{name}");
         }
     }
@@ -900,7 +816,7 @@ mod tests {
             ("pi refuses the prompt", vec![
                 line(json!({"id": "t1-prompt", "type": "response", "command": "prompt", "success": false, "error": "No API key found for mock"})),
             ], vec![
-                "error agent_error \"pi refused the message: No API key found for mock\"",
+                "error agent_error recoverable=true \"pi refused the message: No API key found for mock\"",
                 "session_end Error \"pi refused the message: No API key found for mock\"",
             ]),
             ("a prompt handled without a run (an extension command)", vec![
@@ -935,7 +851,7 @@ mod tests {
                 "text p-m2-0 done=true \"ok\"",
                 "progress p-p1-retry done=true \"Model error recovered after 1 retry\"",
                 "write {\"id\":\"t1-state-3\",\"type\":\"get_state\"}",
-                "session_end Completed in=Some(3) out=Some(2) cost=Some(0.5)",
+                "session_end Completed in=Some(3) out=Some(2) cache_read=Some(0) cache_write=Some(0) cost=Some(0.5)",
             ]),
             ("a compaction after the run delays the end", vec![
                 prompt_ok.clone(), Event::AgentStart, Event::AgentEnd,
@@ -959,7 +875,7 @@ mod tests {
                 "thinking p-m1-0 done=true \"hm\"",
                 "text p-m1-1 done=true \"cut\"",
                 "write {\"id\":\"t1-state-1\",\"type\":\"get_state\"}",
-                "session_end MaxTokens in=Some(3) out=Some(2) cost=Some(0.5)",
+                "session_end MaxTokens in=Some(3) out=Some(2) cache_read=Some(0) cache_write=Some(0) cost=Some(0.5)",
             ]),
             ("the final content wins over the streamed deltas", vec![
                 Event::AgentStart, start.clone(), text_delta(0, "Hel"),
@@ -975,7 +891,7 @@ mod tests {
                 line(json!({"type": "extension_error", "extensionPath": "/e.ts", "event": "tool_call", "error": "boom"})),
             ], vec![
                 "write {\"cancelled\":true,\"id\":\"u1\",\"type\":\"extension_ui_response\"}",
-                "error extension_error \"pi extension /e.ts failed: boom\"",
+                "error extension_error recoverable=true \"pi extension /e.ts failed: boom\"",
             ]),
             ("a tool that ends without a start; a repeated end is ignored", vec![
                 line(json!({"type": "tool_execution_end", "toolCallId": "c1", "toolName": "read", "result": {"content": [{"type": "text", "text": "x"}]}, "isError": false})),
@@ -1011,7 +927,7 @@ mod tests {
                 "thinking p-m0-0 done=true \"hm\"",
                 "tool_call p-c1 bash Error {\"command\":\"sleep 9\"} title=\"sleep 9\"",
                 "tool_result p-c1 error=true \"pi exited before the tool call finished\"",
-                "error agent_exited \"pi exited with status 1:\\nboom\"",
+                "error agent_exited recoverable=true \"pi exited with status 1:\\nboom\"",
                 "session_end Error \"pi exited with status 1:\\nboom\"",
             ]
         );
@@ -1067,7 +983,7 @@ mod tests {
         assert_eq!(tool_title(&json!({"path": "a.rs", "content": "x"})).as_deref(), Some("a.rs"));
         assert_eq!(tool_title(&json!({"content": "x"})), None);
         assert_eq!(tool_title(&json!({"command": "z".repeat(500)})).unwrap().chars().count(), MAX_TITLE_CHARS + 1);
-        let input = bounded_input(json!({"content": "y".repeat(MAX_INPUT_BYTES)}));
+        let input = bounded_input(json!({"content": "y".repeat(MAX_INPUT_BYTES)}), MAX_INPUT_BYTES);
         assert!(input["truncated"].as_str().unwrap().len() < MAX_INPUT_BYTES + 100);
         assert_eq!(bounded("héllo", 2), "h\n… [truncated: 6 bytes in all]");
         let u = usage_of(&PiUsage {

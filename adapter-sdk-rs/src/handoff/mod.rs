@@ -1,4 +1,5 @@
-//! Building blocks of the handoff hooks (developer-docs §2.5), shared by every
+//! Building blocks of the handoff hooks ([docs/session-handoff.md](../../../docs/session-handoff.md),
+//! [docs/adapter-protocol.md §5.4](../../../docs/adapter-protocol.md#54-handoff-hooks)), shared by every
 //! adapter whose agent keeps its sessions on disk:
 //!
 //! - [`ProcessTable`]: the machine's processes read from `/proc` (pid, parent, program
@@ -13,6 +14,14 @@
 //!   skipped, never a panic.
 //!
 //! Session files and `/proc` are untrusted input: every read here is bounded.
+//!
+//! [`hooks`] has the trait an adapter implements them with: [`Handoff`], or
+//! [`SessionFiles`] for an agent that keeps its sessions in files.
+
+pub mod hooks;
+pub mod replayed;
+
+pub use hooks::{Handoff, NoHandoff, SessionFiles};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,7 +30,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use terminull_protocol::adapter::{
-    ExternalSession, HandoffHook, LatestSidForCwdParams, LatestSidForCwdResult, ScanExternalSessionsParams,
+    ExternalSession, HandoffHook, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, LatestSidForCwdParams,
+    LatestSidForCwdResult, MirrorResult, ScanExternalSessionsParams,
 };
 
 /// The five hooks an adapter declares when it implements handoff for an agent that keeps
@@ -45,14 +55,13 @@ pub const PERSISTENT_HOOKS: &[HandoffHook] = &[
     HandoffHook::Release,
 ];
 
-/// Set in the environment of every process the bridge or an adapter starts (value:
-/// the starting process's pid, or what the starter already had). A process carrying it,
-/// or descending from one that does, is never taken for a native agent.
-pub const SESSION_MARKER_ENV: &str = "TERMINULL_SESSION";
+/// Set in the environment of every process the bridge or an adapter starts; defined
+/// with the process supervisor, which sets it.
+pub use terminull_process::SESSION_MARKER_ENV;
 
-/// The `_meta` key marking a block mirrored from a terminal's transcript (the bridge
-/// sends no push for it, and the app shows it as the terminal's).
-pub const MIRRORED_META: &str = "mirrored";
+/// The `_meta` key marking a mirrored block; defined in the protocol, since the bridge
+/// reads it too.
+pub use terminull_protocol::blocks::MIRRORED_META;
 
 /// A block mirrored from a terminal's transcript: `kind`, stamped now, with
 /// `_meta.mirrored = true`.
@@ -92,6 +101,48 @@ pub fn latest_by_scan(
 ) -> LatestSidForCwdResult {
     let newest = scan(&ScanExternalSessionsParams { cwd: Some(params.cwd.clone()), limit: Some(1) });
     LatestSidForCwdResult { agent_session_id: newest.into_iter().next().map(|s| s.agent_session_id) }
+}
+
+/// The most session files one scan looks at.
+pub const MAX_SCANNED_FILES: usize = 2000;
+
+/// The longest title of a listed session, in characters.
+pub const TITLE_CHARS: usize = 80;
+
+/// Where an agent keeps its state: `$<env_var>` when set and not empty, else
+/// `~/<under_home>`; `None` without either.
+pub fn agent_home(env_var: Option<&str>, under_home: &str) -> Option<PathBuf> {
+    if let Some(dir) = env_var.and_then(std::env::var_os).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(under_home))
+}
+
+/// `mirror` of a JSONL transcript: its complete records after `cursor` (bounded by
+/// [`JsonlLimits::default`]), each turned into blocks by `record_blocks`.
+pub fn mirror_jsonl(
+    path: &Path,
+    cursor: Option<&str>,
+    record_blocks: impl Fn(&Value) -> Vec<terminull_protocol::blocks::Block>,
+) -> Result<MirrorResult, crate::AdapterError> {
+    let chunk =
+        read_jsonl(path, JsonlCursor::parse(cursor), JsonlLimits::default()).map_err(crate::AdapterError::agent)?;
+    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
+    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+}
+
+/// `is_cwd_externally_owned` for a CLI named one of `names`: a native process (see
+/// [`find_native_owner`]) in the directory, not a probe (`--version`), whose arguments
+/// may drive the session asked about (`drives(argv, session id)`).
+pub fn owned_by_cli(
+    names: &[&str],
+    params: &IsCwdExternallyOwnedParams,
+    drives: impl Fn(&[String], Option<&str>) -> bool,
+) -> IsCwdExternallyOwnedResult {
+    let sid = params.agent_session_id.as_ref().map(ToString::to_string);
+    let accept = |p: &ProcInfo| !is_probe(&p.argv) && drives(&p.argv, sid.as_deref());
+    let pid = find_native_owner(names, Path::new(&params.cwd), accept);
+    IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
 }
 
 /// The most bytes read from one `/proc/<pid>/cmdline`.
