@@ -20,7 +20,7 @@ const BUILTIN_COMMANDS = [
 
 function commandsOf(s) {
   const list = s?.agentInfo?.slash_commands;
-  const valid = Array.isArray(list) ? list.filter((c2) => c2 && typeof c2.name === 'string') : [];
+  const valid = Array.isArray(list) ? list.filter((cmd) => cmd && typeof cmd.name === 'string') : [];
   return valid.length ? valid : BUILTIN_COMMANDS;
 }
 
