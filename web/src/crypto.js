@@ -350,14 +350,31 @@ export function nonce(counter) {
   return n;
 }
 
+/** The counter in the nonce that starts `sealed` (`nonce`'s inverse); refuses a message too short to hold a tag, or a nonce not of that form. */
+function counterOf(sealed, what) {
+  if (!(sealed instanceof Uint8Array) || sealed.length < NONCE_LEN + TAG_LEN) {
+    throw new CryptoError(`\`${what}\` must be at least ${NONCE_LEN + TAG_LEN} bytes`);
+  }
+  const n = sealed.subarray(0, NONCE_LEN);
+  if (n[0] | n[1] | n[2] | n[3]) throw new CryptoError(`${what}: malformed nonce`);
+  return new DataView(n.buffer, n.byteOffset, NONCE_LEN).getBigUint64(4, false);
+}
+
 const U64_MAX = (1n << 64n) - 1n;
 
-/** Seals with one key; each message takes the next counter (from 1). */
-export class Sealer {
-  constructor(key, what = 'channel', counter = 1n) {
+/** One direction of a sealed channel: its own copy of the key, and what it carries (named in errors). */
+class ChannelDirection {
+  constructor(key, what) {
     this.key = Uint8Array.from(key);
-    this.next = BigInt(counter);
     this.what = what;
+  }
+}
+
+/** Seals with one key; each message takes the next counter (from 1). */
+export class Sealer extends ChannelDirection {
+  constructor(key, what = 'channel', counter = 1n) {
+    super(key, what);
+    this.next = BigInt(counter);
   }
 
   /** `nonce ‖ ciphertext ‖ tag` of `plaintext`, binding `aad`. */
@@ -370,20 +387,15 @@ export class Sealer {
 }
 
 /** Opens what one Sealer sealed; refuses a counter at or below the last accepted. */
-export class Opener {
+export class Opener extends ChannelDirection {
   constructor(key, what = 'channel', last = 0n) {
-    this.key = Uint8Array.from(key);
+    super(key, what);
     this.last = BigInt(last);
-    this.what = what;
   }
 
+  /** The plaintext of `nonce ‖ ciphertext ‖ tag`, checking `aad`; the counter then becomes the last accepted. */
   open(aad, sealed) {
-    if (!(sealed instanceof Uint8Array) || sealed.length < NONCE_LEN + TAG_LEN) {
-      throw new CryptoError(`\`${this.what}\` must be at least ${NONCE_LEN + TAG_LEN} bytes`);
-    }
-    const n = sealed.subarray(0, NONCE_LEN);
-    if (n[0] | n[1] | n[2] | n[3]) throw new CryptoError(`${this.what}: malformed nonce`);
-    const counter = new DataView(n.buffer, n.byteOffset, NONCE_LEN).getBigUint64(4, false);
+    const counter = counterOf(sealed, this.what);
     if (counter <= this.last) {
       throw new CryptoError(
         `${this.what}: counter ${counter} is not above the last accepted ${this.last} (replayed or reordered)`,
@@ -391,7 +403,7 @@ export class Opener {
     }
     let plain;
     try {
-      plain = gcm(this.key, Uint8Array.from(n), aad).decrypt(sealed.subarray(NONCE_LEN));
+      plain = gcm(this.key, nonce(counter), aad).decrypt(sealed.subarray(NONCE_LEN));
     } catch {
       throw new CryptoError(`${this.what}: authentication failed (tampered, or sealed under another key)`);
     }

@@ -1,0 +1,118 @@
+// A session's blocks in the session view: each block's element put in place (by its
+// display id, or at its seq), permission cards answered and re-rendered, notes from
+// slash commands, and keeping the view scrolled to the end while it was there.
+
+import { app } from './state.js';
+import { h, clear } from './dom.js';
+import { renderBlock } from './render.js';
+import { displayKey } from './transcript.js';
+import { noteRejected, toast } from './status.js';
+
+/** What render.js asks of a session: the answers given here, whether a request is past its session_end, how to answer. */
+function renderCtx(s) {
+  return {
+    answered: (rid) => s.answered.get(rid),
+    resolved: (b) => {
+      const end = s.transcript.lastEnd();
+      return end != null && end.seq > b.seq;
+    },
+    onPermission: (b, optionId) => answerPermission(s, b, optionId),
+  };
+}
+
+/** Puts one block's element in place: replacing the element of its id, or at its seq. */
+export function renderInto(s, block) {
+  let el;
+  try {
+    el = renderBlock(block, renderCtx(s));
+  } catch (e) {
+    noteRejected(`cannot render a ${block.type} block: ${e.message}`);
+    return;
+  }
+  const key = displayKey(block);
+  if (block.type === 'tool_result' && typeof block.tool_call_id === 'string') {
+    const card = s.elByKey.get(`tool_call\u0000${block.tool_call_id}`);
+    const slot = card?.querySelector('.tool-result-slot');
+    if (slot) {
+      clear(slot).append(el);
+      return;
+    }
+  }
+  if (key != null && s.elByKey.has(key)) {
+    const old = s.elByKey.get(key);
+    if (Number(old.dataset.seq) > block.seq) return; // an older chunk than the one shown
+    el.dataset.pos = old.dataset.pos;
+    if (block.type === 'tool_call') {
+      const oldSlot = old.querySelector('.tool-result-slot');
+      const newSlot = el.querySelector('.tool-result-slot');
+      if (oldSlot && newSlot) while (oldSlot.firstChild) newSlot.appendChild(oldSlot.firstChild);
+      const wasOpen = old.querySelector('details')?.open;
+      if (wasOpen) el.querySelector('details').open = true;
+    }
+    if (block.type === 'thinking' && old.querySelector('details') && !block.done) {
+      el.querySelector('details').open = old.querySelector('details').open;
+    }
+    old.replaceWith(el);
+    s.elByKey.set(key, el);
+    return;
+  }
+  el.dataset.pos = String(block.seq);
+  insertByPos(s.container, el, block.seq);
+  if (key != null) s.elByKey.set(key, el);
+}
+
+function insertByPos(container, el, pos) {
+  let ref = null;
+  for (let child = container.lastElementChild; child; child = child.previousElementSibling) {
+    if (Number(child.dataset.pos) > pos) ref = child;
+    else break;
+  }
+  container.insertBefore(el, ref);
+}
+
+export function refreshPermissionCards(s) {
+  for (const b of s.transcript.blocks()) if (b.type === 'permission_request') rerender(s, b);
+}
+
+function rerender(s, block) {
+  const old = s.container?.querySelector(`[data-testid="block"][data-seq="${block.seq}"]`);
+  if (!old) return;
+  const el = renderBlock(block, renderCtx(s));
+  el.dataset.pos = old.dataset.pos;
+  old.replaceWith(el);
+}
+
+export function addNote(s, text, kind = 'note') {
+  if (!s.container) return;
+  const el = h('div', { class: `note ${kind}`, testid: 'note' }, h('pre', null, text));
+  el.dataset.pos = String(s.transcript.lastSeq + 0.5);
+  insertByPos(s.container, el, s.transcript.lastSeq + 0.5);
+  if (app.current === s.id) scrollToEnd(true);
+}
+
+async function answerPermission(s, block, optionId) {
+  if (!app.link) return toast('Not connected: the answer cannot be sent yet.', 'warn');
+  s.answered.set(block.request_id, optionId);
+  rerender(s, block);
+  try {
+    await app.link.request({ type: 'permission_response', session_id: s.id, request_id: block.request_id, option_id: optionId });
+    s.persist();
+  } catch (e) {
+    s.answered.delete(block.request_id);
+    rerender(s, block);
+    toast(`The answer was not taken: ${e.message}`, 'warn');
+  }
+}
+
+export function isAtEnd() {
+  const el = document.scrollingElement ?? document.documentElement;
+  return el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+}
+
+export function scrollToEnd(force = false) {
+  if (!force && !isAtEnd()) return;
+  requestAnimationFrame(() => {
+    const el = document.scrollingElement ?? document.documentElement;
+    el.scrollTop = el.scrollHeight;
+  });
+}

@@ -1,0 +1,121 @@
+// The home view: the bridge's sessions (a parked one marked) and the sessions started
+// in a terminal on the computer (`scan_external_sessions`), tapping one of which
+// attaches terminull to it (`attach_external`).
+
+import { app } from './state.js';
+import { h, clear } from './dom.js';
+import { toast } from './status.js';
+import { showView } from './views.js';
+import { sessionFor } from './sessions.js';
+import { openSession, openSessionView } from './session-view.js';
+
+/** Shows the home view with the lists as held, then asks the bridge for fresh ones. */
+export function showHome() {
+  showView('home');
+  renderLists();
+  if (app.link) refreshLists();
+}
+
+export async function refreshLists() {
+  const link = app.link;
+  if (!link) return;
+  try {
+    const r = await link.request({ type: 'list_sessions' });
+    app.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
+  } catch (e) {
+    console.warn(`list_sessions: ${e.message}`);
+  }
+  try {
+    const r = await link.request({ type: 'scan_external_sessions' });
+    const items = Array.isArray(r.sessions) ? r.sessions : [];
+    app.external = { state: 'ok', items };
+  } catch (e) {
+    app.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
+  }
+  renderLists();
+}
+
+function renderLists() {
+  const ui = app.ui;
+  clear(ui.sessionList);
+  if (!app.listings.length) {
+    ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…'));
+  }
+  for (const s of app.listings) {
+    ui.sessionList.append(
+      h(
+        'li',
+        null,
+        h(
+          'button',
+          { type: 'button', class: 'session-item', testid: 'session-item', dataset: { sessionId: s.session_id }, onclick: () => openSession(s.session_id, s) },
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? ''))),
+          h('div', { class: 'row2' }, typeof s.title === 'string' ? s.title : String(s.cwd ?? '')),
+          typeof s.title === 'string' ? h('div', { class: 'row3' }, String(s.cwd ?? '')) : null,
+        ),
+      ),
+    );
+  }
+  clear(ui.externalList);
+  if (!app.external.items.length) {
+    const why =
+      app.external.state === 'unsupported'
+        ? 'Nothing here: this bridge or its agents cannot list sessions started in a terminal.'
+        : app.external.state === 'error'
+          ? `Could not list terminal sessions: ${app.external.message ?? ''}`
+          : 'No sessions started in a terminal.';
+    ui.externalList.append(h('li', { class: 'empty', testid: 'external-empty' }, why));
+  }
+  for (const x of app.external.items) {
+    if (!x || typeof x !== 'object') continue;
+    const agent = String(x.agent_id ?? '');
+    const sid = String(x.agent_session_id ?? '');
+    const cwd = typeof x.cwd === 'string' ? x.cwd : '';
+    const title = typeof x.title === 'string' && x.title.trim() ? x.title : '';
+    const bits = [relativeTime(x.updated_at)];
+    if (Number.isSafeInteger(x.message_count)) bits.push(`${x.message_count} message${x.message_count === 1 ? '' : 's'}`);
+    ui.externalList.append(
+      h(
+        'li',
+        null,
+        h(
+          'button',
+          {
+            type: 'button',
+            class: 'session-item external-item',
+            testid: 'external-item',
+            dataset: { agentId: agent, agentSessionId: sid },
+            onclick: () => attachExternal(agent, sid, cwd),
+          },
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, agent), h('span', { class: 'state' }, bits.filter(Boolean).join(' · '))),
+          h('div', { class: 'row2' }, title || cwd || sid),
+          title && cwd ? h('div', { class: 'row3' }, cwd) : null,
+        ),
+      ),
+    );
+  }
+}
+
+/** "5 min ago" from Unix seconds. */
+function relativeTime(unix) {
+  if (!Number.isFinite(unix)) return '';
+  const ago = Math.max(0, Date.now() / 1000 - unix);
+  if (ago < 60) return 'just now';
+  if (ago < 3600) return `${Math.floor(ago / 60)} min ago`;
+  if (ago < 86400) return `${Math.floor(ago / 3600)} h ago`;
+  if (ago < 7 * 86400) return `${Math.floor(ago / 86400)} d ago`;
+  return new Date(unix * 1000).toLocaleDateString();
+}
+
+async function attachExternal(agent, agentSessionId, cwd) {
+  if (!app.link) return;
+  try {
+    const r = await app.link.request({ type: 'attach_external', agent, agent_session_id: agentSessionId, cwd });
+    const s = sessionFor(r.session_id, { agentId: agent, cwd });
+    s.followed = true;
+    s.attachedOn = app.link;
+    openSessionView(s);
+  } catch (e) {
+    toast(`Could not attach: ${e.message}`, 'warn');
+  }
+}

@@ -1,0 +1,70 @@
+// The session view: opening a session (from the list, after starting or attaching
+// one, or on reload), its title, and each block arriving on the link for any
+// session held.
+
+import { app, CURRENT_KEY } from './state.js';
+import { h, clear } from './dom.js';
+import { showView } from './views.js';
+import { sessionFor, loadSession, attach } from './sessions.js';
+import { renderInto, refreshPermissionCards, isAtEnd, scrollToEnd } from './blocks.js';
+import { updateComposer, flushQueue } from './composer.js';
+
+/** Opens a session of the list: loads what was saved and resumes it on the link. */
+export async function openSession(id, listing) {
+  const s = await loadSession(id);
+  if (listing) {
+    s.agentId ??= listing.agent_id ?? null;
+    s.cwd ??= listing.cwd ?? null;
+  }
+  s.followed = true;
+  openSessionView(s);
+  if (app.link && s.attachedOn !== app.link) attach(s);
+}
+
+export function openSessionView(s) {
+  app.current = s.id;
+  try {
+    sessionStorage.setItem(CURRENT_KEY, s.id);
+  } catch {
+    /* storage off */
+  }
+  showView('session');
+  const ui = app.ui;
+  ui.title.textContent = titleOf(s);
+  // One container per session, kept while the page lives.
+  clear(ui.transcript);
+  if (!s.container) {
+    s.container = h('div', { class: 'blocks', dataset: { sessionId: s.id } });
+    s.elByKey = new Map();
+    for (const b of s.transcript.blocks()) renderInto(s, b);
+  }
+  ui.transcript.append(s.container);
+  updateComposer(s);
+  scrollToEnd(true);
+}
+
+function titleOf(s) {
+  const info = s.agentInfo;
+  const agent = info?.name ?? s.agentId ?? 'session';
+  const dir = s.cwd ? s.cwd.split('/').filter(Boolean).pop() : '';
+  return dir ? `${agent} · ${dir}` : agent;
+}
+
+/** One block from the link (live or replayed) for session `sid`: held, saved, rendered if shown. */
+export function onBlock(sid, block, _replay) {
+  const s = sessionFor(sid);
+  if (!s.transcript.apply(block)) return; // a seq already held: nothing to do
+  if (block.type === 'user_message' && s.awaiting > 0) s.awaiting -= 1;
+  s.persist();
+  if (s.container) {
+    const atEnd = isAtEnd();
+    renderInto(s, block);
+    if (block.type === 'session_end') refreshPermissionCards(s);
+    if (app.current === sid && atEnd) scrollToEnd(true);
+  }
+  if (app.current === sid) {
+    if (block.type === 'agent_info') app.ui.title.textContent = titleOf(s);
+    updateComposer(s);
+  }
+  if (block.type === 'session_end' || block.type === 'session_state') flushQueue(s);
+}

@@ -1,0 +1,104 @@
+// The sessions this page holds: each one's transcript, the permission answers given
+// here, the composer's queue, and its copy in IndexedDB (so a reload resumes by seq).
+
+import { app } from './state.js';
+import { Transcript, replaceKey } from './transcript.js';
+import { toast } from './status.js';
+
+const PERSIST_DELAY_MS = 150;
+
+export class SessionState {
+  constructor(id, meta = {}) {
+    this.id = id;
+    this.agentId = meta.agentId ?? null;
+    this.cwd = meta.cwd ?? null;
+    this.transcript = new Transcript(meta.blocks ?? []);
+    /** request_id → option_id chosen here */
+    this.answered = new Map(Object.entries(meta.answered ?? {}));
+    this.followed = false;
+    this.attachedOn = null;
+    /** Messages the composer queued while a turn runs. */
+    this.queue = [];
+    /** A user_message was sent and its block has not arrived yet. */
+    this.awaiting = 0;
+    this.persistTimer = null;
+    this.elByKey = new Map();
+    this.rendered = false;
+    this.container = null;
+    /** The answer to continue_in_terminal shown in this view, or an error. */
+    this.terminal = null;
+  }
+
+  get agentInfo() {
+    return this.transcript.agentInfo();
+  }
+
+  get running() {
+    return this.awaiting > 0 || this.transcript.turnRunning();
+  }
+
+  /** A terminal drives the conversation (the newest session_state is `parked`). */
+  get parked() {
+    return this.transcript.sessionState()?.state === 'parked';
+  }
+
+  persist() {
+    if (this.persistTimer || !app.bridge) return;
+    this.persistTimer = setTimeout(() => this.flush(), PERSIST_DELAY_MS);
+  }
+
+  flush() {
+    clearTimeout(this.persistTimer);
+    this.persistTimer = null;
+    if (!app.bridge) return Promise.resolve();
+    // Superseded chunks of a streamed id are dropped: the newest holds the full text.
+    return app.store
+      .set(`s:${app.bridge.bridgeId}:${this.id}`, {
+        id: this.id,
+        agentId: this.agentId,
+        cwd: this.cwd,
+        blocks: this.transcript.entries(replaceKey),
+        answered: Object.fromEntries(this.answered),
+      })
+      .catch((e) => console.warn(`cannot save the session: ${e}`));
+  }
+}
+
+/** The session of `id`, made if new; `meta` fills what is not known yet. */
+export function sessionFor(id, meta) {
+  let s = app.sessions.get(id);
+  if (!s) {
+    s = new SessionState(id, meta);
+    app.sessions.set(id, s);
+  } else if (meta) {
+    s.agentId ??= meta.agentId ?? null;
+    s.cwd ??= meta.cwd ?? null;
+  }
+  return s;
+}
+
+/** The session of `id`, from memory or from what IndexedDB saved. */
+export async function loadSession(id) {
+  if (app.sessions.has(id)) return app.sessions.get(id);
+  let saved = null;
+  try {
+    saved = await app.store.get(`s:${app.bridge.bridgeId}:${id}`);
+  } catch {
+    /* nothing saved */
+  }
+  const blocks = saved && Array.isArray(saved.blocks) ? saved.blocks.filter((b) => b && Number.isSafeInteger(b.seq)) : [];
+  return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered });
+}
+
+/** session_resume from the newest block held. */
+export async function attach(s) {
+  const link = app.link;
+  if (!link) return;
+  s.attachedOn = link;
+  try {
+    await link.request({ type: 'session_resume', session_id: s.id, since_seq: s.transcript.lastSeq });
+  } catch (e) {
+    if (s.attachedOn === link) s.attachedOn = null;
+    if (e.code !== 'link') toast(`Could not resume the session: ${e.message}`, 'warn');
+  }
+}

@@ -1,0 +1,126 @@
+// The page's DOM, built once: the header (back, title, path, connection state,
+// refused count), the four views (pair, home, new session, session) and the toast,
+// with each control wired to the module that acts on it. The nodes later code
+// updates are kept in `app.ui`.
+
+import { app } from './state.js';
+import { h, clear, $ } from './dom.js';
+import { showRejected } from './status.js';
+import { pairWith } from './pairing.js';
+import { showHome, refreshLists } from './lists.js';
+import { showNewSession, agentChanged, startSession } from './new-session.js';
+import { composerChanged, sendComposer, interrupt } from './composer.js';
+import { continueInTerminal } from './handoff.js';
+
+export function buildShell() {
+  const ui = app.ui;
+  ui.back = h('button', { type: 'button', class: 'icon-btn back', 'aria-label': 'Back', hidden: true, onclick: () => showHome() }, '‹');
+  ui.title = h('div', { class: 'title' }, 'terminull');
+  ui.path = h('span', { class: 'badge path', testid: 'path', title: 'How this page reaches the bridge' });
+  ui.conn = h('span', { class: 'conn', testid: 'connection-status', dataset: { state: 'offline' } }, 'offline');
+  ui.rejected = h('button', { type: 'button', class: 'badge rejected', testid: 'rejected', hidden: true, onclick: showRejected });
+  const header = h('header', { class: 'topbar' }, ui.back, ui.title, h('div', { class: 'status' }, ui.path, ui.conn, ui.rejected));
+
+  // Not paired / pairing.
+  ui.pairMsg = h('p', { class: 'pair-msg' });
+  ui.pasteInput = h('input', { type: 'url', class: 'paste', placeholder: 'or paste the pairing link', autocomplete: 'off' });
+  ui.viewPair = h(
+    'section',
+    { class: 'view view-pair', hidden: true },
+    h('h1', null, 'Pair this phone'),
+    ui.pairMsg,
+    h(
+      'form',
+      {
+        class: 'paste-form',
+        onsubmit: (e) => {
+          e.preventDefault();
+          const v = ui.pasteInput.value.trim();
+          if (v) pairWith(v);
+        },
+      },
+      ui.pasteInput,
+      h('button', { type: 'submit' }, 'Pair'),
+    ),
+  );
+
+  // Home.
+  ui.banner = h('div', { class: 'banner', hidden: true });
+  ui.sessionList = h('ul', { class: 'session-list' });
+  ui.externalList = h('ul', { class: 'session-list external' });
+  ui.viewHome = h(
+    'section',
+    { class: 'view view-home', hidden: true },
+    ui.banner,
+    h('button', { type: 'button', class: 'primary wide', testid: 'new-session', onclick: () => showNewSession() }, '+ New session'),
+    h('div', { class: 'list-head' }, h('h2', null, 'Sessions'), h('button', { type: 'button', class: 'link-btn', onclick: () => refreshLists() }, 'Refresh')),
+    ui.sessionList,
+    h('h2', null, 'From your terminal'),
+    ui.externalList,
+  );
+
+  // New session.
+  ui.agentPicker = h('select', { testid: 'agent-picker', onchange: () => agentChanged() });
+  ui.cwd = h('input', { type: 'text', testid: 'cwd', placeholder: '/home/you/project', autocapitalize: 'off', autocomplete: 'off', spellcheck: 'false' });
+  ui.modelPicker = h('select', { testid: 'model-picker', disabled: true });
+  ui.modelRow = h('label', { class: 'field', hidden: true }, h('span', null, 'Model'), ui.modelPicker);
+  ui.newError = h('p', { class: 'form-error', hidden: true });
+  ui.startBtn = h('button', { type: 'submit', class: 'primary wide', testid: 'start-session' }, 'Start');
+  ui.viewNew = h(
+    'section',
+    { class: 'view view-new', hidden: true },
+    h('h1', null, 'New session'),
+    h(
+      'form',
+      {
+        onsubmit: (e) => {
+          e.preventDefault();
+          startSession();
+        },
+      },
+      h('label', { class: 'field' }, h('span', null, 'Agent'), ui.agentPicker),
+      h('label', { class: 'field' }, h('span', null, 'Working directory'), ui.cwd),
+      ui.modelRow,
+      ui.newError,
+      ui.startBtn,
+    ),
+  );
+
+  // Session.
+  ui.transcript = h('div', { class: 'transcript', testid: 'transcript' });
+  ui.queueInfo = h('div', { class: 'queue-info', testid: 'queued', hidden: true });
+  ui.palette = h('ul', { class: 'palette', testid: 'slash-palette', hidden: true });
+  ui.composer = h('textarea', {
+    testid: 'composer',
+    rows: 1,
+    placeholder: 'Message…',
+    oninput: () => composerChanged(),
+    onkeydown: (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && window.matchMedia('(pointer: fine)').matches) {
+        e.preventDefault();
+        sendComposer();
+      }
+    },
+  });
+  ui.stop = h('button', { type: 'button', class: 'stop', testid: 'stop', hidden: true, onclick: () => interrupt() }, '■ Stop');
+  ui.send = h('button', { type: 'button', class: 'send primary', testid: 'send', onclick: () => sendComposer() }, 'Send');
+  ui.parkedBanner = h('div', { class: 'parked-banner', testid: 'parked-banner', hidden: true });
+  ui.continueBtn = h(
+    'button',
+    { type: 'button', class: 'link-btn continue-btn', testid: 'continue-in-terminal', disabled: true, onclick: () => continueInTerminal() },
+    'Continue in Terminal',
+  );
+  ui.terminalCard = h('div', { class: 'terminal-card', hidden: true });
+  ui.viewSession = h(
+    'section',
+    { class: 'view view-session', hidden: true },
+    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    ui.transcript,
+    h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send)),
+  );
+
+  ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });
+  const root = $('#app') ?? document.body.appendChild(h('div', { id: 'app' }));
+  clear(root);
+  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession), ui.toast);
+}

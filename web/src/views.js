@@ -1,0 +1,27 @@
+// Which of the four views (pair, home, new, session) is shown. Entering a view's
+// content is each view's own module (lists.js's showHome, new-session.js,
+// session-view.js); this only switches the sections and the header.
+
+import { app, CURRENT_KEY } from './state.js';
+
+export function showView(view) {
+  app.view = view;
+  const ui = app.ui;
+  ui.viewPair.hidden = view !== 'pair';
+  ui.viewHome.hidden = view !== 'home';
+  ui.viewNew.hidden = view !== 'new';
+  ui.viewSession.hidden = view !== 'session';
+  ui.back.hidden = !(view === 'new' || view === 'session');
+  document.body.dataset.view = view;
+  if (view === 'home') {
+    app.current = null;
+    try {
+      sessionStorage.removeItem(CURRENT_KEY);
+    } catch {
+      /* storage off */
+    }
+    ui.title.textContent = 'terminull';
+  } else if (view === 'new') {
+    ui.title.textContent = 'New session';
+  }
+}
