@@ -22,7 +22,8 @@ use terminull_protocol::{BridgeId, DeviceId};
 use crate::bridge_conn::serve_bridge;
 use crate::challenge::Side;
 use crate::client_conn::serve_client;
-use crate::hub::{Hub, PairOutcome, PairStartError, SubscriptionError, unix_now};
+use crate::hub::push::SubscriptionError;
+use crate::hub::{Hub, PairOutcome, PairStartError, unix_now};
 use crate::limits::IpRateLimiter;
 use crate::webpush::Subscription;
 

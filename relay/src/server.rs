@@ -16,7 +16,8 @@ use tower::ServiceExt as _;
 
 use crate::config::RelayConfig;
 use crate::error::RelayError;
-use crate::hub::{Hub, sweep_interval};
+use crate::hub::Hub;
+use crate::hub::push::sweep_interval;
 use crate::store::Store;
 use crate::webpush::PushSender;
 

@@ -29,10 +29,9 @@ use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
 
-mod push;
-
 use crate::webpush::PushSender;
-pub(crate) use push::{SubscriptionError, sweep_interval};
+
+pub(crate) mod push;
 
 /// The longest device name the relay stores.
 const MAX_DEVICE_NAME: usize = 256;

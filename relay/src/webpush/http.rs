@@ -1,7 +1,7 @@
 //! The smallest HTTP/1.1 client a push service needs: one `POST` per connection
 //! (`Connection: close`), a status line and a few headers read back with bounded buffers.
 
-use super::PushError;
+use super::error::PushError;
 use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

@@ -2,8 +2,8 @@
 //! JWT signed by a long-lived P-256 key whose public half the browser was given as
 //! `applicationServerKey` when it subscribed.
 
-use super::PushError;
 use super::ece::{CryptoError, b64, decode_b64};
+use super::error::PushError;
 use super::http::Endpoint;
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey};
