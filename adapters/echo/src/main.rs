@@ -1,5 +1,6 @@
-//! `echo-rs`: the built-in `echo` adapter, the spec's EchoAdapter (developer-docs §2.2)
-//! with the Rust SDK. The registry finds it next to `terminull` under this name.
+//! `echo-rs`: the built-in `echo` adapter, the smallest whole adapter on the Rust SDK
+//! (docs/adapter-sdk.md, "The trait"; the protocol it speaks is docs/adapter-protocol.md).
+//! The registry finds it next to `terminull` under this name.
 //!
 //! Replies "You said: <text>", streamed word by word. A message starting with
 //! `slow` streams slowly so an interrupt can be tried; one starting with `ask` first
