@@ -69,13 +69,28 @@ impl Rig {
     /// A bridge with a fresh session whose first turn never ends (later messages wait).
     async fn with_a_held_turn() -> (Rig, String) {
         let mut rig = Rig::start().await;
-        let ws = rig.ws.display().to_string();
-        let started =
-            rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-        let s = session_id.as_str().to_owned();
+        let s = rig.start_session().await;
         rig.call(json!({"type": "user_message", "session_id": s, "text": "hold the turn"})).await;
         (rig, s)
+    }
+
+    /// Starts a new `handoff-echo` session in the workspace; returns its id.
+    async fn start_session(&mut self) -> String {
+        let ws = self.ws.display().to_string();
+        let started =
+            self.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
+        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+        session_id.as_str().to_owned()
+    }
+
+    /// Attaches to the terminal's conversation `conversation`; returns the session id.
+    async fn attach_external(&mut self, conversation: &str) -> String {
+        let ws = self.ws.display().to_string();
+        let started = self
+            .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": conversation, "cwd": ws, "app_pubkey": "k"}))
+            .await;
+        let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
+        session_id.as_str().to_owned()
     }
 
     /// The session's `meta.json` as stored.
@@ -198,11 +213,7 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
     assert_eq!(sessions[0].agent_id.as_str(), "handoff-echo");
     assert_eq!(sessions[0].session.agent_session_id.as_str(), "conv-1");
 
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
 
     // The conversation so far is mirrored, and the app is told it observes.
     let first = rig.until("the terminal's first turn", |b| text_is(b, "terminal turn 1")).await;
@@ -244,10 +255,7 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
 async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_terminal() {
     let mut rig = Rig::start().await;
     let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
+    let s = rig.start_session().await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "hello"})).await;
     rig.until("the reply", |b| text_is(b, "You said: hello (conversation fresh-conversation)")).await;
     // Only between turns.
@@ -287,10 +295,7 @@ async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_t
 async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_not_sent() {
     let mut rig = Rig::start().await;
     let ws = rig.ws.display().to_string();
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
+    let s = rig.start_session().await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "one"})).await;
     rig.until("the reply", |b| text_is(b, "You said: one (conversation fresh-conversation)")).await;
 
@@ -311,14 +316,9 @@ async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_session_stays_parked_while_ownership_cannot_be_known() {
     let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
     rig.set("head", "conv-1");
     rig.set("owned", "5");
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
     rig.until("parked", parked).await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "waiting"})).await;
     // The terminal may or may not still run: the check fails, so nothing is sent.
@@ -351,10 +351,7 @@ async fn the_cli_lists_external_sessions_and_refuses_to_hand_over_a_stopped_sess
 
     // A session with a conversation, then handed over from the command line (another
     // bridge over the same home: the session is revived from history).
-    let started =
-        rig.call(json!({"type": "session_request", "agent": "handoff-echo", "cwd": ws, "app_pubkey": "k"})).await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!() };
-    let s = session_id.as_str().to_owned();
+    let s = rig.start_session().await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "hi"})).await;
     rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
     rig.call(json!({"type": "stop_session", "session_id": s})).await;
@@ -422,15 +419,10 @@ async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daem
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_bridge_keeps_a_parked_sessions_queue_and_mirror_then_drains_into_the_head() {
     let mut rig = Rig::start().await;
-    let ws = rig.ws.display().to_string();
     rig.set("head", "conv-1");
     rig.set("owned", "4242");
     rig.terminal_writes("terminal turn 1");
-    let started = rig
-        .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": "conv-1", "cwd": ws, "app_pubkey": "k"}))
-        .await;
-    let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
-    let s = session_id.as_str().to_owned();
+    let s = rig.attach_external("conv-1").await;
     rig.until("parked", parked).await;
     rig.call(json!({"type": "user_message", "session_id": s, "text": "sent before the restart"})).await;
     rig.until("one queued", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.queued == 1)).await;

@@ -41,23 +41,28 @@ async fn started(mode: &str) -> HostedAdapter {
     h
 }
 
+/// Launches the broken adapter in `mode`, which must fail with an error naming each
+/// of `says`; returns the error.
+async fn launch_fails(mode: &str, says: &[&str]) -> HostError {
+    let err = launch(broken(mode), Duration::from_secs(10)).await.unwrap_err();
+    let text = err.to_string();
+    for expected in says {
+        assert!(text.contains(expected), "{text}");
+    }
+    err
+}
+
 #[tokio::test]
 async fn wrong_protocol_version_is_refused_naming_adapter_path_and_field() {
-    let err = launch(broken("wrong-protocol-version"), Duration::from_secs(10)).await.unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, HostError::Refused { .. }), "{text}");
-    assert!(text.contains("broken-wrong-protocol-version"), "{text}");
-    assert!(text.contains("python3"), "{text}");
-    assert!(text.contains("protocol_version must be 1"), "{text}");
+    let says = ["broken-wrong-protocol-version", "python3", "protocol_version must be 1"];
+    let err = launch_fails("wrong-protocol-version", &says).await;
+    assert!(matches!(err, HostError::Refused { .. }), "{err}");
 }
 
 #[tokio::test]
 async fn exit_during_initialize_reports_status_and_stderr() {
-    let err = launch(broken("exits-during-initialize"), Duration::from_secs(10)).await.unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, HostError::ExitedDuringHandshake { .. }), "{text}");
-    assert!(text.contains("exit status: 4"), "{text}");
-    assert!(text.contains("exiting during initialize"), "{text}");
+    let err = launch_fails("exits-during-initialize", &["exit status: 4", "exiting during initialize"]).await;
+    assert!(matches!(err, HostError::ExitedDuringHandshake { .. }), "{err}");
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use terminull_bridge::home::{Config, Home};
-use terminull_bridge::host::{AdapterEvent, launch};
+use terminull_bridge::host::{AdapterEvent, HostedAdapter, launch};
 use terminull_bridge::registry::{Registry, ScanOptions, Source, scan};
 use terminull_protocol::adapter::{self as proto, Empty, StartParams};
 use terminull_protocol::blocks::{BlockKind, EndReason, UserMessage};
@@ -23,6 +23,63 @@ fn broken_wrapper(dir: &Path, name: &str, mode: &str) -> PathBuf {
     let path = dir.join(name);
     write_script(&path, &format!("#!/bin/sh\nexec python3 '{}' {mode}\n", script.display()));
     path
+}
+
+/// The reason the scan refused the one entry whose path `matches`.
+fn refusal_reason(registry: &Registry, what: &str, matches: impl Fn(&Path) -> bool) -> String {
+    registry
+        .refused
+        .iter()
+        .find(|r| matches(&r.path))
+        .unwrap_or_else(|| panic!("{what} not refused: {registry:#?}"))
+        .reason
+        .clone()
+}
+
+/// `start` for session `s1` in `cwd`, everything else left to the adapter.
+fn start_params(cwd: &Path) -> StartParams {
+    StartParams {
+        session_id: "s1".into(),
+        cwd: Some(cwd.display().to_string()),
+        model: None,
+        binary: None,
+        resume_session_id: None,
+        effort: None,
+        permission_mode: None,
+    }
+}
+
+/// What one completed turn produced.
+#[derive(Debug, Default)]
+struct Turn {
+    /// The final text.
+    text: String,
+    /// The last tool result's output.
+    tool_output: Option<String>,
+    /// Every agent session id the adapter reported.
+    agent_session_ids: Vec<String>,
+}
+
+/// Sends `text` and reads events until the turn ends, which must be `completed`
+/// within `within` of each event.
+async fn one_turn(hosted: &mut HostedAdapter, text: &str, within: Duration) -> Turn {
+    hosted.call::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }).await.unwrap();
+    let mut turn = Turn::default();
+    loop {
+        match tokio::time::timeout(within, hosted.next_event()).await.unwrap() {
+            Some(AdapterEvent::Block(b)) => match b.kind {
+                BlockKind::ToolResult(r) => turn.tool_output = Some(r.output),
+                BlockKind::Text(t) if t.done => turn.text = t.text,
+                BlockKind::SessionEnd(end) => {
+                    assert_eq!(end.reason, EndReason::Completed);
+                    return turn;
+                }
+                _ => {}
+            },
+            Some(AdapterEvent::AgentSessionId(id)) => turn.agent_session_ids.push(id.as_str().to_owned()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }
 
 async fn scan_home(home: &Path, exe_dir: PathBuf) -> Registry {
@@ -59,15 +116,7 @@ async fn valid_drop_ins_register_and_each_refusal_has_its_own_reason() {
     assert!(matches!(registry.get("echo-py").unwrap().source, Source::DropIn { .. }));
     assert!(registry.get("echo-py").unwrap().detected.installed);
 
-    let reason = |file: &str| {
-        registry
-            .refused
-            .iter()
-            .find(|r| r.path.file_name().unwrap() == file)
-            .unwrap_or_else(|| panic!("{file} not refused: {registry:#?}"))
-            .reason
-            .clone()
-    };
+    let reason = |file: &str| refusal_reason(&registry, file, |path| path.file_name().unwrap() == file);
     assert!(reason("echo-clone").contains("agent id `echo` is already taken by the built-in adapter"));
     assert!(reason("no-models").contains("provides_models must be set explicitly to true or false"));
     assert!(reason("notes.py").contains("not executable"));
@@ -80,33 +129,9 @@ async fn a_registered_python_drop_in_runs_a_session() {
     let registry = scan_home(home.path(), support::echo_only_exe_dir()).await;
     let agent = registry.get("echo-py").unwrap();
     let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
-    let start = StartParams {
-        session_id: "s1".into(),
-        cwd: Some(home.path().display().to_string()),
-        model: None,
-        binary: None,
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
-    };
-    hosted.call::<proto::Start>(&start).await.unwrap();
-    hosted.call::<proto::Send>(&UserMessage { text: "hi there".into(), attachments: vec![] }).await.unwrap();
-    let mut text = String::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), hosted.next_event()).await.unwrap() {
-            Some(AdapterEvent::Block(b)) => match b.kind {
-                BlockKind::Text(t) if t.done => text = t.text,
-                BlockKind::SessionEnd(end) => {
-                    assert_eq!(end.reason, EndReason::Completed);
-                    break;
-                }
-                _ => {}
-            },
-            Some(AdapterEvent::AgentSessionId(_)) => {}
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(text, "You said: hi there");
+    hosted.call::<proto::Start>(&start_params(home.path())).await.unwrap();
+    let turn = one_turn(&mut hosted, "hi there", Duration::from_secs(10)).await;
+    assert_eq!(turn.text, "You said: hi there");
     hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
     hosted.shutdown().await;
 }
@@ -185,15 +210,7 @@ async fn acp_agents_declared_in_config_register_like_built_ins() {
     assert!(agent.command.env.contains(&("FAKE_ACP_MODE".to_owned(), "test".to_owned())));
     assert!(matches!(registry.get("echo").unwrap().source, Source::BuiltIn { .. }), "the built-in keeps its id");
 
-    let reason = |name: &str| {
-        registry
-            .refused
-            .iter()
-            .find(|r| r.path.display().to_string().contains(name))
-            .unwrap_or_else(|| panic!("{name} not refused: {registry:#?}"))
-            .reason
-            .clone()
-    };
+    let reason = |name: &str| refusal_reason(&registry, name, |path| path.display().to_string().contains(name));
     assert!(reason("[acp_agents.echo]").contains("already taken by the built-in adapter"));
     assert!(reason("[acp_agents.Bad Id]").contains("not a valid agent id"));
     assert_eq!(registry.refused.len(), 2, "{registry:#?}");
@@ -206,37 +223,13 @@ async fn a_session_runs_through_an_acp_agent_declared_only_in_config() {
     let agent = registry.get("fake-acp").unwrap();
     let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
     assert_eq!(hosted.declaration().agent_id.as_str(), "fake-acp");
-    let start = StartParams {
-        session_id: "s1".into(),
-        cwd: Some(home.path().display().to_string()),
-        model: None,
-        binary: None,
-        resume_session_id: None,
-        effort: None,
-        permission_mode: None,
-    };
-    let started = hosted.call::<proto::Start>(&start).await.unwrap();
+    let started = hosted.call::<proto::Start>(&start_params(home.path())).await.unwrap();
     assert_eq!(started.agent_info.name, "Fake ACP");
     assert!(started.agent_info.slash_commands.iter().any(|c| c.name == "compact"));
-    hosted.call::<proto::Send>(&UserMessage { text: "fake:tool please".into(), attachments: vec![] }).await.unwrap();
-    let (mut output, mut text) = (None, String::new());
-    loop {
-        match tokio::time::timeout(Duration::from_secs(30), hosted.next_event()).await.unwrap() {
-            Some(AdapterEvent::Block(b)) => match b.kind {
-                BlockKind::ToolResult(r) => output = Some(r.output),
-                BlockKind::Text(t) if t.done => text = t.text,
-                BlockKind::SessionEnd(end) => {
-                    assert_eq!(end.reason, EndReason::Completed);
-                    break;
-                }
-                _ => {}
-            },
-            Some(AdapterEvent::AgentSessionId(id)) => assert_eq!(id.as_str(), "sess-1"),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-    assert_eq!(output.as_deref(), Some("hello"));
-    assert_eq!(text, "It printed hello.");
+    let turn = one_turn(&mut hosted, "fake:tool please", Duration::from_secs(30)).await;
+    assert!(turn.agent_session_ids.iter().all(|id| id == "sess-1"), "{:?}", turn.agent_session_ids);
+    assert_eq!(turn.tool_output.as_deref(), Some("hello"));
+    assert_eq!(turn.text, "It printed hello.");
     hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
     hosted.shutdown().await;
     let log = std::fs::read_to_string(home.path().join("agent.log")).unwrap();

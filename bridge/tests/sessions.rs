@@ -57,6 +57,15 @@ async fn service(home: &Path, policy: SessionPolicy) -> Service {
     Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
 }
 
+/// A bridge over a fresh [`home`] with the test [`policy`], and an in-process client
+/// of it. The home is returned to keep it alive for the test.
+async fn in_process_bridge() -> (tempfile::TempDir, Service, Client) {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let client = Client::in_process(&service);
+    (home, service, client)
+}
+
 /// The library's client, with helpers that keep the tests short.
 struct Client {
     inner: terminull_bridge::daemon_client::Client,
@@ -164,9 +173,7 @@ fn error_text(blocks: &[Block]) -> String {
 
 #[tokio::test]
 async fn an_echo_session_streams_with_continuous_seqs() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     let (session, opening) = client.start("echo", home.path()).await;
     assert!(matches!(opening[0].kind, BlockKind::AgentInfo(_)), "{opening:?}");
     let blocks = client.turn(&session, "hello bridge").await;
@@ -180,9 +187,7 @@ async fn an_echo_session_streams_with_continuous_seqs() {
 
 #[tokio::test]
 async fn a_crash_mid_turn_ends_the_turn_with_an_error_naming_the_adapter_and_the_bridge_goes_on() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     let (session, _) = client.start("broken-exits-mid-turn", home.path()).await;
     let blocks = client.turn(&session, "hi").await;
     assert_eq!(end_of(&blocks), EndReason::Error);
@@ -202,9 +207,7 @@ async fn a_crash_mid_turn_ends_the_turn_with_an_error_naming_the_adapter_and_the
 
 #[tokio::test]
 async fn a_silent_adapter_is_declared_hung_and_the_turn_ends() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     for agent in ["broken-hangs-mid-turn", "broken-no-session-end"] {
         let (session, _) = client.start(agent, home.path()).await;
         let blocks = client.turn(&session, "hi").await;
@@ -216,9 +219,7 @@ async fn a_silent_adapter_is_declared_hung_and_the_turn_ends() {
 
 #[tokio::test]
 async fn a_tool_call_left_running_is_closed_before_the_session_end() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     let (session, _) = client.start("broken-tool-call-left-running", home.path()).await;
     let blocks = client.turn(&session, "hi").await;
     let end_at = blocks.iter().position(|b| matches!(b.kind, BlockKind::SessionEnd(_))).unwrap();
@@ -233,9 +234,7 @@ async fn a_tool_call_left_running_is_closed_before_the_session_end() {
 
 #[tokio::test]
 async fn garbage_and_a_20_mib_line_do_not_break_the_turn() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     for agent in ["broken-stdout-garbage", "broken-huge-line"] {
         let (session, _) = client.start(agent, home.path()).await;
         assert_eq!(end_of(&client.turn(&session, "hi").await), EndReason::Completed, "{agent}");
@@ -263,9 +262,7 @@ async fn a_slow_handshake_past_the_deadline_is_refused_with_a_reason() {
 
 #[tokio::test]
 async fn messages_sent_during_a_turn_are_queued_and_delivered_in_order() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (home, _service, mut client) = in_process_bridge().await;
     let (session, _) = client.start("echo", home.path()).await;
     let mut kept = Vec::new();
     for text in ["slow one two three", "second", "third"] {
@@ -289,9 +286,7 @@ async fn messages_sent_during_a_turn_are_queued_and_delivered_in_order() {
 
 #[tokio::test]
 async fn unknown_types_are_ignored_and_bad_fields_answered() {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let mut client = Client::in_process(&service);
+    let (_home, _service, mut client) = in_process_bridge().await;
     client.send(json!({"type": "from_the_future"})).await;
     let mut kept = Vec::new();
     let outcome = client.call(json!({"type": "interrupt", "session_id": 5}), &mut kept).await;

@@ -48,21 +48,7 @@ pub fn echo_rs() -> PathBuf {
 /// `target/<profile>/terminull-relay`, built on first use (it lives in its own package).
 pub fn relay_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let bin = profile_dir.join("terminull-relay");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "terminull-relay", "--bin", "terminull-relay"])
-                .env("CARGO_TARGET_DIR", target_dir())
-                .current_dir(workspace())
-                .status()
-                .expect("running cargo build for terminull-relay");
-            assert!(status.success(), "cargo build -p terminull-relay failed");
-            bin
-        })
-        .clone()
+    BUILT.get_or_init(|| build_bin("terminull-relay", "terminull-relay")).clone()
 }
 
 /// The three example adapters as `(name, program, args)`.
@@ -155,22 +141,25 @@ pub fn daemon_up(home: &Path, extra: &[&str]) -> std::process::Child {
 /// `target/<profile>/terminull-acp` (the generic ACP host), built on first use.
 pub fn terminull_acp() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-            let bin = profile_dir.join("terminull-acp");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "terminull-acp", "--bin", "terminull-acp"])
-                .env("CARGO_TARGET_DIR", target_dir())
-                .current_dir(workspace())
-                .status()
-                .expect("running cargo build for terminull-acp");
-            assert!(status.success(), "cargo build -p terminull-acp failed");
-            assert!(bin.exists(), "{} missing after the build", bin.display());
-            bin
-        })
-        .clone()
+    BUILT.get_or_init(|| build_bin("terminull-acp", "terminull-acp")).clone()
+}
+
+/// Builds binary `bin` of `package` into this build's `target/<profile>/` and returns
+/// its path: `cargo test` builds only the package under test, and these tests start
+/// other packages' binaries.
+fn build_bin(package: &str, bin: &str) -> PathBuf {
+    let profile_dir = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    let path = profile_dir.join(bin);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .env("CARGO_TARGET_DIR", target_dir())
+        .current_dir(workspace())
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build for {bin}: {e}"));
+    assert!(status.success(), "cargo build -p {package} failed");
+    assert!(path.exists(), "{} missing after the build", path.display());
+    path
 }
 
 /// The fake ACP agent of adapters/acp (a Python script; see its header).
