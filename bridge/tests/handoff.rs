@@ -74,6 +74,16 @@ impl Rig {
         (rig, s)
     }
 
+    /// A bridge with a fresh session whose first turn, `text`, was answered.
+    async fn with_an_answered_turn(text: &str) -> (Rig, String) {
+        let mut rig = Rig::start().await;
+        let s = rig.start_session().await;
+        rig.call(json!({"type": "user_message", "session_id": s, "text": text})).await;
+        let reply = format!("You said: {text} (conversation fresh-conversation)");
+        rig.until("the reply", |b| text_is(b, &reply)).await;
+        (rig, s)
+    }
+
     /// Starts a new `handoff-echo` session in the workspace; returns its id.
     async fn start_session(&mut self) -> String {
         let ws = self.ws.display().to_string();
@@ -253,11 +263,8 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_terminal() {
-    let mut rig = Rig::start().await;
+    let (mut rig, s) = Rig::with_an_answered_turn("hello").await;
     let ws = rig.ws.display().to_string();
-    let s = rig.start_session().await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "hello"})).await;
-    rig.until("the reply", |b| text_is(b, "You said: hello (conversation fresh-conversation)")).await;
     // Only between turns.
     rig.until("the turn's end", |b| matches!(b.kind, BlockKind::SessionEnd(_))).await;
 
@@ -293,11 +300,8 @@ async fn continue_in_terminal_releases_the_agent_and_the_session_waits_for_the_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_for_a_live_session_whose_directory_a_terminal_took_is_parked_not_sent() {
-    let mut rig = Rig::start().await;
+    let (mut rig, s) = Rig::with_an_answered_turn("one").await;
     let ws = rig.ws.display().to_string();
-    let s = rig.start_session().await;
-    rig.call(json!({"type": "user_message", "session_id": s, "text": "one"})).await;
-    rig.until("the reply", |b| text_is(b, "You said: one (conversation fresh-conversation)")).await;
 
     // Someone runs the CLI in that directory without telling terminull.
     rig.set("owned", "99");
