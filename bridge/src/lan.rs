@@ -324,7 +324,7 @@ async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
                             });
                         }
                         Err(reason) => {
-                            let _ = sink.send(frame_message(&refusal(RelayErrorCode::UnknownDevice, reason))).await;
+                            let _ = sink.send(frame_message(&refusal(RelayErrorCode::UnknownDevice, reason.to_string()))).await;
                             return;
                         }
                     },

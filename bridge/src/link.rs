@@ -95,25 +95,37 @@ pub struct OpenLink {
     channel: Channel,
 }
 
+/// Why a `link_hello` was refused; its text is the reason the device is told.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkRefused {
+    /// The device is not (or no longer) among the active paired devices.
+    #[error("device `{0}` is not paired with this bridge or was revoked")]
+    NotPaired(DeviceId),
+    /// A field did not decode, the signature did not verify, or the device's key
+    /// cannot agree on a secret.
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+}
+
 /// Checks a `link_hello`: the device must be paired, not revoked, and its signature
-/// valid. Returns the `link_accept` to send and the open link.
-pub fn accept(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenLink), String> {
+/// valid. Returns the `link_accept` to send and the open link; a refusal is also
+/// recorded in [`LinkContext::refusals`].
+pub fn accept(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenLink), LinkRefused> {
+    check_hello(ctx, hello).inspect_err(|reason| ctx.refuse(&hello.device_id, "a link", reason))
+}
+
+fn check_hello(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenLink), LinkRefused> {
     let bridge_id = ctx.identity.public().bridge_id();
-    let refuse = |reason: String| {
-        ctx.refuse(&hello.device_id, "a link", &reason);
-        reason
-    };
-    let device = ctx
-        .devices
-        .active(&hello.device_id)
-        .ok_or_else(|| refuse(format!("device `{}` is not paired with this bridge or was revoked", hello.device_id)))?;
-    let client_nonce = b64url_array::<16>("client_nonce", &hello.client_nonce).map_err(|e| refuse(e.to_string()))?;
-    let sig = from_b64("sig", &hello.sig).map_err(|e| refuse(e.to_string()))?;
-    device
-        .verify(&link_hello_bytes(bridge_id.as_str(), hello.device_id.as_str(), &client_nonce), &sig, "link_hello")
-        .map_err(|e| refuse(e.to_string()))?;
+    let device = ctx.devices.active(&hello.device_id).ok_or_else(|| LinkRefused::NotPaired(hello.device_id.clone()))?;
+    let client_nonce = b64url_array::<16>("client_nonce", &hello.client_nonce)?;
+    let sig = from_b64("sig", &hello.sig)?;
+    device.verify(
+        &link_hello_bytes(bridge_id.as_str(), hello.device_id.as_str(), &client_nonce),
+        &sig,
+        "link_hello",
+    )?;
     let bridge_nonce = terminull_protocol::crypto::random_bytes::<16>();
-    let shared = ctx.identity.agree(&device.x25519, "device x25519").map_err(|e| refuse(e.to_string()))?;
+    let shared = ctx.identity.agree(&device.x25519, "device x25519")?;
     let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), hello.device_id.as_str());
     let accept = LinkAccept {
         device_id: hello.device_id.clone(),

@@ -81,15 +81,53 @@ fn rand_fill(out: &mut [u8]) {
     }
 }
 
-async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result<(), String> {
-    let url = format!("{}/v1/bridge", net::Endpoint::parse(relay_url).map_err(|e| e.to_string())?.ws_base());
-    let mut ws = net::websocket(&url).await.map_err(|e| e.to_string())?;
+/// Why one connection to the relay ended (logged before reconnecting).
+#[derive(Debug, thiserror::Error)]
+enum RelayConnError {
+    /// The URL is bad or the connection could not be opened.
+    #[error(transparent)]
+    Net(#[from] net::NetError),
+    /// The challenge's nonce did not decode.
+    #[error(transparent)]
+    Challenge(#[from] terminull_protocol::crypto::CryptoError),
+    /// The relay sent a frame the handshake does not expect here.
+    #[error("expected {expected}, got {got}")]
+    Unexpected { expected: &'static str, got: &'static str },
+    /// The relay answered the registration with an error.
+    #[error("the relay refused the registration: {code:?}: {message}")]
+    Refused { code: terminull_protocol::relay::RelayErrorCode, message: String },
+    /// The relay was silent during the handshake.
+    #[error("the relay did not answer within 15 s")]
+    Timeout,
+    /// The relay closed the connection during the handshake.
+    #[error("the relay closed the connection")]
+    Closed,
+    /// A handshake frame was not a frame.
+    #[error("unreadable frame from the relay: {0}")]
+    Unreadable(serde_json::Error),
+    /// Encoding a frame failed.
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    /// Sending a frame failed.
+    #[error("sending {frame} to the relay: {source}")]
+    Send { frame: &'static str, source: tokio_tungstenite::tungstenite::Error },
+    /// Flushing the queued frames failed.
+    #[error("sending to the relay: {0}")]
+    Flush(tokio_tungstenite::tungstenite::Error),
+    /// Reading from the socket failed.
+    #[error(transparent)]
+    Receive(tokio_tungstenite::tungstenite::Error),
+}
+
+async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result<(), RelayConnError> {
+    let url = format!("{}/v1/bridge", net::Endpoint::parse(relay_url)?.ws_base());
+    let mut ws = net::websocket(&url).await?;
     let identity = ctx.identity.clone();
     let public = identity.public();
     let bridge_id = public.bridge_id();
     let challenge = match read(&mut ws).await? {
-        RelayFrame::Challenge(c) => from_b64url("nonce", &c.nonce).map_err(|e| e.to_string())?,
-        other => return Err(format!("expected challenge, got {}", other.frame_type())),
+        RelayFrame::Challenge(c) => from_b64url("nonce", &c.nonce)?,
+        other => return Err(RelayConnError::Unexpected { expected: "challenge", got: other.frame_type() }),
     };
     let (devices, mut devices_version) = ctx.devices.snapshot();
     let register = Register {
@@ -104,8 +142,8 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
     write(&mut ws, &RelayFrame::Register(register)).await?;
     match read(&mut ws).await? {
         RelayFrame::Registered(_) => tracing::info!("registered with the relay {relay_url} as {bridge_id}"),
-        RelayFrame::Error(e) => return Err(format!("the relay refused the registration: {:?}: {}", e.code, e.message)),
-        other => return Err(format!("expected registered, got {}", other.frame_type())),
+        RelayFrame::Error(e) => return Err(RelayConnError::Refused { code: e.code, message: e.message }),
+        other => return Err(RelayConnError::Unexpected { expected: "registered", got: other.frame_type() }),
     }
     let (out_tx, mut out_rx) = mpsc::channel::<RelayFrame>(OUTBOX);
     let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
@@ -122,7 +160,7 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     Some(Ok(Message::Text(t))) => t,
                     Some(Ok(Message::Close(_))) | None => return Ok(()),
                     Some(Ok(_)) => continue,
-                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Err(e)) => return Err(RelayConnError::Receive(e)),
                 };
                 let frame: RelayFrame = match serde_json::from_str(&text) {
                     Ok(f) => f,
@@ -158,7 +196,10 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                                     }
                                 });
                             }
-                            Err(reason) => write(&mut ws, &RelayFrame::CloseConn(CloseConn { conn, reason })).await?,
+                            Err(refused) => {
+                                let reason = refused.to_string();
+                                write(&mut ws, &RelayFrame::CloseConn(CloseConn { conn, reason })).await?;
+                            }
                         }
                     }
                     RelayFrame::Control(control) => {
@@ -205,7 +246,7 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     let Ok(frame) = out_rx.try_recv() else { break };
                     feed(&mut ws, &frame).await?;
                 }
-                ws.flush().await.map_err(|e| format!("sending to the relay: {e}"))?;
+                ws.flush().await.map_err(RelayConnError::Flush)?;
             }
             _ = tick.tick() => {
                 let now: HashSet<SessionId> = ctx.service.live_session_ids().await.into_iter().collect();
@@ -281,29 +322,29 @@ fn next_push_counter() -> u64 {
 
 type Ws = tokio_tungstenite::WebSocketStream<net::Stream>;
 
-async fn read(ws: &mut Ws) -> Result<RelayFrame, String> {
+async fn read(ws: &mut Ws) -> Result<RelayFrame, RelayConnError> {
     loop {
         match tokio::time::timeout(Duration::from_secs(15), ws.next()).await {
-            Err(_) => return Err("the relay did not answer within 15 s".into()),
+            Err(_) => return Err(RelayConnError::Timeout),
             Ok(Some(Ok(Message::Text(text)))) => {
-                return serde_json::from_str(&text).map_err(|e| format!("unreadable frame from the relay: {e}"));
+                return serde_json::from_str(&text).map_err(RelayConnError::Unreadable);
             }
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => return Err("the relay closed the connection".into()),
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => return Err(RelayConnError::Closed),
             Ok(Some(Ok(_))) => continue,
-            Ok(Some(Err(e))) => return Err(e.to_string()),
+            Ok(Some(Err(e))) => return Err(RelayConnError::Receive(e)),
         }
     }
 }
 
 /// Queues `frame` without flushing.
-async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
-    let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
-    ws.feed(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
+async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), RelayConnError> {
+    let text = serde_json::to_string(frame).map_err(RelayConnError::Encode)?;
+    ws.feed(Message::text(text)).await.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source })
 }
 
-async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), String> {
-    let text = serde_json::to_string(frame).map_err(|e| e.to_string())?;
-    ws.send(Message::text(text)).await.map_err(|e| format!("sending {} to the relay: {e}", frame.frame_type()))
+async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), RelayConnError> {
+    let text = serde_json::to_string(frame).map_err(RelayConnError::Encode)?;
+    ws.send(Message::text(text)).await.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source })
 }
 
 /// Wraps a link so its `Arc` context can be built from the daemon's parts.

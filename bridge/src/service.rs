@@ -1,7 +1,11 @@
 //! The bridge service: the registry, the live sessions and their history, and the
-//! one control dispatcher every transport (local socket, in-process, later the LAN
-//! server and the relay) hands its control messages to. A message type is handled
-//! here, once.
+//! one control dispatcher, [`Service::dispatch`]. Every transport reaches it through
+//! the one connection loop ([`crate::connection`]): the local socket
+//! ([`crate::local`]), the in-process client ([`crate::daemon_client`]), and each
+//! paired device's encrypted link ([`crate::link`]) carried by the LAN server
+//! ([`crate::lan`]) or the relay ([`crate::relay_client`]). A message type is
+//! handled here, once; the service also hands the sessions' notices to the relay
+//! connection, which pushes them to devices.
 
 use std::collections::HashMap;
 use std::path::Path;

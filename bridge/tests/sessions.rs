@@ -50,19 +50,20 @@ fn policy() -> SessionPolicy {
     }
 }
 
-/// A bridge over a fresh [`home`] with the test [`policy`], and an in-process client.
-async fn in_process_bridge() -> (tempfile::TempDir, Service, Client) {
-    let home = home();
-    let service = service(home.path(), policy()).await;
-    let client = Client::in_process(&service);
-    (home, service, client)
-}
-
 async fn service(home: &Path, policy: SessionPolicy) -> Service {
     let mut scan = ScanOptions::new(Home::at(home), Config::default());
     scan.exe_dir = Some(support::echo_only_exe_dir());
     scan.handshake_timeout = Duration::from_secs(10);
     Service::start(Home::at(home), Config::default(), scan, policy).await.unwrap()
+}
+
+/// A bridge over a fresh [`home`] with the test [`policy`], and an in-process client
+/// of it. The home is returned to keep it alive for the test.
+async fn in_process_bridge() -> (tempfile::TempDir, Service, Client) {
+    let home = home();
+    let service = service(home.path(), policy()).await;
+    let client = Client::in_process(&service);
+    (home, service, client)
 }
 
 /// The library's client, with helpers that keep the tests short.

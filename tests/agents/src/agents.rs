@@ -90,13 +90,8 @@ impl Agent {
     pub fn cli(self) -> &'static str {
         match self {
             Agent::ClaudeCode => "claude",
-            Agent::Codex => "codex",
-            Agent::Gemini => "gemini",
-            Agent::OpenCode => "opencode",
-            Agent::Kilo => "kilo",
-            Agent::Hermes => "hermes",
-            Agent::Pi => "pi",
-            Agent::Droid => "droid",
+            // Every other CLI is named like its adapter.
+            other => other.id(),
         }
     }
 

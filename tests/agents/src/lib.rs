@@ -8,6 +8,7 @@
 //! - [`rig`]: a `terminull` daemon with the adapter, driven over its socket like an app.
 //! - [`scenarios`]: what each scenario sends and what the app must see; the live tests
 //!   and the replay tests run the very same checks.
+//! - [`runner`]: the test files' shared `agent_tests!` macro and runtime.
 //!
 //! See docs/agent-tests.md.
 
@@ -15,5 +16,6 @@ pub mod agents;
 pub mod handoff;
 pub use terminull_netns as netns;
 pub mod rig;
+pub mod runner;
 pub mod scenarios;
 pub mod workspace;

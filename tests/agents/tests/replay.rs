@@ -5,33 +5,21 @@
 
 #![allow(clippy::print_stdout)] // a test prints the blocks it checked; shown with --nocapture
 
+use terminull_agent_tests::agent_tests;
 use terminull_agent_tests::agents::Agent;
 use terminull_agent_tests::rig::Mode;
+use terminull_agent_tests::runner::block_on;
 use terminull_agent_tests::scenarios::{self, Scenario};
 use terminull_agent_tests::workspace;
 
-fn replay(agent: Agent, scenario: Scenario) {
+fn replay(agent: Agent, scenario: Scenario, test_name: &str) {
     let recording = workspace::fixtures(agent.id()).join(format!("{}.jsonl", scenario.name()));
     assert!(recording.exists(), "{} is missing: record it with scripts/record-agent-fixtures.sh", recording.display());
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let outcome = runtime
-        .block_on(scenarios::run(agent, scenario, Mode::Replay { recording }))
-        .unwrap_or_else(|e| panic!("{} {} (replay): {e:#}", agent.id(), scenario.name()));
+    let outcome = block_on(test_name, scenarios::run(agent, scenario, Mode::Replay { recording }));
     println!("{} {} (replay):\n{}", agent.id(), scenario.name(), outcome.transcript);
 }
 
-macro_rules! replay_tests {
-    ($($name:ident: $agent:expr, $scenario:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                replay($agent, $scenario);
-            }
-        )*
-    };
-}
-
-replay_tests! {
+agent_tests! { replay;
     claude_code_plain_answer_replayed: Agent::ClaudeCode, Scenario::Plain;
     claude_code_tool_round_trip_and_resumed_second_turn_replayed: Agent::ClaudeCode, Scenario::ToolRoundTrip;
     claude_code_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::ClaudeCode, Scenario::Permission;
