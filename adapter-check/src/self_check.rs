@@ -38,10 +38,30 @@ impl Report {
     }
 }
 
-fn check(name: &'static str, outcome: Result<String, String>) -> Check {
+/// Why a check failed; its text is the check's detail.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// Encoding or decoding NDJSON failed.
+    #[error(transparent)]
+    Codec(#[from] std::io::Error),
+    /// A line the codec should have decoded was refused.
+    #[error(transparent)]
+    Line(#[from] LineError),
+    /// A block the validator should have accepted was refused.
+    #[error(transparent)]
+    Block(#[from] blocks::BlockError),
+    /// A control message the parser should have accepted was refused.
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
+    /// The protocol crate answered, but not as it should have.
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+fn check(name: &'static str, outcome: Result<String, Failure>) -> Check {
     match outcome {
         Ok(detail) => Check { name, ok: true, detail },
-        Err(detail) => Check { name, ok: false, detail },
+        Err(failure) => Check { name, ok: false, detail: failure.to_string() },
     }
 }
 
@@ -59,78 +79,81 @@ pub fn run() -> Report {
     }
 }
 
-fn schemas() -> Result<String, String> {
+fn schemas() -> Result<String, Failure> {
     let files = schema::generate();
     for (name, text) in &files {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("{name}: not JSON: {e}"))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| Failure::Unexpected(format!("{name}: not JSON: {e}")))?;
         if name.ends_with(".schema.json") && v.get("$schema").is_none() {
-            return Err(format!("{name}: no $schema"));
+            return Err(Failure::Unexpected(format!("{name}: no $schema")));
         }
     }
     Ok(format!("{} schema files generated ({} adapter methods)", files.len(), adapter::METHODS.len()))
 }
 
-fn blocks_through_codec() -> Result<String, String> {
+fn blocks_through_codec() -> Result<String, Failure> {
     let sent = samples::one_of_each_block(1_767_225_600.25);
     let mut codec = NdjsonCodec::default();
     let mut wire = BytesMut::new();
     for b in &sent {
-        codec.encode(b, &mut wire).map_err(|e| e.to_string())?;
+        codec.encode(b, &mut wire)?;
     }
     let mut received = Vec::new();
-    while let Some(line) = codec.decode_eof(&mut wire).map_err(|e| e.to_string())? {
-        let value = line.map_err(|e| e.to_string())?;
-        received.push(blocks::validate(value).map_err(|e| e.to_string())?);
+    while let Some(line) = codec.decode_eof(&mut wire)? {
+        received.push(blocks::validate(line?)?);
     }
     if received != sent {
-        return Err(format!("{} blocks sent, {} came back different", sent.len(), received.len()));
+        return Err(Failure::Unexpected(format!("{} blocks sent, {} came back different", sent.len(), received.len())));
     }
     Ok(format!("all {} block types survive NDJSON and validation", blocks::BLOCK_TYPES.len()))
 }
 
-fn contract_check() -> Result<String, String> {
+fn contract_check() -> Result<String, Failure> {
     let mut decl = json!({
         "protocol_version": adapter::PROTOCOL_VERSION, "agent_id": "echo", "display_name": "Echo",
         "cap_images": false, "cap_documents": false, "cap_thinking": false, "cap_permissions": false,
         "cap_subagents": false, "cap_interrupt": false, "cap_input_during_turn": false, "cap_terminal": false,
         "provides_models": false, "provides_usage": false, "lease": "per_turn"
     });
-    check_declaration(&decl).map_err(|v| format!("a valid declaration was refused: {v:?}"))?;
+    check_declaration(&decl).map_err(|v| Failure::Unexpected(format!("a valid declaration was refused: {v:?}")))?;
     for field in ["provides_usage", "agent_id", "cap_thinking"] {
         decl.as_object_mut().map(|m| m.remove(field));
     }
-    let violations = check_declaration(&decl).err().ok_or("a declaration missing three fields was accepted")?;
+    let violations = check_declaration(&decl)
+        .err()
+        .ok_or_else(|| Failure::Unexpected("a declaration missing three fields was accepted".into()))?;
     let mut named: Vec<_> = violations.iter().map(|v| v.field.as_str()).collect();
     named.sort_unstable();
     if named != ["agent_id", "cap_thinking", "provides_usage"] {
-        return Err(format!("expected three named violations, got {named:?}"));
+        return Err(Failure::Unexpected(format!("expected three named violations, got {named:?}")));
     }
     Ok("valid declaration accepted; three missing fields reported by name".into())
 }
 
-fn codec_recovery() -> Result<String, String> {
+fn codec_recovery() -> Result<String, Failure> {
     let mut codec = NdjsonCodec::new(64);
     let mut input = BytesMut::new();
     input.extend_from_slice(&[b'x'; 100]);
     input.extend_from_slice(b"\nnot json\n{\"ok\":true}\n");
     let mut items = Vec::new();
-    while let Some(item) = codec.decode_eof(&mut input).map_err(|e| e.to_string())? {
+    while let Some(item) = codec.decode_eof(&mut input)? {
         items.push(item);
     }
     match items.as_slice() {
         [Err(LineError::TooLong { .. }), Err(LineError::NotJson { .. }), Ok(v)] if v["ok"] == json!(true) => {
             Ok("over-long and non-JSON lines are reported and skipped".into())
         }
-        other => Err(format!("unexpected decode: {other:?}")),
+        other => Err(Failure::Unexpected(format!("unexpected decode: {other:?}"))),
     }
 }
 
-fn control_messages() -> Result<String, String> {
+fn control_messages() -> Result<String, Failure> {
     match control::parse(json!({"type": "from_the_future"})) {
         Err(control::ControlError::UnknownType { .. }) => {}
-        other => return Err(format!("unknown control type not flagged as unknown: {other:?}")),
+        other => {
+            return Err(Failure::Unexpected(format!("unknown control type not flagged as unknown: {other:?}")));
+        }
     }
-    control::parse(json!({"type": "interrupt", "session_id": "s1"})).map_err(|e| e.to_string())?;
+    control::parse(json!({"type": "interrupt", "session_id": "s1"}))?;
     Ok(format!(
         "{} control message types, {} relay frame types",
         control::CONTROL_TYPES.len(),

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use terminull_net::private_file::{PrivateFileError as HomeError, load_or_create_identity, write_private};
+use terminull_net::private_file::{
+    JsonLayout, PrivateFileError, load_or_create_identity, read_json, write_private_json,
+};
 use terminull_protocol::crypto::keys::{Identity, PublicIdentity};
 use terminull_protocol::crypto::pairing::{self, AcceptedDevice, PairRequest, PairResponse};
 use terminull_protocol::crypto::{b64url, b64url_array};
@@ -25,7 +27,7 @@ use crate::home::Home;
 pub enum DevicesError {
     /// A file is unreadable, unwritable or not what it should be.
     #[error(transparent)]
-    Home(#[from] HomeError),
+    Home(#[from] PrivateFileError),
     /// A pairing request was refused.
     #[error("pairing refused: {0}")]
     Refused(String),
@@ -65,12 +67,7 @@ impl DeviceRegistry {
     }
 
     fn read(&self) -> Result<Vec<DeviceRecord>, DevicesError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: self.path.clone(), detail: e.to_string() })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(DevicesError::Home(HomeError::Io { path: self.path.clone(), source })),
-        }
+        Ok(read_json(&self.path)?.unwrap_or_default())
     }
 
     /// Every device, revoked ones included, and a version that changes with them.
@@ -102,10 +99,7 @@ impl DeviceRegistry {
     }
 
     fn write(&self, devices: &[DeviceRecord]) -> Result<(), DevicesError> {
-        let text = serde_json::to_vec_pretty(devices)
-            .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: self.path.clone(), detail: e.to_string() }))?;
-        write_private(&self.path, &text)
-            .map_err(|source| DevicesError::Home(HomeError::Io { path: self.path.clone(), source }))
+        Ok(write_private_json(&self.path, devices, JsonLayout::Pretty)?)
     }
 
     /// Adds (or re-pairs) a device.
@@ -158,9 +152,7 @@ pub fn create_offer(home: &Home, ttl_secs: u64) -> Result<([u8; 32], u64), Devic
     let secret = terminull_protocol::crypto::random_bytes::<32>();
     let expires_at = unix_now() + ttl_secs;
     let path = home.pairing_dir().join(format!("{}.json", pairing::pairing_id(&secret)));
-    let text = serde_json::to_vec(&Offer { secret: b64url(&secret), expires_at })
-        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
-    write_private(&path, &text).map_err(|source| DevicesError::Home(HomeError::Io { path, source }))?;
+    write_private_json(&path, &Offer { secret: b64url(&secret), expires_at }, JsonLayout::Compact)?;
     Ok((secret, expires_at))
 }
 
@@ -188,14 +180,12 @@ pub fn handle_pair_request(
     }
     let path = home.pairing_dir().join(format!("{}.json", request.pairing_id));
     let bytes = std::fs::read(&path).map_err(|_| DevicesError::Refused("no open pairing offer has that id".into()))?;
-    let offer: Offer = serde_json::from_slice(&bytes)
-        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
+    let offer: Offer = serde_json::from_slice(&bytes).map_err(|e| PrivateFileError::corrupt(&path, e))?;
     if offer.expires_at < unix_now() {
         let _ = std::fs::remove_file(&path);
         return Err(DevicesError::Refused("the pairing offer expired".into()));
     }
-    let secret = b64url_array::<32>("secret", &offer.secret)
-        .map_err(|e| DevicesError::Home(HomeError::Corrupt { path: path.clone(), detail: e.to_string() }))?;
+    let secret = b64url_array::<32>("secret", &offer.secret).map_err(|e| PrivateFileError::corrupt(&path, e))?;
     let AcceptedDevice { response, device_id, keys, name, short_code } =
         pairing::accept(identity, &secret, request).map_err(|e| DevicesError::Refused(e.to_string()))?;
     registry.add(DeviceRecord { device_id: device_id.clone(), keys, name: name.clone(), revoked: false })?;
@@ -203,9 +193,7 @@ pub fn handle_pair_request(
     let _ = std::fs::remove_file(&path);
     let result = PairingResult { device_id, name, short_code };
     let result_path = home.pairing_dir().join(format!("{}.result.json", request.pairing_id));
-    if let Ok(text) = serde_json::to_vec(&result) {
-        let _ = write_private(&result_path, &text);
-    }
+    let _ = write_private_json(&result_path, &result, JsonLayout::Compact);
     tracing::info!("paired device {} ({}), short code {}", result.device_id, result.name, result.short_code);
     Ok(response)
 }

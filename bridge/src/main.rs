@@ -682,7 +682,7 @@ fn up(
         // Withdrawn (a goodbye packet) when dropped at shutdown.
         let _advertisement = match (&lan_server, &ctx) {
             (Some(server), Some(ctx)) if advertise => {
-                use terminull_client::mdns::{self, MdnsScope};
+                use terminull_net::mdns::{self, MdnsScope};
                 let advert =
                     terminull_protocol::lan::LanAdvert::new(ctx.identity.public().bridge_id(), server.addr().port());
                 let scope =

@@ -427,17 +427,6 @@ pub fn capability_summary(d: &Declaration) -> String {
     if on.is_empty() { "-".to_owned() } else { on.join(",") }
 }
 
-/// What `terminull agents` says about how the adapter was checked: `None` for an
-/// adapter that runs no CLI, "not verified against the real binary" when the adapter
-/// declares no `verified_against` (it was built from the CLI's documentation only).
-pub fn verification_note(d: &Declaration) -> Option<String> {
-    d.cli_binary.as_ref()?;
-    Some(match &d.verified_against {
-        Some(version) => format!("verified against {version}"),
-        None => "not verified against the real binary".to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -457,14 +446,15 @@ mod tests {
     }
 
     #[test]
-    fn verification_notes() {
-        assert_eq!(verification_note(&declaration(None, None)), None, "no CLI, nothing to verify");
+    fn terminull_agents_notes_how_an_adapter_was_verified() {
+        // `terminull agents` prints the protocol's note; pinned here because its text is CLI output.
+        assert_eq!(declaration(None, None).verification_note(), None, "no CLI, nothing to verify");
         assert_eq!(
-            verification_note(&declaration(Some("cursor-agent"), None)).as_deref(),
+            declaration(Some("cursor-agent"), None).verification_note().as_deref(),
             Some("not verified against the real binary")
         );
         assert_eq!(
-            verification_note(&declaration(Some("codex"), Some("0.171.0"))).as_deref(),
+            declaration(Some("codex"), Some("0.171.0")).verification_note().as_deref(),
             Some("verified against 0.171.0")
         );
     }

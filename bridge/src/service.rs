@@ -17,7 +17,7 @@ use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
 use terminull_protocol::control::{
     self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
 };
-use terminull_protocol::ids::SessionId;
+use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::AgentSummary;
 use tokio::sync::{Mutex, RwLock, broadcast};
 
@@ -92,6 +92,31 @@ pub enum ServiceError {
 
 fn error(code: ReplyErrorCode, message: impl Into<String>) -> ReplyError {
     ReplyError { code, message: message.into() }
+}
+
+/// A handled message: its result, and the session to follow when it started or resumed one.
+type Handled = (ReplyResult, Option<(SessionHandle, Following)>);
+
+/// How [`Service::spawn`] brings a session's actor up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Launch {
+    /// Revived from history: the adapter starts with the first message, so replaying
+    /// history costs no process.
+    Revive,
+    /// A new session: the adapter starts now, and a failure to start is the reply.
+    Start,
+    /// Bound to a conversation the agent's CLI started: its transcript is mirrored first.
+    Attach,
+}
+
+/// The metadata of a new session of `agent` in `cwd`, under a fresh id; refused when
+/// `cwd` is not a directory.
+fn new_session_meta(agent: AgentId, cwd: String) -> Result<SessionMeta, ReplyError> {
+    if !Path::new(&cwd).is_dir() {
+        return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{cwd}` is not a directory")));
+    }
+    let session_id = SessionId(format!("s-{}", uuid::Uuid::now_v7().simple()));
+    Ok(SessionMeta::new(session_id, agent, cwd))
 }
 
 impl Service {
@@ -248,7 +273,7 @@ impl Service {
             return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
         }
         let log = self.inner.history.open_session(id).map_err(unknown)?;
-        let handle = self.spawn(meta, log, false, false).await?;
+        let handle = self.spawn(meta, log, Launch::Revive).await?;
         sessions.insert(id.clone(), handle.clone());
         Ok(handle)
     }
@@ -257,8 +282,7 @@ impl Service {
         &self,
         meta: SessionMeta,
         log: crate::history::SessionLog,
-        start_now: bool,
-        attach: bool,
+        launch: Launch,
     ) -> Result<SessionHandle, ReplyError> {
         let registry = self.inner.registry.read().await;
         let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
@@ -272,16 +296,25 @@ impl Service {
             store: self.inner.history.clone(),
             notices: self.inner.notices.clone(),
             hooks: agent.declaration.handoff_hooks.clone(),
-            attach,
+            attach: launch == Launch::Attach,
         };
         drop(registry);
-        spawn_session(spec, log, start_now).await
+        spawn_session(spec, log, launch == Launch::Start).await
     }
 
-    async fn handle(
-        &self,
-        message: ControlMessage,
-    ) -> Result<(ReplyResult, Option<(SessionHandle, Following)>), ReplyError> {
+    /// Records a new session in history, brings it up as `launch` says, and follows it
+    /// from its first block: what `session_request` and `attach_external` answer.
+    async fn create_and_follow(&self, meta: SessionMeta, launch: Launch) -> Result<Handled, ReplyError> {
+        let session_id = meta.session_id.clone();
+        let log =
+            self.inner.history.create(meta.clone()).map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
+        let handle = self.spawn(meta, log, launch).await?;
+        let following = handle.follow(Some(0), None).await?;
+        self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
+        Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
+    }
+
+    async fn handle(&self, message: ControlMessage) -> Result<Handled, ReplyError> {
         let accepted = || ReplyResult::Accepted {};
         match message {
             ControlMessage::SessionRequest(r) => {
@@ -295,23 +328,11 @@ impl Service {
                         ));
                     }
                 }
-                if !Path::new(&r.cwd).is_dir() {
-                    return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{}` is not a directory", r.cwd)));
-                }
-                let session_id = SessionId(format!("s-{}", uuid::Uuid::now_v7().simple()));
-                let mut meta = SessionMeta::new(session_id.clone(), r.agent, r.cwd);
+                let mut meta = new_session_meta(r.agent, r.cwd)?;
                 meta.model = r.model;
                 meta.effort = r.effort;
                 meta.permission_mode = r.permission_mode;
-                let log = self
-                    .inner
-                    .history
-                    .create(meta.clone())
-                    .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-                let handle = self.spawn(meta, log, true, false).await?;
-                let following = handle.follow(Some(0), None).await?;
-                self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
-                Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
+                self.create_and_follow(meta, Launch::Start).await
             }
             ControlMessage::SessionResume(r) => {
                 let handle = self.session(&r.session_id).await?;
@@ -361,21 +382,9 @@ impl Service {
                         ));
                     }
                 }
-                if !Path::new(&m.cwd).is_dir() {
-                    return Err(error(ReplyErrorCode::InvalidMessage, format!("cwd `{}` is not a directory", m.cwd)));
-                }
-                let session_id = SessionId(format!("s-{}", uuid::Uuid::now_v7().simple()));
-                let mut meta = SessionMeta::new(session_id.clone(), m.agent, m.cwd);
+                let mut meta = new_session_meta(m.agent, m.cwd)?;
                 meta.agent_session_id = Some(m.agent_session_id);
-                let log = self
-                    .inner
-                    .history
-                    .create(meta.clone())
-                    .map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-                let handle = self.spawn(meta, log, false, true).await?;
-                let following = handle.follow(Some(0), None).await?;
-                self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
-                Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
+                self.create_and_follow(meta, Launch::Attach).await
             }
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;

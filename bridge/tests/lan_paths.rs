@@ -15,7 +15,7 @@ use terminull_bridge::lan::{self, LanConfig};
 use terminull_client::connection::{Connection, LinkPath};
 use terminull_client::failover::{self, FailoverPolicy, Routes};
 use terminull_client::home::DeviceHome;
-use terminull_client::mdns::{self, MdnsScope};
+use terminull_client::mdns::MdnsScope;
 use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::control::BridgeMessage;
 use terminull_protocol::lan::LanAdvert;
@@ -38,8 +38,8 @@ fn a_device_finds_the_bridge_by_mdns_pairs_without_a_relay_and_runs_a_turn() {
         let server = support::remote::start_lan(&bridge).await;
         let bridge_id = bridge.ctx.identity.public().bridge_id();
         let advert = LanAdvert::new(bridge_id.clone(), server.addr().port());
-        let _advertised =
-            mdns::advertise(&advert, server.addr().ip(), MdnsScope::LoopbackOnly).expect("advertised by mDNS");
+        let _advertised = terminull_net::mdns::advertise(&advert, server.addr().ip(), MdnsScope::LoopbackOnly)
+            .expect("advertised by mDNS");
 
         // The QR link names no relay and no address: the phone must find the bridge.
         let link = support::remote::offer_link(&bridge.home(), None, None, 60);

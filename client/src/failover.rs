@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::connection::{ConnectError, Connection, LinkInfo, LinkPath, LinkStats};
 use crate::home::{DeviceHome, PairedBridgeRecord};
-use crate::mdns::{self, MdnsScope};
+use crate::mdns::{self, MdnsError, MdnsScope};
 
 /// Controls the caller sent that wait for an answer, kept for resending (bounded).
 const OUTSTANDING: usize = 1024;
@@ -54,6 +54,48 @@ impl Routes {
     pub fn from_record(record: &PairedBridgeRecord) -> Self {
         Self { lan: record.lan.clone(), discover: Some(MdnsScope::AllInterfaces), relay: record.relay.clone() }
     }
+}
+
+/// One way to the bridge that did not open, and why; a failed connect lists each.
+#[derive(Debug, thiserror::Error)]
+enum Attempt {
+    /// The known LAN address did not answer.
+    #[error("LAN ({url}): {source}")]
+    Lan { url: String, source: ConnectError },
+    /// The LAN address mDNS found did not answer.
+    #[error("LAN found by mDNS ({url}): {source}")]
+    Discovered { url: String, source: ConnectError },
+    /// mDNS could not browse.
+    #[error(transparent)]
+    Mdns(MdnsError),
+    /// mDNS heard no LAN server of this bridge.
+    #[error("mDNS found no LAN server of this bridge")]
+    NotAdvertised,
+    /// Nothing to try on the LAN.
+    #[error("no LAN address known and discovery off")]
+    NoLanRoute,
+    /// The relay did not answer.
+    #[error("{path}: {source}")]
+    Relay { path: LinkPath, source: ConnectError },
+    /// Nothing to try through a relay.
+    #[error("no relay known")]
+    NoRelay,
+}
+
+/// Every attempt of one connect, in order.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+struct Attempts(Vec<Attempt>);
+
+/// Why a lost link could not move to another path.
+#[derive(Debug, thiserror::Error)]
+enum MoveError {
+    /// Every path kept failing for the policy's `give_up_after`.
+    #[error("no path to the bridge for {after:?}: {last}")]
+    GaveUp { after: Duration, last: ConnectError },
+    /// The caller dropped its end while the link was moving.
+    #[error("the caller went away")]
+    CallerGone,
 }
 
 /// Timing of the moves.
@@ -153,30 +195,29 @@ struct Paths {
 impl Paths {
     /// The LAN first, then the relay; the error lists every attempt.
     async fn connect(&mut self) -> Result<(Connection, LinkPath), ConnectError> {
-        let mut tried = Vec::new();
-        match self.connect_lan().await {
+        let Attempts(mut tried) = match self.connect_lan().await {
             Ok(found) => return Ok(found),
-            Err(e) => tried.push(e),
-        }
+            Err(attempts) => attempts,
+        };
         if let Some(relay) = self.routes.relay.clone() {
             let path = LinkPath::Relay(relay);
             match Connection::open_path(&self.home, &self.record, path.clone(), self.stats.clone()).await {
                 Ok(c) => return Ok((c, path)),
-                Err(e) => tried.push(format!("{path}: {e}")),
+                Err(source) => tried.push(Attempt::Relay { path, source }),
             }
         } else {
-            tried.push("no relay known".into());
+            tried.push(Attempt::NoRelay);
         }
-        Err(ConnectError::NoPath(tried.join("; ")))
+        Err(ConnectError::NoPath(Attempts(tried).to_string()))
     }
 
     /// The known LAN address, then (when it fails or there is none) one found by mDNS.
-    async fn connect_lan(&mut self) -> Result<(Connection, LinkPath), String> {
+    async fn connect_lan(&mut self) -> Result<(Connection, LinkPath), Attempts> {
         let mut tried = Vec::new();
         if let Some(url) = self.routes.lan.clone() {
             match self.open_lan(&url).await {
                 Ok(c) => return Ok((c, LinkPath::Lan(url))),
-                Err(e) => tried.push(format!("LAN ({url}): {e}")),
+                Err(source) => tried.push(Attempt::Lan { url, source }),
             }
         }
         if let Some(scope) = self.routes.discover {
@@ -187,18 +228,18 @@ impl Paths {
                             self.remember_lan(&url);
                             return Ok((c, LinkPath::Lan(url)));
                         }
-                        Err(e) => tried.push(format!("LAN found by mDNS ({url}): {e}")),
+                        Err(source) => tried.push(Attempt::Discovered { url, source }),
                     },
                     Some(_) => {}
-                    None => tried.push("mDNS found no LAN server of this bridge".into()),
+                    None => tried.push(Attempt::NotAdvertised),
                 },
-                Err(e) => tried.push(e.to_string()),
+                Err(e) => tried.push(Attempt::Mdns(e)),
             }
         }
         if tried.is_empty() {
-            tried.push("no LAN address known and discovery off".into());
+            tried.push(Attempt::NoLanRoute);
         }
-        Err(tried.join("; "))
+        Err(Attempts(tried))
     }
 
     async fn open_lan(&self, url: &str) -> Result<Connection, ConnectError> {
@@ -253,7 +294,7 @@ impl Mover {
     async fn run(mut self, mut inner: Connection, mut path: LinkPath) -> String {
         let mut probe = tokio::time::interval(self.paths.policy.lan_probe_every);
         probe.tick().await;
-        type Probe = tokio::sync::oneshot::Receiver<Result<(Connection, LinkPath, Option<String>), String>>;
+        type Probe = tokio::sync::oneshot::Receiver<Result<(Connection, LinkPath, Option<String>), Attempts>>;
         let mut probing: Option<Probe> = None;
         loop {
             let step = tokio::select! {
@@ -314,7 +355,7 @@ impl Mover {
                             path = next_path;
                             self.moved(&inner, &path).await;
                         }
-                        Err(e) => return e,
+                        Err(e) => return e.to_string(),
                     }
                 }
             }
@@ -323,7 +364,7 @@ impl Mover {
 
     /// Tries every path until one opens or the policy gives up. Right after losing the
     /// LAN the relay is tried first; otherwise the LAN first.
-    async fn reconnect(&mut self, lost: &LinkPath) -> Result<(Connection, LinkPath), String> {
+    async fn reconnect(&mut self, lost: &LinkPath) -> Result<(Connection, LinkPath), MoveError> {
         let deadline = tokio::time::Instant::now() + self.paths.policy.give_up_after;
         let mut attempt = 0;
         loop {
@@ -333,19 +374,18 @@ impl Mover {
                     Connection::open_path(&self.paths.home, &self.paths.record, path.clone(), self.paths.stats.clone())
                         .await
                         .map(|c| (c, path))
-                        .map_err(|e| e.to_string())
                 }
-                _ => self.paths.connect().await.map_err(|e| e.to_string()),
+                _ => self.paths.connect().await,
             };
             match opened {
                 Ok(found) => return Ok(found),
-                Err(e) if tokio::time::Instant::now() >= deadline => {
-                    return Err(format!("no path to the bridge for {:?}: {e}", self.paths.policy.give_up_after));
+                Err(last) if tokio::time::Instant::now() >= deadline => {
+                    return Err(MoveError::GaveUp { after: self.paths.policy.give_up_after, last });
                 }
                 Err(e) => tracing::debug!("no path yet: {e}"),
             }
             if self.caller_tx.is_closed() {
-                return Err("the caller went away".into());
+                return Err(MoveError::CallerGone);
             }
             tokio::time::sleep(retry_delay(attempt)).await;
             attempt += 1;

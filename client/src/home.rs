@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use terminull_net::private_file::{PrivateFileError, load_or_create_identity, write_private};
+use terminull_net::private_file::{
+    JsonLayout, PrivateFileError, load_or_create_identity, read_json, write_private_json,
+};
 use terminull_protocol::crypto::keys::{Identity, PublicKeys};
 use terminull_protocol::ids::BridgeId;
 
@@ -18,34 +20,12 @@ pub const PUSH_STATE_FILE: &str = "push-counters.json";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HomeError {
-    /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A file is not what it should be.
-    #[error("{path}: {detail}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        detail: String,
-    },
+    /// A file is unreadable, unwritable or not what it should be.
+    #[error(transparent)]
+    File(#[from] PrivateFileError),
     /// No paired bridge matches.
     #[error("{0}")]
     NotPaired(String),
-}
-
-impl From<PrivateFileError> for HomeError {
-    fn from(error: PrivateFileError) -> Self {
-        match error {
-            PrivateFileError::Io { path, source } => HomeError::Io { path, source },
-            PrivateFileError::Corrupt { path, detail } => HomeError::Corrupt { path, detail },
-        }
-    }
 }
 
 /// A bridge this device paired with.
@@ -89,23 +69,15 @@ impl DeviceHome {
 
     /// Every bridge paired with.
     pub fn bridges(&self) -> Result<Vec<PairedBridgeRecord>, HomeError> {
-        let path = self.dir.join(BRIDGES_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| HomeError::Corrupt { path, detail: e.to_string() }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(HomeError::Io { path, source }),
-        }
+        Ok(read_json(&self.dir.join(BRIDGES_FILE))?.unwrap_or_default())
     }
 
     /// Records a paired bridge (replacing an earlier pairing with it).
     pub fn add_bridge(&self, record: PairedBridgeRecord) -> Result<(), HomeError> {
-        let path = self.dir.join(BRIDGES_FILE);
         let mut all = self.bridges()?;
         all.retain(|b| b.bridge_id != record.bridge_id);
         all.push(record);
-        let text = serde_json::to_vec_pretty(&all)
-            .map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-        write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
+        Ok(write_private_json(&self.dir.join(BRIDGES_FILE), &all, JsonLayout::Pretty)?)
     }
 
     /// The highest push counter opened from `bridge` (0 when none): a push at or
@@ -125,9 +97,7 @@ impl DeviceHome {
         let mut all: std::collections::BTreeMap<String, u64> =
             std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         all.insert(bridge.as_str().to_owned(), counter);
-        let text =
-            serde_json::to_vec(&all).map_err(|e| HomeError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-        write_private(&path, &text).map_err(|source| HomeError::Io { path, source })
+        Ok(write_private_json(&path, &all, JsonLayout::Compact)?)
     }
 
     /// The paired bridge with id `bridge`, or the only one when `bridge` is `None`.

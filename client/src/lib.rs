@@ -5,8 +5,8 @@
 //! - [`pairing`]: pairing through the relay's HTTP broker with a QR link.
 //! - [`connection`]: an authenticated, end-to-end encrypted link to the bridge through
 //!   the relay, presenting the bridge's messages decrypted and verified.
-//! - [`mdns`]: the LAN path's mDNS: a bridge advertises its LAN server, a device
-//!   browses for it.
+//! - [`mdns`]: the LAN path's mDNS as a device uses it: browsing for a paired bridge
+//!   (the bridge's advertising is in `terminull-net`).
 //! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule.
 //! - [`net`]: TCP/TLS, WebSocket and minimal HTTP to the relay.
 

@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use terminull_client::mdns::{self, MdnsScope};
+use terminull_net::mdns::advertise;
 use terminull_protocol::ids::BridgeId;
 use terminull_protocol::lan::LanAdvert;
 
@@ -18,8 +19,8 @@ fn a_device_browsing_finds_the_advertised_bridge_with_its_port_and_id() {
         let wanted = LanAdvert::new(BridgeId("brg_abcdefghijklmnop".into()), 47001);
         let other = LanAdvert::new(BridgeId("brg_qrstuvwxyz234567".into()), 47002);
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let _a = mdns::advertise(&wanted, lo, MdnsScope::LoopbackOnly).unwrap();
-        let _b = mdns::advertise(&other, lo, MdnsScope::LoopbackOnly).unwrap();
+        let _a = advertise(&wanted, lo, MdnsScope::LoopbackOnly).unwrap();
+        let _b = advertise(&other, lo, MdnsScope::LoopbackOnly).unwrap();
         let found =
             mdns::browse(MdnsScope::LoopbackOnly, Duration::from_secs(10), Some(&wanted.bridge_id)).await.unwrap();
         assert_eq!(found.len(), 1, "{found:?}");

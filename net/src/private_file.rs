@@ -6,6 +6,8 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use terminull_protocol::crypto::keys::{Identity, IdentitySecrets};
 
 /// Why a private file is unusable.
@@ -29,6 +31,50 @@ pub enum PrivateFileError {
     },
 }
 
+impl PrivateFileError {
+    /// Reading or writing `path` failed.
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        PrivateFileError::Io { path: path.to_owned(), source }
+    }
+
+    /// `path` is not what it should be.
+    pub fn corrupt(path: &Path, detail: impl std::fmt::Display) -> Self {
+        PrivateFileError::Corrupt { path: path.to_owned(), detail: detail.to_string() }
+    }
+}
+
+/// How [`write_private_json`] lays out the JSON: each file keeps the layout it always had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonLayout {
+    /// Indented, for files a person may open.
+    Pretty,
+    /// One line.
+    Compact,
+}
+
+/// The JSON value in `path`, or `None` when there is no such file.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, PrivateFileError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| PrivateFileError::corrupt(path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PrivateFileError::io(path, e)),
+    }
+}
+
+/// Writes `value` as JSON to `path` with [`write_private`].
+pub fn write_private_json<T: Serialize + ?Sized>(
+    path: &Path,
+    value: &T,
+    layout: JsonLayout,
+) -> Result<(), PrivateFileError> {
+    let text = match layout {
+        JsonLayout::Pretty => serde_json::to_vec_pretty(value),
+        JsonLayout::Compact => serde_json::to_vec(value),
+    }
+    .map_err(|e| PrivateFileError::corrupt(path, e))?;
+    write_private(path, &text).map_err(|e| PrivateFileError::io(path, e))
+}
+
 /// Writes `bytes` to `path` readable by the user only, atomically (temp file, rename).
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
@@ -45,20 +91,13 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Loads the identity at `path`, creating it (mode 0600) when absent.
 pub fn load_or_create_identity(path: &Path) -> Result<Identity, PrivateFileError> {
-    let io = |source| PrivateFileError::Io { path: path.to_owned(), source };
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let corrupt = |detail: String| PrivateFileError::Corrupt { path: path.to_owned(), detail };
-            let secrets: IdentitySecrets = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            Identity::from_secrets(&secrets).map_err(|e| corrupt(e.to_string()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    match read_json::<IdentitySecrets>(path)? {
+        Some(secrets) => Identity::from_secrets(&secrets).map_err(|e| PrivateFileError::corrupt(path, e)),
+        None => {
             let identity = Identity::generate();
-            let text = serde_json::to_vec_pretty(&identity.secrets()).map_err(|e| io(std::io::Error::other(e)))?;
-            write_private(path, &text).map_err(io)?;
+            write_private_json(path, &identity.secrets(), JsonLayout::Pretty)?;
             Ok(identity)
         }
-        Err(e) => Err(io(e)),
     }
 }
 
@@ -86,5 +125,16 @@ mod tests {
         let err = load_or_create_identity(&path).unwrap_err();
         assert!(matches!(err, PrivateFileError::Corrupt { .. }), "{err}");
         assert!(err.to_string().contains("identity.json"), "{err}");
+    }
+
+    #[test]
+    fn json_written_privately_reads_back_and_a_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("list.json");
+        assert_eq!(read_json::<Vec<u32>>(&path).unwrap(), None);
+        write_private_json(&path, &[1, 2], JsonLayout::Compact).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1,2]");
+        assert_eq!(read_json::<Vec<u32>>(&path).unwrap(), Some(vec![1, 2]));
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 }

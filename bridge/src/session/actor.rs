@@ -5,8 +5,8 @@
 
 use std::collections::VecDeque;
 
-use terminull_protocol::blocks::MIRRORED_META;
 use terminull_protocol::adapter::{self as proto, Declaration, HandoffHook, InitParam, StartParams};
+use terminull_protocol::blocks::MIRRORED_META;
 use terminull_protocol::blocks::{Block, BlockKind, EndReason, UserMessage, now_ts};
 use terminull_protocol::commands::with_universal_first;
 use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionState};

@@ -2,9 +2,9 @@
 //! `mirror` hook from a saved cursor, published read-only (marked with
 //! [`MIRRORED_META`]) so the app shows what the terminal did.
 
-use terminull_protocol::blocks::MIRRORED_META;
 use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::BlockKind;
+use terminull_protocol::blocks::MIRRORED_META;
 
 use super::actor::Actor;
 use crate::host::HostedAdapter;
