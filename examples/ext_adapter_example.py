@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """terminull reference adapter: "Echo (Python)", agent id `echo-py`.
 
-This is the full, copy-pasteable reference adapter of the developer docs (§2.4). It is one
+This is the full, copy-pasteable reference adapter (docs/adapter-protocol.md). It is one
 self-contained file that uses only the Python 3 standard library. It runs as is and works as a
 drop-in adapter. The comments document the whole adapter protocol, version 1:
 
@@ -37,7 +37,7 @@ Paste each request as one line. Each answer comes back as one line on stdout. Lo
 Installing
 ----------
 Make the file executable (`chmod +x`) and register the executable with your bridge as an adapter.
-The developer docs name the drop-in folder ~/.terminull/ext_adapters/. The bridge spawns the file
+docs/bridge.md names the drop-in folder ~/.terminull/ext_adapters/. The bridge spawns the file
 directly, so keep the shebang line. Change `agent_id` and `display_name` before you install a copy
 next to this one, because two adapters may not share an agent id.
 

@@ -29,6 +29,7 @@ pub mod adapter;
 pub mod bounds;
 pub mod child;
 pub mod detect;
+pub mod error;
 pub mod handoff;
 pub mod per_turn;
 pub mod serve;

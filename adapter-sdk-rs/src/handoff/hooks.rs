@@ -23,7 +23,7 @@ use terminull_protocol::adapter::{
 };
 
 use super::latest_by_scan;
-use crate::adapter::AdapterError;
+use crate::error::AdapterError;
 
 /// The class-level handoff hooks of one agent. The serve loop calls only the hooks in
 /// the adapter's `HANDOFF_HOOKS`. The futures are `Send` so that the serve loop of a
