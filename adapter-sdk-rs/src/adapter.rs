@@ -282,15 +282,7 @@ pub trait Adapter: Sized + 'static {
 /// Every init param, in the protocol's order: the `INIT_PARAMS` of an adapter that
 /// takes them all (the working directory, model, binary, session to resume, the
 /// `session_id` notification, effort and permission mode).
-pub const EVERY_INIT_PARAM: &[InitParam] = &[
-    InitParam::Cwd,
-    InitParam::Model,
-    InitParam::Binary,
-    InitParam::ResumeSessionId,
-    InitParam::OnSessionId,
-    InitParam::Effort,
-    InitParam::PermissionMode,
-];
+pub const EVERY_INIT_PARAM: &[InitParam] = &InitParam::ALL;
 
 /// The declaration (`initialize` result) of adapter `A`, built from its consts.
 pub fn declaration<A: Adapter>() -> Declaration {
