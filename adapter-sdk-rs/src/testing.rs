@@ -5,9 +5,12 @@
 //!   collects a turn's blocks the way the bridge sees them.
 //! - [`executable`], [`start_params`]: a fake agent CLI (a script replaying recorded
 //!   output) and the `start` that runs it.
-//! - [`assert_contract`], [`session_end`]: checks on a collected turn.
-//! - [`describe`], [`blocks_of`]: a mapper's [`Action`]s as lines for tables of
-//!   expected actions, and as the blocks they stream.
+//! - [`assert_contract`], [`session_end`], [`first_error`], [`tool_calls`],
+//!   [`tool_results`], [`final_texts`]: checks on a collected turn and the blocks a
+//!   test looks at.
+//! - [`map_turn`], [`assert_contract_so_far`], [`describe`], [`blocks_of`]: a mapper fed
+//!   recorded lines, its [`Action`]s as lines for tables of expected actions, and as
+//!   the blocks they stream.
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
@@ -15,13 +18,15 @@ use std::time::Duration;
 
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{self as proto, PermissionResponseParams, StartParams, StartResult};
-use terminull_protocol::blocks::{SessionEnd, Usage, UserMessage};
+use terminull_protocol::blocks::{ErrorBlock, SessionEnd, ToolCall, ToolResult, Usage, UserMessage};
+use terminull_protocol::jsonrpc::codes;
 use terminull_protocol::turn::TurnTracker;
 use terminull_rpc::{CallError, Incoming, Peer, PeerConfig, PeerTasks};
 use tokio::sync::mpsc;
 
 use crate::action::Action;
 use crate::adapter::Adapter;
+use crate::per_turn::EventMapper;
 use crate::serve::{DeclarationOverride, serve_io_with};
 
 /// How long a request to the adapter, or the next message from it, may take.
@@ -59,6 +64,14 @@ impl FakeCliBridge {
     /// What the fake CLI wrote to `<dir>/log` so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// The JSON values the fake CLI logged as `<prefix><json>` lines (say, `in: ` for
+    /// what it read on stdin), in order; such a line that is not JSON fails the test.
+    pub fn logged_json(&self, prefix: &str) -> Vec<serde_json::Value> {
+        let log = self.log();
+        let json = |l: &str| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        log.lines().filter_map(|l| l.strip_prefix(prefix)).map(json).collect()
     }
 }
 
@@ -122,6 +135,22 @@ impl TestBridge {
     pub async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
         let message = UserMessage { text: text.into(), attachments: vec![] };
         self.peer.request::<proto::Send>(&message, Some(TIMEOUT)).await
+    }
+
+    /// Checks the refusals of `start` every adapter that runs a CLI makes: an unknown
+    /// permission mode is `INVALID_PARAMS` with a message listing `known_modes`, and a
+    /// binary that does not exist is `AGENT_ERROR`. `params` is otherwise valid.
+    pub async fn assert_refuses_unknown_mode_and_missing_binary(&self, params: &StartParams, known_modes: &str) {
+        let mut params = params.clone();
+        params.permission_mode = Some("yolo".into());
+        let e = self.start_refused(&params).await;
+        assert_eq!(e.code, codes::INVALID_PARAMS, "{}", e.message);
+        assert!(e.message.contains(known_modes), "{}", e.message);
+        params.permission_mode = None;
+        let cwd = params.cwd.clone().unwrap_or_default();
+        params.binary = Some(Path::new(&cwd).join("missing").display().to_string());
+        let e = self.start_refused(&params).await;
+        assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
     }
 
     /// `interrupt`.
@@ -232,6 +261,82 @@ pub fn session_end(blocks: &[BlockKind]) -> &SessionEnd {
         Some(BlockKind::SessionEnd(e)) => e,
         other => panic!("no session_end: {other:?}"),
     }
+}
+
+/// The first error block of a turn.
+pub fn first_error(blocks: &[BlockKind]) -> &ErrorBlock {
+    match blocks.iter().find_map(|b| if let BlockKind::Error(e) = b { Some(e) } else { None }) {
+        Some(e) => e,
+        None => panic!("no error block: {blocks:?}"),
+    }
+}
+
+/// Every tool call block (each status change of a call is one), in order.
+pub fn tool_calls(blocks: &[BlockKind]) -> Vec<&ToolCall> {
+    blocks.iter().filter_map(|b| if let BlockKind::ToolCall(c) = b { Some(c) } else { None }).collect()
+}
+
+/// Every tool result, in order.
+pub fn tool_results(blocks: &[BlockKind]) -> Vec<&ToolResult> {
+    blocks.iter().filter_map(|b| if let BlockKind::ToolResult(r) = b { Some(r) } else { None }).collect()
+}
+
+/// The text of every finished (`done`) text block, in order: the answer as the user
+/// reads it.
+pub fn final_texts(blocks: &[BlockKind]) -> Vec<&str> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            BlockKind::Text(t) if t.done => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How a turn fed to a mapper by [`map_turn`] ends after its recorded lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending<'a> {
+    /// Nothing more: the lines end the turn (or leave it open).
+    None,
+    /// The agent process exits, with this detail.
+    Exit(&'a str),
+    /// The user interrupts.
+    Interrupt,
+}
+
+/// Feeds `lines` (one JSON event a line, read with `parse`) to `mapper` as a per-turn
+/// driver does, then `ending`, and returns every action in order. `on_exit` is the
+/// mapper's own way to close a turn whose process exited.
+pub fn map_turn<M: EventMapper, E: Debug>(
+    mapper: &mut M,
+    lines: &str,
+    parse: impl Fn(serde_json::Value) -> Result<M::Event, E>,
+    ending: Ending<'_>,
+    on_exit: impl FnOnce(&mut M, &str) -> Vec<Action<M::Step>>,
+) -> Vec<Action<M::Step>> {
+    let mut actions = Vec::new();
+    for line in lines.lines() {
+        let value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let event = parse(value).unwrap_or_else(|e| panic!("{e:?}: {line}"));
+        actions.extend(mapper.on_event(event));
+    }
+    match ending {
+        Ending::None => {}
+        Ending::Exit(detail) => actions.extend(on_exit(mapper, detail)),
+        Ending::Interrupt => actions.extend(mapper.on_interrupt()),
+    }
+    actions
+}
+
+/// Panics unless `blocks` keep the turn contract and leave nothing open; unlike
+/// [`assert_contract`], the turn need not have ended (an interrupted mapper leaves the
+/// `session_end` to the SDK). `case` names the case in the message.
+pub fn assert_contract_so_far(case: &str, blocks: &[BlockKind]) {
+    let mut tracker = TurnTracker::new();
+    for block in blocks {
+        assert_eq!(tracker.observe(block), None, "{case}: {block:?}");
+    }
+    assert_eq!(tracker.open_violations(), vec![], "{case}");
 }
 
 /// The blocks `actions` stream, in order (`session_end` included).

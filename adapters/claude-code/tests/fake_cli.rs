@@ -8,12 +8,11 @@ use std::time::Duration;
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::OnPermission::Answer;
 use terminull_adapter_sdk::testing::{
-    FakeCliBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
+    FakeCliBridge, executable, first_error, serve_in_memory, session_end as end, start_params,
 };
 use terminull_claude_code::ClaudeCode;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::ToolStatus;
-use terminull_protocol::jsonrpc::codes;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -68,28 +67,19 @@ async fn started() -> (Bridge, proto::StartResult) {
     (b, result)
 }
 
-/// What the fake CLI read on stdin, parsed.
-fn stdin_lines(log: &str) -> Vec<serde_json::Value> {
-    log.lines().filter_map(|l| l.strip_prefix("in: ")).map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 #[tokio::test]
 async fn start_reports_version_commands_model_and_session_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = fake_cli(dir.path());
-    let mut bridge = serve_in_memory::<ClaudeCode>();
-    let result = bridge.start(&start_params(&cli, dir.path())).await.unwrap();
+    let (mut b, result) = started().await;
     let info = result.agent_info;
     assert_eq!((info.agent_id.as_str(), info.name.as_str()), ("claude-code", "Claude Code"));
     assert_eq!(info.version.as_deref(), Some("2.1.197"));
     assert_eq!(info.model.as_deref(), Some("claude-opus-4-8[1m]"), "the default model, resolved by the CLI");
     assert!(info.slash_commands.iter().any(|c| c.name == "compact"));
     // The conversation id is announced at start and is the one passed to the CLI.
-    let id = bridge.reported_session_id().await;
-    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
-    assert!(log.contains(&format!("--session-id {id}")), "{log}");
+    let id = b.reported_session_id().await;
+    assert!(b.log().contains(&format!("--session-id {id}")), "{}", b.log());
     assert_eq!(
-        stdin_lines(&log)[0],
+        b.logged_json("in: ")[0],
         serde_json::json!({"type": "control_request", "request_id": "init-1", "request": {"subtype": "initialize", "hooks": null}})
     );
 }
@@ -97,9 +87,7 @@ async fn start_reports_version_commands_model_and_session_id() {
 #[tokio::test]
 async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
     let (mut b, _) = started().await;
-    b.send("mock:tool please").await.unwrap();
-    let blocks = b.turn(Answer("allow"), false).await;
-    assert_contract(&blocks);
+    let blocks = b.send_turn("mock:tool please", Answer("allow"), false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     let usage = end(&blocks).usage.clone().unwrap();
     assert_eq!(usage.cost_usd, Some(0.22053));
@@ -107,7 +95,7 @@ async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
     let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!(usage.input_tokens, Some(43806));
     // The user message line the CLI got.
-    let lines = stdin_lines(&b.log());
+    let lines = b.logged_json("in: ");
     let line = lines.iter().find(|l| l["type"] == "user").unwrap();
     assert_eq!(
         line["message"],
@@ -119,9 +107,7 @@ async fn a_tool_turn_survives_a_non_json_line_and_an_unknown_event() {
 #[tokio::test]
 async fn a_permission_answer_reaches_the_cli() {
     let (mut b, _) = started().await;
-    b.send("mock:write now").await.unwrap();
-    let blocks = b.turn(Answer("always"), false).await;
-    assert_contract(&blocks);
+    let blocks = b.send_turn("mock:write now", Answer("always"), false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     let request = blocks.iter().find_map(|k| match k {
         BlockKind::PermissionRequest(r) => Some(r),
@@ -129,7 +115,7 @@ async fn a_permission_answer_reaches_the_cli() {
     });
     assert_eq!(request.and_then(|r| r.tool_call_id.as_ref()).map(|i| i.as_str()), Some("toolu_mock_000001"));
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolCall(c) if c.status == ToolStatus::Done)));
-    let lines = stdin_lines(&b.log());
+    let lines = b.logged_json("in: ");
     let reply = &lines.iter().find(|l| l["type"] == "control_response").unwrap()["response"];
     let fixture = include_str!("fixtures/write-allow.jsonl");
     let asked = fixture.lines().find(|l| l.contains("can_use_tool")).unwrap();
@@ -142,33 +128,23 @@ async fn a_permission_answer_reaches_the_cli() {
 #[tokio::test]
 async fn an_interrupt_is_sent_with_a_deterministic_id_and_ends_the_turn_interrupted() {
     let (mut b, _) = started().await;
-    b.send("mock:slow go").await.unwrap();
-    let blocks = b.turn(Answer("allow"), true).await;
-    assert_contract(&blocks);
+    let blocks = b.send_turn("mock:slow go", Answer("allow"), true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     let interrupt = serde_json::json!({"type": "control_request", "request_id": "interrupt-1", "request": {"subtype": "interrupt"}});
-    assert!(stdin_lines(&b.log()).contains(&interrupt), "{}", b.log());
+    assert!(b.logged_json("in: ").contains(&interrupt), "{}", b.log());
     // The process is still usable.
-    b.send("mock:tool again").await.unwrap();
-    assert_eq!(end(&b.turn(Answer("allow"), false).await).reason, EndReason::Completed);
+    assert_eq!(end(&b.send_turn("mock:tool again", Answer("allow"), false).await).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn a_crash_mid_turn_is_an_error_and_the_next_turn_resumes() {
     let (mut b, _) = started().await;
-    b.send("mock:crash now").await.unwrap();
-    let blocks = b.turn(Answer("allow"), false).await;
-    assert_contract(&blocks);
+    let blocks = b.send_turn("mock:crash now", Answer("allow"), false).await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
-    let error = blocks.iter().find_map(|k| match k {
-        BlockKind::Error(e) => Some(e),
-        _ => None,
-    });
-    let error = error.unwrap();
+    let error = first_error(&blocks);
     assert!(error.message.contains("fatal: the fake CLI crashed"), "{}", error.message);
     assert_eq!(error.code.as_deref(), Some("agent_exited"));
-    b.send("mock:tool again").await.unwrap();
-    assert_eq!(end(&b.turn(Answer("allow"), false).await).reason, EndReason::Completed);
+    assert_eq!(end(&b.send_turn("mock:tool again", Answer("allow"), false).await).reason, EndReason::Completed);
     let log = b.log();
     let args: Vec<_> = log.lines().filter(|l| l.starts_with("args: ")).collect();
     assert_eq!(args.len(), 2, "{log}");
@@ -183,13 +159,5 @@ async fn bad_start_params_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cli = fake_cli(dir.path());
     let bridge = serve_in_memory::<ClaudeCode>();
-    let mut params = start_params(&cli, dir.path());
-    params.permission_mode = Some("yolo".into());
-    let e = bridge.start_refused(&params).await;
-    assert_eq!(e.code, codes::INVALID_PARAMS);
-    assert!(e.message.contains("bypassPermissions"), "{}", e.message);
-    params.permission_mode = None;
-    params.binary = Some(dir.path().join("missing").display().to_string());
-    let e = bridge.start_refused(&params).await;
-    assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
+    bridge.assert_refuses_unknown_mode_and_missing_binary(&start_params(&cli, dir.path()), "bypassPermissions").await;
 }

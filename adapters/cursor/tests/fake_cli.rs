@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::{
-    OnPermission, TestBridge, assert_contract, executable, serve_in_memory, session_end as end, start_params,
+    FakeCliBridge, OnPermission, executable, final_texts, first_error, serve_in_memory, session_end as end,
+    start_params,
 };
 use terminull_cursor::Cursor;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::{Attachment, DiffChange, ToolStatus};
 use terminull_protocol::jsonrpc::codes;
-use terminull_rpc::CallError;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 /// The chat id in every fixture.
@@ -64,64 +64,35 @@ esac
     executable(&dir.join("cursor-agent"), &script)
 }
 
-struct Bridge {
-    inner: TestBridge,
-    dir: tempfile::TempDir,
-}
+type Bridge = FakeCliBridge;
 
 async fn started_with(edit: impl FnOnce(&mut proto::StartParams)) -> (Bridge, proto::StartResult) {
-    let dir = tempfile::tempdir().unwrap();
-    let cli = fake_cli(dir.path());
-    let inner = serve_in_memory::<Cursor>();
-    let mut params = start_params(&cli, dir.path());
+    let b = FakeCliBridge::new(serve_in_memory::<Cursor>());
+    let mut params = start_params(&fake_cli(b.dir.path()), b.dir.path());
     edit(&mut params);
-    let result = inner.start(&params).await.unwrap();
-    (Bridge { inner, dir }, result)
+    let result = b.start(&params).await.unwrap();
+    (b, result)
 }
 
 async fn started() -> Bridge {
     started_with(|_| {}).await.0
 }
 
-impl Bridge {
-    async fn send(&self, text: &str) -> Result<proto::Empty, CallError> {
-        self.inner.send(text).await
-    }
-
-    /// Blocks of one turn up to session_end, and the chat ids reported meanwhile; sends
-    /// `interrupt` after the first text chunk when `interrupt` is set.
-    async fn turn(&mut self, interrupt: bool) -> (Vec<BlockKind>, Vec<String>) {
-        let blocks = self.inner.turn(OnPermission::Interrupt, interrupt).await;
-        (blocks, std::mem::take(&mut self.inner.session_ids))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
-
-    /// The argument lists of every run of the fake CLI so far.
-    fn runs(&self) -> Vec<Vec<String>> {
-        self.log()
-            .lines()
-            .filter_map(|l| l.strip_prefix("args: "))
-            .map(|l| {
-                l.strip_prefix('[')
-                    .and_then(|l| l.strip_suffix(']'))
-                    .unwrap_or(l)
-                    .split("] [")
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .collect()
-    }
+/// Sends `text` and collects the blocks of its turn and the chat ids reported meanwhile;
+/// interrupts after the first text chunk when `interrupt` is set. (Cursor asks for no
+/// permission in print mode.)
+async fn say(b: &mut Bridge, text: &str, interrupt: bool) -> (Vec<BlockKind>, Vec<String>) {
+    let blocks = b.send_turn(text, OnPermission::Interrupt, interrupt).await;
+    (blocks, std::mem::take(&mut b.session_ids))
 }
 
-fn final_texts(blocks: &[BlockKind]) -> Vec<&str> {
-    blocks
-        .iter()
-        .filter_map(|k| match k {
-            BlockKind::Text(t) if t.done => Some(t.text.as_str()),
-            _ => None,
+/// The argument lists of every run of the fake CLI so far.
+fn runs(b: &Bridge) -> Vec<Vec<String>> {
+    b.log()
+        .lines()
+        .filter_map(|l| l.strip_prefix("args: "))
+        .map(|l| {
+            l.strip_prefix('[').and_then(|l| l.strip_suffix(']')).unwrap_or(l).split("] [").map(str::to_owned).collect()
         })
         .collect()
 }
@@ -142,7 +113,7 @@ async fn start_reports_the_cli_version_and_model_and_runs_nothing() {
     assert_eq!(info.version.as_deref(), Some("2026.01.28-fd13201"));
     assert_eq!(info.model.as_deref(), Some("sonnet-4"));
     assert!(info.capabilities.cap_interrupt && info.capabilities.provides_usage && !info.capabilities.cap_images);
-    assert!(b.runs().is_empty(), "nothing runs before the first message: {}", b.log());
+    assert!(runs(&b).is_empty(), "nothing runs before the first message: {}", b.log());
     let declaration = terminull_adapter_sdk::declaration::<Cursor>();
     assert_eq!(declaration.verified_against, None, "never checked against the real binary");
     assert_eq!(declaration.cli_binary.as_deref(), Some("cursor-agent"));
@@ -151,9 +122,7 @@ async fn start_reports_the_cli_version_and_model_and_runs_nothing() {
 #[tokio::test]
 async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output() {
     let mut b = started().await;
-    b.send("mock:tool please").await.unwrap();
-    let (blocks, chat_ids) = b.turn(false).await;
-    assert_contract(&blocks);
+    let (blocks, chat_ids) = say(&mut b, "mock:tool please", false).await;
     assert_eq!(chat_ids, [CHAT]);
     let end = end(&blocks);
     assert_eq!(end.reason, EndReason::Completed);
@@ -172,10 +141,10 @@ async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output()
     let call = call.unwrap();
     assert_eq!((call.name.as_str(), call.title.as_deref()), ("shell", Some("echo hello")));
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello\n" && !r.is_error)));
-    let usage = b.inner.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_tokens), (Some(1450), Some(52), Some(1024)));
 
-    let runs = b.runs();
+    let runs = runs(&b);
     assert_eq!(
         runs,
         [["-p", "--output-format", "stream-json", "--stream-partial-output", "--trust", "--", "mock:tool please"]]
@@ -186,19 +155,17 @@ async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output()
 #[tokio::test]
 async fn later_turns_resume_the_chat_and_usage_adds_up() {
     let mut b = started().await;
-    b.send("mock:plain hello there").await.unwrap();
-    let (blocks, chat_ids) = b.turn(false).await;
+    let (blocks, chat_ids) = say(&mut b, "mock:plain hello there", false).await;
     assert_eq!(final_texts(&blocks), ["Hello there!"]);
     assert_eq!(chat_ids, [CHAT]);
-    b.send("mock:tool again").await.unwrap();
-    let (blocks, chat_ids) = b.turn(false).await;
+    let (blocks, chat_ids) = say(&mut b, "mock:tool again", false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert!(chat_ids.is_empty(), "the same chat is not reported again");
-    let runs = b.runs();
+    let runs = runs(&b);
     assert_eq!(runs.len(), 2);
     assert!(!runs[0].iter().any(|a| a.starts_with("--resume")), "{runs:?}");
     assert_eq!(runs[1][5..], [format!("--resume={CHAT}"), "--".into(), "mock:tool again".into()]);
-    let usage = b.inner.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
+    let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens), (Some(900 + 1450), Some(4 + 52)));
 }
 
@@ -211,13 +178,12 @@ async fn a_resumed_session_resumes_from_the_first_turn_with_the_chosen_mode_and_
     })
     .await;
     // The chat id is announced at start.
-    assert_eq!(b.inner.reported_session_id().await, CHAT);
-    b.send("mock:plain go on").await.unwrap();
-    let (blocks, chat_ids) = b.turn(false).await;
+    assert_eq!(b.reported_session_id().await, CHAT);
+    let (blocks, chat_ids) = say(&mut b, "mock:plain go on", false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert!(chat_ids.is_empty());
     assert_eq!(
-        b.runs()[0][5..],
+        runs(&b)[0][5..],
         ["--force", "--model=gpt-5", &format!("--resume={CHAT}"), "--", "mock:plain go on"].map(String::from)
     );
 }
@@ -225,9 +191,7 @@ async fn a_resumed_session_resumes_from_the_first_turn_with_the_chosen_mode_and_
 #[tokio::test]
 async fn an_interrupt_ends_the_process_group_and_the_turn_interrupted() {
     let mut b = started().await;
-    b.send("mock:slow go").await.unwrap();
-    let (blocks, _) = b.turn(true).await;
-    assert_contract(&blocks);
+    let (blocks, _) = say(&mut b, "mock:slow go", true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert!(!blocks.iter().any(|k| matches!(k, BlockKind::Error(_))), "an interrupt is not an error: {blocks:?}");
     assert_eq!(final_texts(&blocks), ["Counting slowly: 1"]);
@@ -242,49 +206,37 @@ async fn an_interrupt_ends_the_process_group_and_the_turn_interrupted() {
         assert!(gone(p), "process {p} of the turn's group is still running");
     }
     // The chat goes on.
-    b.send("mock:plain still there?").await.unwrap();
-    let (blocks, _) = b.turn(false).await;
+    let (blocks, _) = say(&mut b, "mock:plain still there?", false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
-    assert!(b.runs()[1].contains(&format!("--resume={CHAT}")));
+    assert!(runs(&b)[1].contains(&format!("--resume={CHAT}")));
 }
 
 #[tokio::test]
 async fn a_cli_failure_is_an_error_with_the_stderr_tail_and_the_session_stays_usable() {
     let mut b = started().await;
-    b.send("mock:error now").await.unwrap();
-    let (blocks, chat_ids) = b.turn(false).await;
-    assert_contract(&blocks);
+    let (blocks, chat_ids) = say(&mut b, "mock:error now", false).await;
     assert_eq!(chat_ids, [CHAT], "the chat id from init is kept even though the turn failed");
     assert_eq!(end(&blocks).reason, EndReason::Error);
-    let error = blocks.iter().find_map(|k| match k {
-        BlockKind::Error(e) => Some(e),
-        _ => None,
-    });
-    let error = error.unwrap();
+    let error = first_error(&blocks);
     assert_eq!(error.code.as_deref(), Some("agent_exited"));
     assert!(error.message.contains("with status 1"), "{}", error.message);
     assert!(error.message.contains("the model provider is unavailable (HTTP 500)"), "{}", error.message);
 
-    b.send("mock:fail please").await.unwrap();
-    let (blocks, _) = b.turn(false).await;
-    assert_contract(&blocks);
+    let (blocks, _) = say(&mut b, "mock:fail please", false).await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
     assert!(
         blocks.iter().any(|k| matches!(k, BlockKind::Error(e)
         if e.code.as_deref() == Some("agent_error") && e.message == "The model provider returned an error (HTTP 500)"))
     );
 
-    b.send("mock:plain and now?").await.unwrap();
-    assert_eq!(end(&b.turn(false).await.0).reason, EndReason::Completed);
-    assert!(b.runs()[2].contains(&format!("--resume={CHAT}")));
+    assert_eq!(end(&say(&mut b, "mock:plain and now?", false).await.0).reason, EndReason::Completed);
+    assert!(runs(&b)[2].contains(&format!("--resume={CHAT}")));
 }
 
 #[tokio::test]
 async fn writes_show_as_diffs() {
     let mut b = started().await;
-    b.send("mock:write a summary").await.unwrap();
-    let (blocks, _) = b.turn(false).await;
-    assert_contract(&blocks);
+    let (blocks, _) = say(&mut b, "mock:write a summary", false).await;
     let diff = blocks.iter().find_map(|k| match k {
         BlockKind::Diff(d) => Some(d),
         _ => None,
@@ -304,24 +256,16 @@ async fn bad_start_params_and_attachments_are_refused() {
     let cli = fake_cli(dir.path());
     let bridge = serve_in_memory::<Cursor>();
     let mut params = start_params(&cli, dir.path());
-    params.permission_mode = Some("yolo".into());
-    let e = bridge.start_refused(&params).await;
-    assert_eq!(e.code, codes::INVALID_PARAMS);
-    assert!(e.message.contains("default, force, plan, ask"), "{}", e.message);
-    params.permission_mode = None;
-    params.binary = Some(dir.path().join("missing").display().to_string());
-    let e = bridge.start_refused(&params).await;
-    assert_eq!(e.code, codes::AGENT_ERROR, "{}", e.message);
-    params.binary = Some(cli.display().to_string());
+    bridge.assert_refuses_unknown_mode_and_missing_binary(&params, "default, force, plan, ask").await;
     params.cwd = Some(dir.path().join("nope").display().to_string());
     let e = bridge.start_refused(&params).await;
     assert_eq!(e.code, codes::INVALID_PARAMS, "{}", e.message);
 
     let mut b = started().await;
     let png = Attachment { name: "a.png".into(), mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
-    b.inner.peer.request::<proto::Send>(&UserMessage { text: "look".into(), attachments: vec![png] }, T).await.unwrap();
-    let (blocks, _) = b.turn(false).await;
+    b.peer.request::<proto::Send>(&UserMessage { text: "look".into(), attachments: vec![png] }, T).await.unwrap();
+    let blocks = b.turn(OnPermission::Interrupt, false).await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Error(e) if e.message.contains("text only"))), "{blocks:?}");
-    assert!(b.runs().is_empty());
+    assert!(runs(&b).is_empty());
 }
