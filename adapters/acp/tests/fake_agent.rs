@@ -11,8 +11,10 @@ use terminull_acp::generic::{self, AgentCommand, Generic};
 use terminull_acp::{AcpAdapter, AcpProfile, Launch, Settings};
 use terminull_adapter_sdk::DeclarationOverride;
 use terminull_adapter_sdk::prelude::*;
+use terminull_adapter_sdk::testing::OnPermission::Answer;
 use terminull_adapter_sdk::testing::{
-    OnPermission, TestBridge, executable, serve_in_memory, serve_in_memory_with, session_end as end, start_params,
+    FakeCliBridge, OnPermission, executable, final_texts, first_error, serve_in_memory, serve_in_memory_with,
+    session_end as end, start_params,
 };
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::{CommandSource, ToolStatus};
@@ -93,23 +95,7 @@ fn wrapper(dir: &Path, flags: &str) -> PathBuf {
 }
 
 /// The bridge's side, and the directory of the fake agent and its log.
-struct Bridge {
-    inner: TestBridge,
-    dir: tempfile::TempDir,
-}
-
-impl std::ops::Deref for Bridge {
-    type Target = TestBridge;
-    fn deref(&self) -> &TestBridge {
-        &self.inner
-    }
-}
-
-impl std::ops::DerefMut for Bridge {
-    fn deref_mut(&mut self) -> &mut TestBridge {
-        &mut self.inner
-    }
-}
+type Bridge = FakeCliBridge;
 
 enum Kind {
     Persistent,
@@ -125,68 +111,72 @@ fn connect(kind: Kind) -> Bridge {
         Kind::EmptyLoad => serve_in_memory::<AcpAdapter<FakeEmptyLoad>>(),
         Kind::Generic(o) => serve_in_memory_with::<AcpAdapter<Generic>>(o),
     };
-    Bridge { inner, dir: tempfile::tempdir().unwrap() }
+    FakeCliBridge::new(inner)
 }
 
-impl Bridge {
-    fn start_params(&self, flags: &str) -> proto::StartParams {
-        start_params(&wrapper(self.dir.path(), flags), self.dir.path())
-    }
+/// `start` params running the fake with `flags`.
+fn fake_params(b: &Bridge, flags: &str) -> proto::StartParams {
+    start_params(&wrapper(b.dir.path(), flags), b.dir.path())
+}
 
-    async fn started(kind: Kind, flags: &str) -> (Bridge, proto::StartResult) {
-        let b = connect(kind);
-        let result = b.start(&b.start_params(flags)).await.unwrap();
-        (b, result)
-    }
+async fn started(kind: Kind, flags: &str) -> (Bridge, proto::StartResult) {
+    let b = connect(kind);
+    let result = b.start(&fake_params(&b, flags)).await.unwrap();
+    (b, result)
+}
 
-    /// Blocks of one turn up to session_end; answers permission requests with `answer`
-    /// (an option id, or "interrupt" to interrupt instead) and interrupts after the
-    /// first text chunk when `interrupt` is set.
-    async fn turn(&mut self, answer: &str, interrupt: bool) -> Vec<BlockKind> {
-        let permission = if answer == "interrupt" { OnPermission::Interrupt } else { OnPermission::Answer(answer) };
-        self.inner.turn(permission, interrupt).await
-    }
+/// A bridge whose `start` resumed `session` (running the fake with `flags`).
+async fn resumed(kind: Kind, flags: &str, session: &str) -> Bridge {
+    let b = connect(kind);
+    let mut p = fake_params(&b, flags);
+    p.resume_session_id = Some(session.into());
+    b.start(&p).await.unwrap();
+    b
+}
 
-    async fn say(&mut self, text: &str) -> Vec<BlockKind> {
-        self.inner.send_turn(text, OnPermission::Answer("allow"), false).await
-    }
+/// Sends `text` and collects its turn, allowing what the agent asks.
+async fn say(b: &mut Bridge, text: &str) -> Vec<BlockKind> {
+    b.send_turn(text, Answer("allow"), false).await
+}
 
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
+/// The JSON lines the fake read, in order.
+fn received(b: &Bridge) -> Vec<Value> {
+    b.logged_json("in: ")
+}
 
-    /// The JSON lines the fake read, in order.
-    fn received(&self) -> Vec<Value> {
-        self.log().lines().filter_map(|l| l.strip_prefix("in: ")).filter_map(|l| serde_json::from_str(l).ok()).collect()
-    }
+/// The fake's logged answers to its own requests, in order.
+fn answers(b: &Bridge) -> Vec<Value> {
+    b.logged_json("answer: ")
+}
 
-    fn methods(&self) -> Vec<String> {
-        self.received().iter().filter_map(|m| m["method"].as_str().map(str::to_owned)).collect()
-    }
+fn methods(b: &Bridge) -> Vec<String> {
+    received(b).iter().filter_map(|m| m["method"].as_str().map(str::to_owned)).collect()
+}
 
-    /// The session_id notifications received so far.
-    fn reported_ids(&mut self) -> Vec<String> {
-        let mut ids = std::mem::take(&mut self.inner.session_ids);
-        while let Ok(msg) = self.incoming.try_recv() {
-            if let Incoming::Notification(n) = msg
-                && let Ok(p) = n.params_as::<proto::SessionIdNotification>()
-            {
-                ids.push(p.agent_session_id.to_string());
-            }
+/// The session_id notifications received so far.
+fn reported_ids(b: &mut Bridge) -> Vec<String> {
+    let mut ids = std::mem::take(&mut b.session_ids);
+    while let Ok(msg) = b.incoming.try_recv() {
+        if let Incoming::Notification(n) = msg
+            && let Ok(p) = n.params_as::<proto::SessionIdNotification>()
+        {
+            ids.push(p.agent_session_id.to_string());
         }
-        ids
     }
+    ids
 }
 
+/// The finished texts of a turn, joined with `|`.
 fn final_text(blocks: &[BlockKind]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) if t.done => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("|")
+    final_texts(blocks).join("|")
+}
+
+/// The message of the turn's first progress block: what the adapter says about a resume.
+fn progress_notice(blocks: &[BlockKind]) -> Option<String> {
+    blocks.iter().find_map(|k| match k {
+        BlockKind::Progress(p) => Some(p.message.clone()),
+        _ => None,
+    })
 }
 
 fn has_error(blocks: &[BlockKind]) -> bool {
@@ -195,7 +185,7 @@ fn has_error(blocks: &[BlockKind]) -> bool {
 
 #[tokio::test]
 async fn start_reports_version_model_commands_sent_before_the_session_answer_and_the_session_id() {
-    let (mut b, result) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, result) = started(Kind::Persistent, "").await;
     let info = result.agent_info;
     assert_eq!(
         (info.agent_id.as_str(), info.version.as_deref(), info.model.as_deref()),
@@ -205,15 +195,15 @@ async fn start_reports_version_model_commands_sent_before_the_session_answer_and
     let agent: Vec<_> =
         info.slash_commands.iter().filter(|c| c.source == CommandSource::Agent).map(|c| c.name.as_str()).collect();
     assert_eq!(agent, ["compact", "init"]);
-    assert_eq!(b.reported_ids(), ["sess-1"]);
-    let init = &b.received()[0];
+    assert_eq!(reported_ids(&mut b), ["sess-1"]);
+    let init = &received(&b)[0];
     assert_eq!(init["id"], 1, "request ids are the peer's counter");
     assert_eq!(init["params"]["protocolVersion"], 1);
     assert_eq!(
         init["params"]["clientCapabilities"],
         serde_json::json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false})
     );
-    let new = &b.received()[1];
+    let new = &received(&b)[1];
     assert_eq!((new["method"].as_str(), new["id"].as_i64()), (Some("session/new"), Some(2)));
     assert_eq!(new["params"]["mcpServers"], serde_json::json!([]));
     assert_eq!(new["params"]["cwd"], b.dir.path().display().to_string());
@@ -221,34 +211,34 @@ async fn start_reports_version_model_commands_sent_before_the_session_answer_and
 
 #[tokio::test]
 async fn a_plain_turn_streams_thinking_and_text_and_ends_with_usage() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("hello").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "hello").await;
     assert_eq!(final_text(&blocks), "Hello there.");
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Thinking(t) if t.done && t.text == "Let me see.")));
     let e = end(&blocks);
     assert_eq!(e.reason, EndReason::Completed);
     let usage = e.usage.clone().unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_tokens), (Some(12), Some(5), Some(3)));
-    b.say("again").await;
+    say(&mut b, "again").await;
     let total = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!(total.input_tokens, Some(24));
-    let prompt = b.received().into_iter().find(|m| m["method"] == "session/prompt").unwrap();
+    let prompt = received(&b).into_iter().find(|m| m["method"] == "session/prompt").unwrap();
     assert_eq!(prompt["params"]["prompt"], serde_json::json!([{"type": "text", "text": "hello"}]));
     assert_eq!(prompt["params"]["sessionId"], "sess-1");
 }
 
 #[tokio::test]
 async fn updates_after_the_prompt_answer_still_belong_to_the_turn() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:late").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:late").await;
     assert_eq!(final_text(&blocks), "Early late.");
     assert_eq!(end(&blocks).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn junk_on_stdout_is_skipped() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:junk").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:junk").await;
     assert_eq!(final_text(&blocks), "still fine");
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert!(!has_error(&blocks));
@@ -256,19 +246,18 @@ async fn junk_on_stdout_is_skipped() {
 
 #[tokio::test]
 async fn updates_for_another_session_are_dropped() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:foreign").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:foreign").await;
     assert_eq!(final_text(&blocks), "mine");
     assert!(!blocks.iter().any(|k| matches!(k, BlockKind::ToolCall(_))), "{blocks:?}");
 }
 
 #[tokio::test]
 async fn fs_and_terminal_requests_get_method_not_found_and_never_hang() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:fs").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:fs").await;
     assert_eq!(final_text(&blocks), "client said [-32601, -32601]");
-    let answers: Vec<Value> =
-        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let answers = answers(&b);
     assert_eq!(answers[0]["id"], "fs-1");
     assert_eq!(answers[0]["error"]["code"], codes::METHOD_NOT_FOUND);
     assert_eq!(answers[1]["id"], "term-1");
@@ -276,8 +265,8 @@ async fn fs_and_terminal_requests_get_method_not_found_and_never_hang() {
 
 #[tokio::test]
 async fn a_tool_call_runs_and_its_output_is_the_result() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:tool").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:tool").await;
     let calls: Vec<_> = blocks
         .iter()
         .filter_map(|k| match k {
@@ -297,9 +286,9 @@ async fn a_tool_call_runs_and_its_output_is_the_result() {
 
 #[tokio::test]
 async fn permission_answers_reach_the_agent_with_its_option_ids() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
     b.send("fake:write").await.unwrap();
-    let blocks = b.turn("allow", false).await;
+    let blocks = b.turn(Answer("allow"), false).await;
     let request = blocks.iter().find_map(|k| match k {
         BlockKind::PermissionRequest(r) => Some(r.clone()),
         _ => None,
@@ -313,11 +302,10 @@ async fn permission_answers_reach_the_agent_with_its_option_ids() {
     assert_eq!(final_text(&blocks), "Written.");
 
     b.send("fake:write").await.unwrap();
-    let blocks = b.turn("reject", false).await;
+    let blocks = b.turn(Answer("reject"), false).await;
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error && r.output == "denied")));
     assert_eq!(end(&blocks).reason, EndReason::Completed);
-    let answers: Vec<Value> =
-        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let answers = answers(&b);
     assert_eq!(answers[0]["id"], 0);
     assert_eq!(answers[0]["result"], serde_json::json!({"outcome": {"outcome": "selected", "optionId": "allow"}}));
     assert_eq!(answers[1]["result"], serde_json::json!({"outcome": {"outcome": "selected", "optionId": "reject"}}));
@@ -325,117 +313,102 @@ async fn permission_answers_reach_the_agent_with_its_option_ids() {
 
 #[tokio::test]
 async fn an_interrupt_while_asking_cancels_the_request_and_the_turn() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
     b.send("fake:write").await.unwrap();
-    let blocks = b.turn("interrupt", false).await;
+    let blocks = b.turn(OnPermission::Interrupt, false).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert!(!has_error(&blocks));
-    let methods = b.methods();
+    let methods = methods(&b);
     assert!(methods.contains(&"session/cancel".to_owned()), "{methods:?}");
-    let answers: Vec<Value> =
-        b.log().lines().filter_map(|l| l.strip_prefix("answer: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let answers = answers(&b);
     assert_eq!(answers[0]["result"], serde_json::json!({"outcome": {"outcome": "cancelled"}}));
     // The session goes on.
-    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+    assert_eq!(end(&say(&mut b, "hello").await).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn an_interrupt_sends_session_cancel_and_the_turn_ends_interrupted() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
     b.send("fake:slow").await.unwrap();
-    let blocks = b.turn("allow", true).await;
+    let blocks = b.turn(Answer("allow"), true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
-    let cancel = b.received().into_iter().find(|m| m["method"] == "session/cancel").unwrap();
+    let cancel = received(&b).into_iter().find(|m| m["method"] == "session/cancel").unwrap();
     assert_eq!(cancel["params"], serde_json::json!({"sessionId": "sess-1"}));
     assert!(cancel.get("id").is_none(), "session/cancel is a notification");
-    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
-    assert_eq!(b.methods().iter().filter(|m| *m == "initialize").count(), 1, "the same process goes on");
+    assert_eq!(end(&say(&mut b, "hello").await).reason, EndReason::Completed);
+    assert_eq!(methods(&b).iter().filter(|m| *m == "initialize").count(), 1, "the same process goes on");
 }
 
 #[tokio::test]
 async fn a_cancelled_turn_is_interrupted_even_when_the_agent_answers_with_an_error() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
     b.send("fake:cancel-error").await.unwrap();
-    let blocks = b.turn("allow", true).await;
+    let blocks = b.turn(Answer("allow"), true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
     assert!(!has_error(&blocks), "{blocks:?}");
 }
 
 #[tokio::test]
 async fn an_agent_deaf_to_cancel_is_killed_and_the_next_turn_loads_the_session() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
     b.send("fake:deaf").await.unwrap();
-    let blocks = b.turn("allow", true).await;
+    let blocks = b.turn(Answer("allow"), true).await;
     assert_eq!(end(&blocks).reason, EndReason::Interrupted);
-    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
-    let methods = b.methods();
+    assert_eq!(end(&say(&mut b, "hello").await).reason, EndReason::Completed);
+    let methods = methods(&b);
     assert_eq!(methods.iter().filter(|m| *m == "initialize").count(), 2, "{methods:?}");
-    let load = b.received().into_iter().find(|m| m["method"] == "session/load").unwrap();
+    let load = received(&b).into_iter().find(|m| m["method"] == "session/load").unwrap();
     assert_eq!(load["params"]["sessionId"], "sess-1");
 }
 
 #[tokio::test]
 async fn an_agent_error_is_an_error_block_and_the_session_goes_on() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:error").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:error").await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
-    let error = blocks.iter().find_map(|k| match k {
-        BlockKind::Error(e) => Some(e.clone()),
-        _ => None,
-    });
-    let error = error.unwrap();
+    let error = first_error(&blocks);
     assert_eq!(error.message, "Internal error (model overloaded (529))");
     assert_eq!(error.code.as_deref(), Some("agent_error"));
     assert_eq!(final_text(&blocks), "Trying");
-    assert_eq!(end(&b.say("hello").await).reason, EndReason::Completed);
+    assert_eq!(end(&say(&mut b, "hello").await).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn a_crash_is_an_error_with_the_stderr_tail_and_the_next_turn_loads_the_session() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    let blocks = b.say("fake:crash").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    let blocks = say(&mut b, "fake:crash").await;
     assert_eq!(end(&blocks).reason, EndReason::Error);
-    let error = blocks.iter().find_map(|k| match k {
-        BlockKind::Error(e) => Some(e.clone()),
-        _ => None,
-    });
-    let error = error.unwrap();
+    let error = first_error(&blocks);
     assert_eq!(error.code.as_deref(), Some("agent_exited"));
     assert!(error.message.contains("fatal: the fake agent crashed"), "{}", error.message);
-    let blocks = b.say("hello").await;
+    let blocks = say(&mut b, "hello").await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert_eq!(final_text(&blocks), "Hello there.", "the replayed history is not shown again");
-    let load = b.received().into_iter().find(|m| m["method"] == "session/load").unwrap();
+    let load = received(&b).into_iter().find(|m| m["method"] == "session/load").unwrap();
     assert_eq!(load["params"]["sessionId"], "sess-1");
 }
 
 #[tokio::test]
 async fn resume_loads_the_session_without_showing_its_history() {
     let mut b = connect(Kind::Persistent);
-    let mut p = b.start_params("");
+    let mut p = fake_params(&b, "");
     p.resume_session_id = Some("sess-old".into());
     let result = b.start(&p).await.unwrap();
     assert!(result.agent_info.slash_commands.iter().any(|c| c.name == "compact"), "commands sent after the load");
-    assert_eq!(b.reported_ids(), ["sess-old"]);
-    assert!(!b.methods().contains(&"session/new".to_owned()));
-    let blocks = b.say("hello").await;
+    assert_eq!(reported_ids(&mut b), ["sess-old"]);
+    assert!(!methods(&b).contains(&"session/new".to_owned()));
+    let blocks = say(&mut b, "hello").await;
     assert_eq!(final_text(&blocks), "Hello there.");
-    assert!(!blocks.iter().any(|k| matches!(k, BlockKind::Progress(_))));
+    assert_eq!(progress_notice(&blocks), None);
 }
 
 #[tokio::test]
 async fn resume_without_load_session_or_of_an_unknown_session_starts_anew_and_says_so() {
     for (flags, resume, needle) in [("--no-load", "sess-old", "cannot load"), ("", "missing", "could not resume")] {
-        let mut b = connect(Kind::Persistent);
-        let mut p = b.start_params(flags);
-        p.resume_session_id = Some(resume.into());
-        b.start(&p).await.unwrap();
-        assert_eq!(b.reported_ids(), ["sess-1"], "{flags}");
-        let blocks = b.say("hello").await;
-        let notice = blocks.iter().find_map(|k| match k {
-            BlockKind::Progress(p) => Some(p.message.clone()),
-            _ => None,
-        });
+        let mut b = resumed(Kind::Persistent, flags, resume).await;
+        assert_eq!(reported_ids(&mut b), ["sess-1"], "{flags}");
+        let blocks = say(&mut b, "hello").await;
+        let notice = progress_notice(&blocks);
         assert!(notice.as_deref().is_some_and(|n| n.contains(needle)), "{flags}: {notice:?}");
         assert_eq!(end(&blocks).reason, EndReason::Completed);
     }
@@ -443,34 +416,24 @@ async fn resume_without_load_session_or_of_an_unknown_session_starts_anew_and_sa
 
 #[tokio::test]
 async fn an_empty_load_answer_means_unknown_for_agents_that_answer_so() {
-    let mut b = connect(Kind::EmptyLoad);
-    let mut p = b.start_params("");
-    p.resume_session_id = Some("unknown-to-me".into());
-    b.start(&p).await.unwrap();
-    assert_eq!(b.reported_ids(), ["sess-1"]);
-    let blocks = b.say("hello").await;
-    let notice = blocks.iter().find_map(|k| match k {
-        BlockKind::Progress(p) => Some(p.message.clone()),
-        _ => None,
-    });
-    assert!(notice.is_some_and(|n| n.contains("does not know")), "{blocks:?}");
+    let mut b = resumed(Kind::EmptyLoad, "", "unknown-to-me").await;
+    assert_eq!(reported_ids(&mut b), ["sess-1"]);
+    let blocks = say(&mut b, "hello").await;
+    assert!(progress_notice(&blocks).is_some_and(|n| n.contains("does not know")), "{blocks:?}");
     // A real load (with the session's modes) is a load.
-    let mut b = connect(Kind::EmptyLoad);
-    let mut p = b.start_params("");
-    p.resume_session_id = Some("sess-old".into());
-    b.start(&p).await.unwrap();
-    assert_eq!(b.reported_ids(), ["sess-old"]);
+    let mut b = resumed(Kind::EmptyLoad, "", "sess-old").await;
+    assert_eq!(reported_ids(&mut b), ["sess-old"]);
 }
 
 #[tokio::test]
 async fn permission_modes_and_models_are_set_over_acp_and_checked() {
     let b = connect(Kind::Persistent);
-    let mut p = b.start_params("");
+    let mut p = fake_params(&b, "");
     p.permission_mode = Some("yolo".into());
     p.model = Some("Large".into());
     let result = b.start(&p).await.unwrap();
     assert_eq!(result.agent_info.model.as_deref(), Some("Large"));
-    let received = b.received();
+    let received = received(&b);
     let set_mode = received.iter().find(|m| m["method"] == "session/set_mode").unwrap();
     assert_eq!(set_mode["params"], serde_json::json!({"sessionId": "sess-1", "modeId": "yolo"}));
     let set_model = received.iter().find(|m| m["method"] == "session/set_model").unwrap();
@@ -479,7 +442,7 @@ async fn permission_modes_and_models_are_set_over_acp_and_checked() {
     for (mode, model, needle) in [(Some("plan"), None, "default, yolo"), (None, Some("huge"), "fake-small, fake-large")]
     {
         let b = connect(Kind::Persistent);
-        let mut p = b.start_params("");
+        let mut p = fake_params(&b, "");
         p.permission_mode = mode.map(str::to_owned);
         p.model = model.map(str::to_owned);
         let error = b.start_refused(&p).await;
@@ -490,26 +453,26 @@ async fn permission_modes_and_models_are_set_over_acp_and_checked() {
 
 #[tokio::test]
 async fn a_per_turn_lease_starts_the_agent_for_each_turn_and_loads_the_session() {
-    let (mut b, result) = Bridge::started(Kind::PerTurn, "").await;
+    let (mut b, result) = started(Kind::PerTurn, "").await;
     assert_eq!(result.agent_info.version.as_deref(), Some("9.9.9"));
-    assert_eq!(final_text(&b.say("hello").await), "Hello there.");
-    assert_eq!(final_text(&b.say("fake:tool").await), "It printed hello.");
-    let methods = b.methods();
+    assert_eq!(final_text(&say(&mut b, "hello").await), "Hello there.");
+    assert_eq!(final_text(&say(&mut b, "fake:tool").await), "It printed hello.");
+    let methods = methods(&b);
     assert_eq!(methods.iter().filter(|m| *m == "initialize").count(), 3, "{methods:?}");
     assert_eq!(methods.iter().filter(|m| *m == "session/load").count(), 2, "{methods:?}");
     assert_eq!(methods.iter().filter(|m| *m == "session/new").count(), 1, "{methods:?}");
 
     let b = connect(Kind::PerTurn);
-    let error = b.start_refused(&b.start_params("--no-load")).await;
+    let error = b.start_refused(&fake_params(&b, "--no-load")).await;
     assert!(error.message.contains("persistent"), "{}", error.message);
 }
 
 #[tokio::test]
 async fn stop_reasons_and_plans_reach_the_bridge() {
-    let (mut b, _) = Bridge::started(Kind::Persistent, "").await;
-    assert_eq!(end(&b.say("fake:stop:max_tokens").await).reason, EndReason::MaxTokens);
-    assert_eq!(end(&b.say("fake:stop:refusal").await).reason, EndReason::Refusal);
-    let blocks = b.say("fake:plan").await;
+    let (mut b, _) = started(Kind::Persistent, "").await;
+    assert_eq!(end(&say(&mut b, "fake:stop:max_tokens").await).reason, EndReason::MaxTokens);
+    assert_eq!(end(&say(&mut b, "fake:stop:refusal").await).reason, EndReason::Refusal);
+    let blocks = say(&mut b, "fake:plan").await;
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Plan(p) if p.entries.len() == 2)));
 }
 
@@ -539,7 +502,7 @@ async fn the_generic_host_takes_its_identity_from_the_override() {
     assert_eq!(declaration.display_name, "My Agent");
     assert_eq!(declaration.cli_binary.as_deref(), Some("my-agent-cli"));
     assert_eq!(declaration.lease, LeaseKind::Persistent);
-    let result = b.start(&b.start_params("")).await.unwrap();
+    let result = b.start(&fake_params(&b, "")).await.unwrap();
     assert_eq!((result.agent_info.agent_id.as_str(), result.agent_info.name.as_str()), ("my-agent", "My Agent"));
-    assert_eq!(final_text(&b.say("hello").await), "Hello there.");
+    assert_eq!(final_text(&say(&mut b, "hello").await), "Hello there.");
 }

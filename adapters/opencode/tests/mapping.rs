@@ -9,9 +9,9 @@
 use serde_json::Value;
 use terminull_acp::mapping::{Mapper, PromptEnd, keep_chunk};
 use terminull_acp::schema::{PermissionParams, PromptResult, SessionUpdate};
+use terminull_adapter_sdk::testing::{assert_contract, session_end, tool_calls, tool_results};
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{EndReason, PermissionOptionKind, StreamedText, ToolCall, ToolResult, ToolStatus};
-use terminull_protocol::turn::TurnTracker;
+use terminull_protocol::blocks::{EndReason, PermissionOptionKind, StreamedText, ToolStatus};
 
 /// What one captured turn produced.
 struct Played {
@@ -56,11 +56,7 @@ fn play(fixture: &str, interrupted: bool) -> Played {
         }
     }
     blocks.extend(mapper.end_turn(end.expect("the prompt was answered"), interrupted));
-    let mut tracker = TurnTracker::new();
-    for block in &blocks {
-        assert_eq!(tracker.observe(block), None, "{block:?}");
-    }
-    assert!(tracker.end_violations().is_empty(), "{:?}", tracker.end_violations());
+    assert_contract(&blocks);
     Played { blocks, asked }
 }
 
@@ -75,33 +71,6 @@ fn finished_texts(blocks: &[BlockKind], thinking: bool) -> Vec<&StreamedText> {
         .collect()
 }
 
-fn calls(blocks: &[BlockKind]) -> Vec<&ToolCall> {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            BlockKind::ToolCall(c) => Some(c),
-            _ => None,
-        })
-        .collect()
-}
-
-fn results(blocks: &[BlockKind]) -> Vec<&ToolResult> {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            BlockKind::ToolResult(r) => Some(r),
-            _ => None,
-        })
-        .collect()
-}
-
-fn session_end(blocks: &[BlockKind]) -> &terminull_protocol::blocks::SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end last: {other:?}"),
-    }
-}
-
 /// The shared expectations of a shell round trip: thinking, text, the call running then
 /// done with the real output, the final text quoting it after the result.
 fn check_round_trip(blocks: &[BlockKind], final_title: &str) {
@@ -112,7 +81,7 @@ fn check_round_trip(blocks: &[BlockKind], final_title: &str) {
     assert_eq!(texts.len(), 2);
     assert_eq!(texts[0].text, "I'll run the command.");
     assert_eq!(texts[1].text, "Done. The command printed: hello (history=4 msgs)");
-    let calls = calls(blocks);
+    let calls = tool_calls(blocks);
     let first = calls.first().unwrap();
     assert_eq!(
         (first.name.as_str(), first.status, first.title.as_deref()),
@@ -124,7 +93,7 @@ fn check_round_trip(blocks: &[BlockKind], final_title: &str) {
     assert_eq!(last.input["command"], "echo hello");
     assert_eq!(last.title.as_deref(), Some(final_title));
     assert!(calls.iter().all(|c| c.id == first.id && c.name == "execute"));
-    let results = results(blocks);
+    let results = tool_results(blocks);
     assert_eq!(results.len(), 1);
     assert_eq!((results[0].output.as_str(), results[0].is_error), ("hello\n", false));
     let result_at = blocks.iter().position(|b| matches!(b, BlockKind::ToolResult(_))).unwrap();
@@ -166,10 +135,10 @@ fn a_refused_write_fails_its_call_and_the_turn_completes() {
         played.asked,
         vec![("edit".to_owned(), vec!["once".to_owned(), "always".to_owned(), "reject".to_owned()])]
     );
-    let calls = calls(&played.blocks);
+    let calls = tool_calls(&played.blocks);
     assert_eq!(calls.last().unwrap().status, ToolStatus::Error);
     assert_eq!(calls.last().unwrap().input["filePath"], "/work/project/made.txt");
-    let results = results(&played.blocks);
+    let results = tool_results(&played.blocks);
     assert_eq!(results.len(), 1);
     assert!(results[0].is_error);
     assert_eq!(results[0].output, "The user rejected permission to use this specific tool call.");

@@ -1,6 +1,6 @@
 use serde_json::json;
+use terminull_adapter_sdk::testing::{assert_contract, session_end as end};
 use terminull_protocol::blocks::StreamedText;
-use terminull_protocol::turn::TurnTracker;
 
 use super::*;
 use crate::schema::PermissionParams;
@@ -34,14 +34,6 @@ fn turn(updates: Vec<Value>, end: PromptEnd, interrupted: bool) -> Vec<BlockKind
     out
 }
 
-fn assert_contract(blocks: &[BlockKind]) {
-    let mut tracker = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(tracker.observe(b), None, "{b:?} in {blocks:#?}");
-    }
-    assert!(tracker.end_violations().is_empty(), "{:?}", tracker.end_violations());
-}
-
 fn texts(blocks: &[BlockKind], thinking: bool) -> Vec<&StreamedText> {
     blocks
         .iter()
@@ -51,13 +43,6 @@ fn texts(blocks: &[BlockKind], thinking: bool) -> Vec<&StreamedText> {
             _ => None,
         })
         .collect()
-}
-
-fn end(blocks: &[BlockKind]) -> &SessionEnd {
-    match blocks.last() {
-        Some(BlockKind::SessionEnd(e)) => e,
-        other => panic!("no session_end last: {other:?}"),
-    }
 }
 
 fn types(blocks: &[BlockKind]) -> Vec<&'static str> {

@@ -9,7 +9,16 @@ use serde_json::json;
 use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::turn::TurnTracker;
 
+use terminull_adapter_sdk::testing::{blocks_of, final_texts, first_error, tool_calls, tool_results};
+
 use super::*;
+
+/// A captured turn of tests/fixtures.
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!("../../tests/fixtures/", $name))
+    };
+}
 
 fn events(fixture: &str) -> Vec<Event> {
     fixture.lines().filter(|l| !l.trim().is_empty()).map(|l| Event::parse(serde_json::from_str(l).unwrap())).collect()
@@ -74,16 +83,6 @@ fn summary(actions: &[Action]) -> Vec<String> {
     out
 }
 
-fn blocks(actions: &[Action]) -> Vec<&BlockKind> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Emit(b) => Some(b),
-            _ => None,
-        })
-        .collect()
-}
-
 /// The turn contract holds, and `End` is the last action and the only one.
 fn assert_contract(actions: &[Action]) {
     let mut tracker = TurnTracker::new();
@@ -112,12 +111,6 @@ fn s(words: &[&str]) -> Vec<String> {
 
 #[test]
 fn captured_turns_map_to_the_expected_blocks() {
-    struct Case {
-        name: &'static str,
-        fixture: &'static str,
-        interrupt_at: Option<usize>,
-        want: Vec<String>,
-    }
     let round_trip = |tool_result: &str| {
         s(&[
             "thinking…",
@@ -139,42 +132,18 @@ fn captured_turns_map_to_the_expected_blocks() {
         v.retain(|w| w != "ask");
         v
     };
+    // (name, fixture, index of the event before which the user interrupted, summary)
     let cases = [
-        Case {
-            name: "tool round trip (auto-allowed echo)",
-            fixture: include_str!("../../tests/fixtures/tool.jsonl"),
-            interrupt_at: None,
-            want: without_ask(round_trip("ok")),
-        },
-        Case {
-            name: "plain answer",
-            fixture: include_str!("../../tests/fixtures/plain.jsonl"),
-            interrupt_at: None,
-            want: s(&["text…", "text✓", "end:completed"]),
-        },
-        Case {
-            name: "write, permission allowed",
-            fixture: include_str!("../../tests/fixtures/write-allow.jsonl"),
-            interrupt_at: None,
-            want: round_trip("ok"),
-        },
-        Case {
-            name: "write, always allowed",
-            fixture: include_str!("../../tests/fixtures/write-always.jsonl"),
-            interrupt_at: None,
-            want: round_trip("ok"),
-        },
-        Case {
-            name: "write, permission denied",
-            fixture: include_str!("../../tests/fixtures/write-deny.jsonl"),
-            interrupt_at: None,
-            want: round_trip("denied"),
-        },
-        Case {
-            name: "interrupted while the permission waits",
-            fixture: include_str!("../../tests/fixtures/write-interrupt.jsonl"),
-            interrupt_at: Some(52),
-            want: s(&[
+        ("tool round trip (auto-allowed echo)", fixture!("tool.jsonl"), None, without_ask(round_trip("ok"))),
+        ("plain answer", fixture!("plain.jsonl"), None, s(&["text…", "text✓", "end:completed"])),
+        ("write, permission allowed", fixture!("write-allow.jsonl"), None, round_trip("ok")),
+        ("write, always allowed", fixture!("write-always.jsonl"), None, round_trip("ok")),
+        ("write, permission denied", fixture!("write-deny.jsonl"), None, round_trip("denied")),
+        (
+            "interrupted while the permission waits",
+            fixture!("write-interrupt.jsonl"),
+            Some(52),
+            s(&[
                 "thinking…",
                 "thinking✓",
                 "text…",
@@ -185,30 +154,20 @@ fn captured_turns_map_to_the_expected_blocks() {
                 "tool_result:error",
                 "end:interrupted",
             ]),
-        },
-        Case {
-            name: "interrupted mid-text",
-            fixture: include_str!("../../tests/fixtures/slow-interrupt.jsonl"),
-            interrupt_at: Some(5),
-            want: s(&["text…", "text✓", "end:interrupted"]),
-        },
-        Case {
-            name: "API error (no retries)",
-            fixture: include_str!("../../tests/fixtures/api-error.jsonl"),
-            interrupt_at: None,
-            want: s(&["error", "end:error"]),
-        },
-        Case {
-            name: "API error after retries",
-            fixture: include_str!("../../tests/fixtures/api-retry.jsonl"),
-            interrupt_at: None,
-            want: s(&["progress…", "progress✓", "error", "end:error"]),
-        },
-        Case {
-            name: "sub-agent",
-            fixture: include_str!("../../tests/fixtures/subagent.synthetic.jsonl"),
-            interrupt_at: None,
-            want: s(&[
+        ),
+        ("interrupted mid-text", fixture!("slow-interrupt.jsonl"), Some(5), s(&["text…", "text✓", "end:interrupted"])),
+        ("API error (no retries)", fixture!("api-error.jsonl"), None, s(&["error", "end:error"])),
+        (
+            "API error after retries",
+            fixture!("api-retry.jsonl"),
+            None,
+            s(&["progress…", "progress✓", "error", "end:error"]),
+        ),
+        (
+            "sub-agent",
+            fixture!("subagent.synthetic.jsonl"),
+            None,
+            s(&[
                 "text…",
                 "text✓",
                 "tool_call:running",
@@ -221,12 +180,12 @@ fn captured_turns_map_to_the_expected_blocks() {
                 "text✓",
                 "end:completed",
             ]),
-        },
+        ),
     ];
-    for case in cases {
-        let mut mapper = mapper_for(case.fixture);
-        let actions = run(&mut mapper, case.fixture, case.interrupt_at);
-        assert_eq!(summary(&actions), case.want, "{}", case.name);
+    for (name, fixture, interrupt_at, want) in cases {
+        let mut mapper = mapper_for(fixture);
+        let actions = run(&mut mapper, fixture, interrupt_at);
+        assert_eq!(summary(&actions), want, "{name}");
         assert_contract(&actions);
     }
 }
@@ -234,19 +193,15 @@ fn captured_turns_map_to_the_expected_blocks() {
 #[test]
 fn tool_round_trip_details() {
     let mut mapper = Mapper::new("d86b7f53-46d7-40ab-9512-6a699b1181db");
-    let actions = run(&mut mapper, include_str!("../../tests/fixtures/tool.jsonl"), None);
-    let blocks = blocks(&actions);
-    let BlockKind::ToolCall(call) = blocks.iter().find(|b| b.block_type() == "tool_call").unwrap() else {
-        unreachable!()
-    };
+    let actions = run(&mut mapper, fixture!("tool.jsonl"), None);
+    let blocks = blocks_of(&actions);
+    let call = tool_calls(&blocks)[0];
     assert_eq!(call.id.as_str(), "toolu_mock_000001");
     assert_eq!(call.name, "Bash");
     assert_eq!(call.input, json!({"command": "echo hello", "description": "Run the requested command"}));
     assert_eq!(call.title.as_deref(), Some("Run the requested command"));
     assert_eq!(call.parent_id, None);
-    let BlockKind::ToolResult(result) = blocks.iter().find(|b| b.block_type() == "tool_result").unwrap() else {
-        unreachable!()
-    };
+    let result = tool_results(&blocks)[0];
     assert_eq!((result.output.as_str(), result.is_error), ("hello", false));
     let done: Vec<_> = blocks
         .iter()
@@ -276,22 +231,22 @@ fn tool_round_trip_details() {
 fn cost_is_the_growth_of_the_process_total_and_usage_adds_up() {
     let mut mapper = Mapper::new("d86b7f53-46d7-40ab-9512-6a699b1181db");
     mapper.process_started();
-    run(&mut mapper, include_str!("../../tests/fixtures/tool.jsonl"), None);
-    let second = run(&mut mapper, include_str!("../../tests/fixtures/plain.jsonl"), None);
+    run(&mut mapper, fixture!("tool.jsonl"), None);
+    let second = run(&mut mapper, fixture!("plain.jsonl"), None);
     // The plain turn reported total_cost_usd 0.33114 after 0.22053.
     assert_eq!(end(&second).usage.as_ref().unwrap().cost_usd, Some(0.11061));
     let totals = mapper.session_usage();
     assert_eq!((totals.input_tokens, totals.output_tokens, totals.cost_usd), (Some(65838), Some(78), Some(0.33114)));
     // A new process counts from zero again.
     mapper.process_started();
-    let third = run(&mut mapper, include_str!("../../tests/fixtures/plain.jsonl"), None);
+    let third = run(&mut mapper, fixture!("plain.jsonl"), None);
     assert_eq!(end(&third).usage.as_ref().unwrap().cost_usd, Some(0.33114));
 }
 
 #[test]
 fn permission_requests_point_at_the_call_and_answer_the_cli() {
     let mut mapper = Mapper::new("9eaeb06d-e308-4861-9416-c49afdac7b37");
-    let actions = run(&mut mapper, include_str!("../../tests/fixtures/write-always.jsonl"), None);
+    let actions = run(&mut mapper, fixture!("write-always.jsonl"), None);
     let ask = actions
         .iter()
         .find_map(|a| match a {
@@ -359,8 +314,8 @@ fn other_control_requests_are_answered_with_an_error() {
 #[test]
 fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
     let mut mapper = Mapper::new("2ac217bd-8da4-4710-9b98-19b104d15910");
-    let actions = run(&mut mapper, include_str!("../../tests/fixtures/slow-interrupt.jsonl"), Some(5));
-    let last_text = blocks(&actions)
+    let actions = run(&mut mapper, fixture!("slow-interrupt.jsonl"), Some(5));
+    let last_text = blocks_of(&actions)
         .into_iter()
         .filter_map(|b| match b {
             BlockKind::Text(t) => Some(t.clone()),
@@ -389,8 +344,9 @@ fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
     actions.extend(
         mapper.handle(Event::parse(json!({"type": "result", "subtype": "error_during_execution", "is_error": true}))),
     );
-    let texts: Vec<_> = blocks(&actions)
-        .into_iter()
+    let blocks = blocks_of(&actions);
+    let texts: Vec<_> = blocks
+        .iter()
         .filter_map(|b| match b {
             BlockKind::Text(t) => Some((t.text.as_str(), t.done)),
             _ => None,
@@ -402,8 +358,8 @@ fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
 #[test]
 fn api_errors_become_an_error_block_and_retries_a_progress() {
     let mut mapper = Mapper::new("ccdc6add-8771-4ed9-9a44-2c60d9242ec5");
-    let actions = run(&mut mapper, include_str!("../../tests/fixtures/api-retry.jsonl"), None);
-    let blocks = blocks(&actions);
+    let actions = run(&mut mapper, fixture!("api-retry.jsonl"), None);
+    let blocks = blocks_of(&actions);
     let progress: Vec<_> = blocks
         .iter()
         .filter_map(|b| match b {
@@ -420,7 +376,7 @@ fn api_errors_become_an_error_block_and_retries_a_progress() {
             (id, "API error 529 overloaded; gave up after 2 retries", Some(2), None, true),
         ]
     );
-    let BlockKind::Error(error) = blocks.iter().find(|b| b.block_type() == "error").unwrap() else { unreachable!() };
+    let error = first_error(&blocks);
     assert!(error.message.starts_with("API Error: 529 Overloaded"), "{}", error.message);
     assert!(error.recoverable);
     assert_eq!(error.code.as_deref(), Some("model_error"));
@@ -450,35 +406,19 @@ fn a_retry_that_recovers_closes_its_progress() {
 #[test]
 fn sub_agent_calls_nest_under_the_task_call_and_its_text_is_not_shown() {
     let mut mapper = Mapper::new("s");
-    let actions = run(&mut mapper, include_str!("../../tests/fixtures/subagent.synthetic.jsonl"), None);
-    let calls: Vec<_> = blocks(&actions)
+    let actions = run(&mut mapper, fixture!("subagent.synthetic.jsonl"), None);
+    let blocks = blocks_of(&actions);
+    let calls: Vec<_> = tool_calls(&blocks)
         .into_iter()
-        .filter_map(|b| match b {
-            BlockKind::ToolCall(c) if c.status == ToolStatus::Running => {
-                Some((c.id.as_str(), c.name.as_str(), c.parent_id.as_ref().map(|p| p.as_str()), c.title.as_deref()))
-            }
-            _ => None,
-        })
+        .filter(|c| c.status == ToolStatus::Running)
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.parent_id.as_ref().map(|p| p.as_str()), c.title.as_deref()))
         .collect();
     assert_eq!(
         calls,
         [("toolu_task", "Task", None, Some("Find the config")), ("toolu_grep", "Grep", Some("toolu_task"), None),]
     );
-    let texts: Vec<_> = blocks(&actions)
-        .into_iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) if t.done => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(texts, ["I'll delegate.", "It is loaded in src/config.rs."]);
-    let results: Vec<_> = blocks(&actions)
-        .into_iter()
-        .filter_map(|b| match b {
-            BlockKind::ToolResult(r) => Some(r.output.as_str()),
-            _ => None,
-        })
-        .collect();
+    assert_eq!(final_texts(&blocks), ["I'll delegate.", "It is loaded in src/config.rs."]);
+    let results: Vec<_> = tool_results(&blocks).iter().map(|r| r.output.as_str()).collect();
     assert_eq!(results, ["src/config.rs", "The config is loaded in src/config.rs"]);
     assert_eq!(actions[0], Action::SessionId("5b0c1d2e-0000-4000-8000-000000000001".into()));
     assert_eq!(mapper.session_id(), "5b0c1d2e-0000-4000-8000-000000000001");
@@ -487,7 +427,7 @@ fn sub_agent_calls_nest_under_the_task_call_and_its_text_is_not_shown() {
 
 #[test]
 fn unknown_events_change_nothing() {
-    let plain = include_str!("../../tests/fixtures/plain.jsonl");
+    let plain = fixture!("plain.jsonl");
     let mut noisy = String::new();
     for line in plain.lines() {
         noisy.push_str(line);
@@ -511,11 +451,11 @@ fn repeated_message_and_tool_ids_get_fresh_block_ids() {
     // A model server that restarts its counters (or a replay) repeats ids; a block
     // id must still not repeat within the session.
     let mut mapper = Mapper::new("d86b7f53-46d7-40ab-9512-6a699b1181db");
-    let tool = include_str!("../../tests/fixtures/tool.jsonl");
+    let tool = fixture!("tool.jsonl");
     run(&mut mapper, tool, None);
     let again = run(&mut mapper, tool, None);
     assert_contract(&again);
-    let ids: Vec<String> = blocks(&again)
+    let ids: Vec<String> = blocks_of(&again)
         .into_iter()
         .filter_map(|b| match b {
             BlockKind::Text(t) | BlockKind::Thinking(t) if t.done => Some(t.id.to_string()),
@@ -550,7 +490,7 @@ fn long_texts_are_streamed_with_bounded_output() {
     }
     feed.push(json!({"type": "stream_event", "event": {"type": "content_block_stop", "index": 0}}));
     let actions: Vec<Action> = feed.into_iter().flat_map(|v| mapper.handle(Event::parse(v))).collect();
-    let chunks: Vec<_> = blocks(&actions)
+    let chunks: Vec<_> = blocks_of(&actions)
         .into_iter()
         .map(|b| match b {
             BlockKind::Text(t) => t,
@@ -603,7 +543,7 @@ fn tool_output_is_text_and_bounded() {
 #[test]
 fn a_dead_cli_closes_everything_it_left_open() {
     let mut mapper = Mapper::new("s");
-    let tool = include_str!("../../tests/fixtures/tool.jsonl");
+    let tool = fixture!("tool.jsonl");
     // Cut the turn right after the tool call started.
     let cut: String = tool.lines().take_while(|l| !l.contains("\"tool_result\"")).map(|l| format!("{l}\n")).collect();
     let mut actions = run(&mut mapper, &cut, None);

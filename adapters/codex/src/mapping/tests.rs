@@ -1,48 +1,22 @@
 //! Tests of the codex mapping: events in, actions and blocks out.
 
+use terminull_adapter_sdk::testing::{Ending, assert_contract_so_far, describe_with, map_turn};
 use terminull_protocol::blocks::ToolStatus;
-use terminull_protocol::turn::TurnTracker;
-
-use terminull_adapter_sdk::testing::describe_with;
 
 use super::*;
 use crate::events::parse_event;
 
 /// x1.out: a tool round trip (codex 0.171.0 against the scripted model server).
-const TOOL: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
-{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
-{"type":"turn.started"}
-{"type":"item.completed","item":{"id":"item_1","type":"reasoning","text":"The user wants me to run a command; I will use the shell tool."}}
-{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"I'll run the command."}}
-{"type":"item.started","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'echo hello'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
-{"type":"item.completed","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'echo hello'","aggregated_output":"hello\n","exit_code":0,"status":"completed"}}
-{"type":"item.completed","item":{"id":"item_4","type":"reasoning","text":"The tool ran; summarise its output."}}
-{"type":"item.completed","item":{"id":"item_5","type":"agent_message","text":"Done. The command printed: Chunk ID: 01ffdf\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\nhello (history=8 msgs)"}}
-{"type":"turn.completed","usage":{"input_tokens":20697,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":73,"reasoning_output_tokens":0}}"#;
+const TOOL: &str = include_str!("../../tests/fixtures/tool.jsonl");
 
 /// x2.out: the same thread resumed, the agent runs `touch`.
-const RESUME_TOUCH: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
-{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
-{"type":"turn.started"}
-{"type":"item.completed","item":{"id":"item_1","type":"reasoning","text":"The user wants me to run a command; I will use the shell tool."}}
-{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"I'll run the command."}}
-{"type":"item.started","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
-{"type":"item.completed","item":{"id":"item_3","type":"command_execution","command":"/bin/bash -lc 'touch /tmp/lab/ws/made.txt && echo created'","aggregated_output":"created\n","exit_code":0,"status":"completed"}}
-{"type":"item.completed","item":{"id":"item_4","type":"reasoning","text":"The tool ran; summarise its output."}}
-{"type":"item.completed","item":{"id":"item_5","type":"agent_message","text":"Done. The command printed: Chunk ID: d6d983\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 2\nOutput:\ncreated (history=15 msgs)"}}
-{"type":"turn.completed","usage":{"input_tokens":42083,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":155,"reasoning_output_tokens":0}}"#;
+const RESUME_TOUCH: &str = include_str!("../../tests/fixtures/resume-touch.jsonl");
 
 /// x3.out: the model answers HTTP 500.
-const MODEL_ERROR: &str = r#"{"type":"thread.started","thread_id":"01a22a15-bb96-7990-a7d7-56c75662aeac"}
-{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
-{"type":"turn.started"}
-{"type":"error","message":"We’re currently experiencing high demand, which may cause temporary errors."}
-{"type":"turn.failed","error":{"message":"We’re currently experiencing high demand, which may cause temporary errors."}}"#;
+const MODEL_ERROR: &str = include_str!("../../tests/fixtures/model-error.jsonl");
 
 /// x4.out: SIGINT mid-stream; codex prints nothing more and exits.
-const SIGINT: &str = r#"{"type":"thread.started","thread_id":"01a22a15-c021-7c11-ad8d-01c79f953a74"}
-{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."}}
-{"type":"turn.started"}"#;
+const SIGINT: &str = include_str!("../../tests/fixtures/sigint.jsonl");
 
 const FILE_CHANGE: &str = r#"{"type":"turn.started"}
 {"type":"item.completed","item":{"id":"item_1","type":"file_change","changes":[{"path":"/w/a.txt","kind":"add"},{"path":"/w/b.rs","kind":"update"},{"path":"/w/c.md","kind":"delete"}],"status":"completed"}}
@@ -83,32 +57,15 @@ fn describe(action: &Action) -> String {
     describe_with(action, |d| format!("diff? {} {} for {}", d.kind.verb(), d.path, d.tool_call_id))
 }
 
-/// Runs captured lines through a fresh mapper (prefix `p`), then `ending` when the
-/// lines did not end the turn.
-fn run(lines: &str, known_thread: Option<&str>, ending: Ending) -> (Vec<Action>, TurnMapper) {
+/// Runs captured lines through a fresh mapper (prefix `p`), then `ending`.
+fn run(lines: &str, known_thread: Option<&str>, ending: Ending<'_>) -> (Vec<Action>, TurnMapper) {
     let mut mapper = TurnMapper::new("p", known_thread.map(str::to_owned));
-    let mut actions = Vec::new();
-    for line in lines.lines() {
-        let event = parse_event(serde_json::from_str(line).unwrap()).unwrap();
-        actions.extend(mapper.on_event(event));
-    }
-    match ending {
-        Ending::None => {}
-        Ending::Exit(detail) => actions.extend(mapper.on_exit(detail)),
-        Ending::Interrupt => actions.extend(mapper.on_interrupt()),
-    }
+    let actions = map_turn(&mut mapper, lines, parse_event, ending, |m, detail| m.on_exit(detail));
     (actions, mapper)
 }
 
-#[derive(Clone, Copy)]
-enum Ending {
-    None,
-    Exit(&'static str),
-    Interrupt,
-}
-
 /// (name, codex lines, thread known before the turn, how the turn ends, expected actions)
-type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<&'a str>);
+type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending<'a>, Vec<&'a str>);
 
 const WARNING: &str = "error agent_warning recoverable=true \"Model metadata for `mock-model` not found. Defaulting to fallback metadata; this can degrade performance and cause issues.\"";
 
@@ -219,17 +176,16 @@ fn captured_and_synthetic_turns_map_to_these_blocks() {
         }
         assert!(mapper.ended() || matches!(ending, Ending::None), "{name}");
         // Whatever codex printed, the blocks keep the turn contract.
-        let mut tracker = TurnTracker::new();
-        for action in &actions {
-            let block = match action {
-                Action::Emit(kind) => kind.clone(),
-                Action::End(end) => BlockKind::SessionEnd(end.clone()),
-                Action::Agent(d) => diff_block(d, FileContent::Missing),
-                Action::SessionId(_) => continue,
-            };
-            assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
-        }
-        assert_eq!(tracker.open_violations(), vec![], "{name}");
+        let blocks: Vec<BlockKind> = actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::Emit(kind) => Some(kind.clone()),
+                Action::End(end) => Some(BlockKind::SessionEnd(end.clone())),
+                Action::Agent(d) => Some(diff_block(d, FileContent::Missing)),
+                Action::SessionId(_) => None,
+            })
+            .collect();
+        assert_contract_so_far(name, &blocks);
     }
 }
 
@@ -309,13 +265,7 @@ fn usage_is_converted() {
     });
     assert_eq!(
         turn,
-        Usage {
-            input_tokens: Some(100),
-            output_tokens: Some(7),
-            cache_read_tokens: Some(40),
-            cache_write_tokens: None,
-            cost_usd: None
-        }
+        Usage { input_tokens: Some(100), output_tokens: Some(7), cache_read_tokens: Some(40), ..Usage::default() }
     );
 }
 

@@ -1,9 +1,7 @@
 //! Tests of the cursor mapping: events in, actions and blocks out.
 
+use terminull_adapter_sdk::testing::{Ending, assert_contract_so_far, blocks_of, describe, map_turn};
 use terminull_protocol::blocks::ToolStatus;
-use terminull_protocol::turn::TurnTracker;
-
-use terminull_adapter_sdk::testing::{blocks_of, describe};
 
 use serde_json::json;
 
@@ -89,31 +87,15 @@ const FAILED: &str = r#"{"type":"system","subtype":"init","session_id":"s-4"}
 {"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Let me"}]},"timestamp_ms":1}
 {"type":"result","subtype":"error","is_error":true,"result":"Model provider returned 500","session_id":"s-4"}"#;
 
-#[derive(Clone, Copy)]
-enum Ending {
-    None,
-    Exit(&'static str),
-    Interrupt,
-}
-
 /// Runs lines through a fresh mapper (prefix `p`), then `ending`.
-fn run(lines: &str, known_chat: Option<&str>, ending: Ending) -> (Vec<Action>, TurnMapper) {
+fn run(lines: &str, known_chat: Option<&str>, ending: Ending<'_>) -> (Vec<Action>, TurnMapper) {
     let mut mapper = TurnMapper::new("p", known_chat.map(str::to_owned));
-    let mut actions = Vec::new();
-    for line in lines.lines() {
-        let event = parse_event(serde_json::from_str(line).unwrap()).unwrap();
-        actions.extend(mapper.on_event(event));
-    }
-    match ending {
-        Ending::None => {}
-        Ending::Exit(detail) => actions.extend(mapper.on_exit(detail, "agent_exited")),
-        Ending::Interrupt => actions.extend(mapper.on_interrupt()),
-    }
+    let actions = map_turn(&mut mapper, lines, parse_event, ending, |m, detail| m.on_exit(detail, "agent_exited"));
     (actions, mapper)
 }
 
 /// (name, lines, chat known before the turn, how the turn ends, expected actions)
-type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending, Vec<&'a str>);
+type MappingCase<'a> = (&'a str, &'a str, Option<&'a str>, Ending<'a>, Vec<&'a str>);
 
 #[test]
 fn documented_and_synthetic_turns_map_to_these_blocks() {
@@ -139,27 +121,30 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
         format!("tool_result {write} error=false \"wrote /Users/user/project/summary.txt (19 lines, 942 bytes)\""),
         "session_end Completed".to_owned(),
     ];
+    // PARTIAL_SHELL up to its shell call; the cases differ in how the call ends.
+    let shell_call_started = [
+        "session_id s-1",
+        "thinking p-thinking1 done=false \"The user wants \"",
+        "thinking p-thinking1 done=false \"The user wants a command run.\"",
+        "thinking p-thinking1 done=true \"The user wants a command run.\"",
+        "text p-text2 done=false \"I'll run \"",
+        "text p-text2 done=false \"I'll run the command.\"",
+        "text p-text2 done=true \"I'll run the command.\"",
+        "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+    ];
     #[rustfmt::skip]
         let cases: Vec<MappingCase<'_>> = vec![
             ("the documented example sequence", DOCUMENTED, None, Ending::None,
                 documented.iter().map(String::as_str).collect()),
             ("resumed chat is not reported again", &DOCUMENTED[..DOCUMENTED.find('\n').unwrap()], Some(sid), Ending::None, vec![]),
-            ("partial output: pieces streamed, repeats dropped", PARTIAL_SHELL, None, Ending::None, vec![
-                "session_id s-1",
-                "thinking p-thinking1 done=false \"The user wants \"",
-                "thinking p-thinking1 done=false \"The user wants a command run.\"",
-                "thinking p-thinking1 done=true \"The user wants a command run.\"",
-                "text p-text2 done=false \"I'll run \"",
-                "text p-text2 done=false \"I'll run the command.\"",
-                "text p-text2 done=true \"I'll run the command.\"",
-                "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+            ("partial output: pieces streamed, repeats dropped", PARTIAL_SHELL, None, Ending::None, [&shell_call_started[..], &[
                 "tool_call p-call_1 shell Done {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
                 "tool_result p-call_1 error=false \"hello\\n\"",
                 "text p-text3 done=false \"It printed \"",
                 "text p-text3 done=false \"It printed hello.\"",
                 "text p-text3 done=true \"It printed hello.\"",
                 "session_end Completed in=Some(1200) out=Some(40) cache_read=Some(300) cache_write=None",
-            ]),
+            ]].concat()),
             ("whole messages: the repeated final message is dropped", WHOLE_MESSAGES, None, Ending::None, vec![
                 "session_id s-2",
                 "text p-text1 done=false \"Listing files.\"",
@@ -223,20 +208,12 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
                 "session_end Error \"Model provider returned 500\"",
             ]),
             ("output ends without a result", &PARTIAL_SHELL[..PARTIAL_SHELL.find("{\"type\":\"tool_call\",\"subtype\":\"completed\"").unwrap()], None,
-                Ending::Exit("cursor-agent exited with status 1 before finishing the turn:\nError: boom"), vec![
-                "session_id s-1",
-                "thinking p-thinking1 done=false \"The user wants \"",
-                "thinking p-thinking1 done=false \"The user wants a command run.\"",
-                "thinking p-thinking1 done=true \"The user wants a command run.\"",
-                "text p-text2 done=false \"I'll run \"",
-                "text p-text2 done=false \"I'll run the command.\"",
-                "text p-text2 done=true \"I'll run the command.\"",
-                "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
+                Ending::Exit("cursor-agent exited with status 1 before finishing the turn:\nError: boom"), [&shell_call_started[..], &[
                 "tool_call p-call_1 shell Error {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
                 "tool_result p-call_1 error=true \"cursor-agent exited before the tool call finished\"",
                 "error agent_exited recoverable=true \"cursor-agent exited with status 1 before finishing the turn:\\nError: boom\"",
                 "session_end Error \"cursor-agent exited with status 1 before finishing the turn:\\nError: boom\"",
-            ]),
+            ]].concat()),
             ("interrupt closes open text and calls; no session_end of our own", &PARTIAL_SHELL[..PARTIAL_SHELL.find("{\"type\":\"assistant\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"the").unwrap()], Some("s-1"), Ending::Interrupt, vec![
                 "thinking p-thinking1 done=false \"The user wants \"",
                 "thinking p-thinking1 done=false \"The user wants a command run.\"",
@@ -250,11 +227,7 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
         let got: Vec<String> = actions.iter().map(describe).collect();
         assert_eq!(got, want, "{name}");
         // Whatever the CLI printed, the blocks keep the turn contract.
-        let mut tracker = TurnTracker::new();
-        for block in blocks_of(&actions) {
-            assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
-        }
-        assert_eq!(tracker.open_violations(), vec![], "{name}");
+        assert_contract_so_far(name, &blocks_of(&actions));
         assert!(mapper.ended() || lines.lines().count() <= 1, "{name}");
     }
 }
@@ -321,13 +294,7 @@ fn usage_is_converted() {
     });
     assert_eq!(
         turn,
-        Usage {
-            input_tokens: Some(100),
-            output_tokens: Some(7),
-            cache_read_tokens: Some(40),
-            cache_write_tokens: None,
-            cost_usd: None
-        }
+        Usage { input_tokens: Some(100), output_tokens: Some(7), cache_read_tokens: Some(40), ..Usage::default() }
     );
 }
 
