@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::Value;
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::OnPermission::Answer;
-use terminull_adapter_sdk::testing::{TestBridge, executable, serve_in_memory, session_end as end, start_params};
+use terminull_adapter_sdk::testing::{
+    FakeCliBridge, TestBridge, executable, first_error, serve_in_memory, session_end as end, start_params,
+};
 use terminull_opencode::OpenCodeAdapter;
 use terminull_protocol::adapter as proto;
 use terminull_protocol::blocks::ToolStatus;
@@ -27,6 +29,14 @@ fn fake_cli(dir: &Path, flags: &str) -> PathBuf {
 
 fn connect() -> TestBridge {
     serve_in_memory::<OpenCodeAdapter>()
+}
+
+/// A bridge whose adapter started a session on the fake, with the fake's state in
+/// `dir`.
+async fn started() -> FakeCliBridge {
+    let b = FakeCliBridge::new(connect());
+    b.start(&start_params(&fake_cli(b.dir.path(), ""), b.dir.path())).await.unwrap();
+    b
 }
 
 /// The ACP messages the fake read, in order.
@@ -97,9 +107,7 @@ async fn model_effort_and_agent_are_set_in_order_and_checked() {
 
 #[tokio::test]
 async fn a_shell_turn_streams_the_call_and_its_real_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = connect();
-    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let mut b = started().await;
     let blocks = b.send_turn("mock:tool please", Answer("once"), false).await;
     assert_eq!(end(&blocks).reason, EndReason::Completed);
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::Thinking(t) if t.done)));
@@ -109,16 +117,14 @@ async fn a_shell_turn_streams_the_call_and_its_real_output() {
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.output == "hello\n" && !r.is_error)));
     let usage = b.peer.request::<proto::GetUsage>(&proto::Empty {}, T).await.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens), (Some(7766), Some(22)));
-    let prompt = cli_read(dir.path()).into_iter().find(|m| m["method"] == "session/prompt").unwrap();
+    let prompt = cli_read(b.dir.path()).into_iter().find(|m| m["method"] == "session/prompt").unwrap();
     assert_eq!(prompt["params"]["prompt"], serde_json::json!([{"type": "text", "text": "mock:tool please"}]));
     assert_eq!(prompt["params"]["sessionId"], "ses_fake_1");
 }
 
 #[tokio::test]
 async fn permission_answers_reach_the_cli() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = connect();
-    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let mut b = started().await;
     let denied = b.send_turn("mock:write the file", Answer("reject"), false).await;
     let request = denied.iter().find_map(|k| match k {
         BlockKind::PermissionRequest(r) => Some(r),
@@ -131,7 +137,7 @@ async fn permission_answers_reach_the_cli() {
     assert!(denied.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error)));
     let allowed = b.send_turn("mock:write the file", Answer("once"), false).await;
     assert!(allowed.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if !r.is_error && r.output.contains("Wrote"))));
-    let answers: Vec<Value> = cli_read(dir.path())
+    let answers: Vec<Value> = cli_read(b.dir.path())
         .into_iter()
         .filter(|m| m.get("result").is_some())
         .map(|m| m["result"]["outcome"]["optionId"].clone())
@@ -141,22 +147,18 @@ async fn permission_answers_reach_the_cli() {
 
 #[tokio::test]
 async fn an_interrupt_cancels_the_turn_and_the_session_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = connect();
-    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let mut b = started().await;
     let stopped = b.send_turn("mock:slow please", Answer("once"), true).await;
     assert_eq!(end(&stopped).reason, EndReason::Interrupted);
     assert!(!stopped.iter().any(|k| matches!(k, BlockKind::Error(_))));
-    assert!(methods(dir.path()).contains(&"session/cancel".to_owned()));
+    assert!(methods(b.dir.path()).contains(&"session/cancel".to_owned()));
     let after = b.send_turn("mock:plain hi", Answer("once"), false).await;
     assert_eq!(end(&after).reason, EndReason::Completed);
 }
 
 #[tokio::test]
 async fn a_model_error_is_an_error_block_and_the_next_turn_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = connect();
-    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let mut b = started().await;
     let failed = b.send_turn("mock:error now", Answer("once"), false).await;
     assert_eq!(end(&failed).reason, EndReason::Error);
     assert!(failed.iter().any(|k| matches!(k, BlockKind::Error(e) if e.message.contains("scripted server error"))));
@@ -165,21 +167,16 @@ async fn a_model_error_is_an_error_block_and_the_next_turn_works() {
 
 #[tokio::test]
 async fn a_crash_is_reported_with_stderr_and_the_next_turn_resumes_the_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut b = connect();
-    b.start(&start_params(&fake_cli(dir.path(), ""), dir.path())).await.unwrap();
+    let mut b = started().await;
     let crashed = b.send_turn("mock:crash", Answer("once"), false).await;
     assert_eq!(end(&crashed).reason, EndReason::Error);
-    let error = crashed.iter().find_map(|k| match k {
-        BlockKind::Error(e) => Some(e.message.clone()),
-        _ => None,
-    });
-    assert!(error.as_deref().is_some_and(|e| e.contains("fatal: the fake CLI crashed")), "{error:?}");
+    let error = &first_error(&crashed).message;
+    assert!(error.contains("fatal: the fake CLI crashed"), "{error}");
     let after = b.send_turn("mock:tool again", Answer("once"), false).await;
     assert_eq!(end(&after).reason, EndReason::Completed);
-    let m = methods(dir.path());
+    let m = methods(b.dir.path());
     assert_eq!(m.iter().filter(|m| *m == "initialize").count(), 2, "a new process: {m:?}");
-    let resume = cli_read(dir.path()).into_iter().find(|m| m["method"] == "session/resume").unwrap();
+    let resume = cli_read(b.dir.path()).into_iter().find(|m| m["method"] == "session/resume").unwrap();
     assert_eq!(resume["params"]["sessionId"], "ses_fake_1");
 }
 

@@ -10,8 +10,8 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    CallSummary, ScriptedCall, Shared, answer, logged, parse_body,
-    script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
+    CallSummary, ReplyContext, ScriptedApi, Shared, logged, parse_body,
+    script::{self, Conversation, Reply, ToolSpec, content_text},
     sse,
 };
 
@@ -27,29 +27,18 @@ pub(crate) fn conversation(body: &Value) -> Conversation {
     Conversation::of_turns(body, &turns, messages.len(), tool_result, tools)
 }
 
+const MESSAGES: ScriptedApi = ScriptedApi {
+    name: "anthropic",
+    default_model: "mock-claude",
+    conversation,
+    error: error_response,
+    frames: stream_frames,
+    whole: message,
+};
+
 /// `POST /v1/messages`.
 pub(crate) async fn messages(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let ScriptedCall { body, conv, outcome, summary } =
-        match ScriptedCall::read(&state, &method, &uri, "anthropic", &body, conversation) {
-            Ok(call) => call,
-            Err(response) => return *response,
-        };
-    let model = summary.model.clone().unwrap_or_else(|| "mock-claude".into());
-    let response = match outcome {
-        Outcome::Error => error_response(),
-        Outcome::Reply(reply) => {
-            let id = state.next_id();
-            answer(
-                &state,
-                &reply,
-                summary.stream,
-                || stream_frames(&reply, &model, id, conv.input_tokens),
-                || message(&reply, &model, id, conv.input_tokens),
-            )
-            .await
-        }
-    };
-    logged(&state, &method, &uri, Some(body), summary, response)
+    MESSAGES.serve(&state, &method, &uri, &body).await
 }
 
 /// The `error` scenario: HTTP 529 with an `overloaded_error` body.
@@ -82,7 +71,7 @@ fn tool_id(id: u64) -> String {
     format!("toolu_mock_{id:06}")
 }
 
-fn message(reply: &Reply, model: &str, id: u64, input_tokens: u64) -> Value {
+fn message(&ReplyContext { reply, model, id, input_tokens, .. }: &ReplyContext<'_>) -> Value {
     let mut content = Vec::new();
     if let Some(thinking) = &reply.thinking {
         content.push(json!({"type": "thinking", "thinking": thinking, "signature": SIGNATURE}));
@@ -101,7 +90,7 @@ fn message(reply: &Reply, model: &str, id: u64, input_tokens: u64) -> Value {
     })
 }
 
-fn stream_frames(reply: &Reply, model: &str, id: u64, input_tokens: u64) -> Vec<String> {
+fn stream_frames(&ReplyContext { reply, model, id, input_tokens, .. }: &ReplyContext<'_>) -> Vec<String> {
     let mut frames = vec![sse::named(
         "message_start",
         &json!({"type": "message_start", "message": {

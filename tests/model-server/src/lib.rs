@@ -202,6 +202,62 @@ impl ScriptedCall {
     }
 }
 
+/// A scripted reply with what an API needs to render it.
+pub(crate) struct ReplyContext<'a> {
+    pub reply: &'a script::Reply,
+    /// The model the request named, or the API's default.
+    pub model: &'a str,
+    /// This answer's id suffix, unique within the server.
+    pub id: u64,
+    /// The tokens the request counts as input.
+    pub input_tokens: u64,
+    /// The request body (for options such as `stream_options`).
+    pub request: &'a Value,
+}
+
+/// An API whose model calls go the same way: read the call ([`ScriptedCall::read`]),
+/// answer the `error` scenario with its error response and a reply as SSE frames or one
+/// JSON body, and log it. (Gemini names the model in the path and is served apart.)
+pub(crate) struct ScriptedApi {
+    /// The API's name in the request log.
+    pub name: &'static str,
+    /// The model answered when the request names none.
+    pub default_model: &'static str,
+    pub conversation: fn(&Value) -> script::Conversation,
+    /// The answer to the `error` scenario.
+    pub error: fn() -> Response,
+    /// The reply as a stream.
+    pub frames: fn(&ReplyContext<'_>) -> Vec<String>,
+    /// The reply as one JSON body.
+    pub whole: fn(&ReplyContext<'_>) -> Value,
+}
+
+impl ScriptedApi {
+    /// Answers one model call.
+    pub(crate) async fn serve(&self, state: &AppState, method: &Method, uri: &Uri, body: &Bytes) -> Response {
+        let ScriptedCall { body, conv, outcome, summary } =
+            match ScriptedCall::read(state, method, uri, self.name, body, self.conversation) {
+                Ok(call) => call,
+                Err(response) => return *response,
+            };
+        let model = summary.model.clone().unwrap_or_else(|| self.default_model.into());
+        let response = match outcome {
+            script::Outcome::Error => (self.error)(),
+            script::Outcome::Reply(reply) => {
+                let context = ReplyContext {
+                    reply: &reply,
+                    model: &model,
+                    id: state.next_id(),
+                    input_tokens: conv.input_tokens,
+                    request: &body,
+                };
+                answer(state, &reply, summary.stream, || (self.frames)(&context), || (self.whole)(&context)).await
+            }
+        };
+        logged(state, method, uri, Some(body), summary, response)
+    }
+}
+
 /// Sends a scripted reply the way every API does: as the SSE `frames` when `stream`,
 /// else as one JSON body once the reply's pace allows.
 pub(crate) async fn answer(

@@ -10,8 +10,8 @@ use axum::{
 use serde_json::{Value, json};
 
 use crate::{
-    ScriptedCall, Shared, answer, logged,
-    script::{self, Conversation, Outcome, Reply, ToolSpec, content_text},
+    ReplyContext, ScriptedApi, Shared,
+    script::{self, Conversation, Reply, ToolSpec, content_text},
     sse,
 };
 
@@ -44,23 +44,21 @@ fn responses_conversation(body: &Value) -> Conversation {
     Conversation::of_turns(body, &turns, items.len(), tool_result, tools)
 }
 
+const RESPONSES: ScriptedApi = ScriptedApi {
+    name: "responses",
+    default_model: "mock-model",
+    conversation: responses_conversation,
+    error: error_response,
+    frames: |c| ResponsesRender::of(c).frames(),
+    whole: |c| {
+        let r = ResponsesRender::of(c);
+        r.response("completed", r.items())
+    },
+};
+
 /// `POST /v1/responses`.
 pub(crate) async fn responses(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let ScriptedCall { body, conv, outcome, summary } =
-        match ScriptedCall::read(&state, &method, &uri, "responses", &body, responses_conversation) {
-            Ok(call) => call,
-            Err(response) => return *response,
-        };
-    let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
-    let response = match outcome {
-        Outcome::Error => error_response(),
-        Outcome::Reply(reply) => {
-            let id = state.next_id();
-            let r = ResponsesRender { reply: &reply, model: &model, id, input_tokens: conv.input_tokens };
-            answer(&state, &reply, summary.stream, || r.frames(), || r.response("completed", r.items())).await
-        }
-    };
-    logged(&state, &method, &uri, Some(body), summary, response)
+    RESPONSES.serve(&state, &method, &uri, &body).await
 }
 
 struct ResponsesRender<'a> {
@@ -70,7 +68,11 @@ struct ResponsesRender<'a> {
     input_tokens: u64,
 }
 
-impl ResponsesRender<'_> {
+impl<'a> ResponsesRender<'a> {
+    fn of(c: &ReplyContext<'a>) -> Self {
+        Self { reply: c.reply, model: c.model, id: c.id, input_tokens: c.input_tokens }
+    }
+
     fn rs_id(&self) -> String {
         format!("rs_mock_{:06}", self.id)
     }
@@ -209,30 +211,18 @@ fn chat_conversation(body: &Value) -> Conversation {
     Conversation::of_turns(body, &turns, messages.len(), tool_result, tools)
 }
 
+const CHAT_COMPLETIONS: ScriptedApi = ScriptedApi {
+    name: "chat",
+    default_model: "mock-model",
+    conversation: chat_conversation,
+    error: error_response,
+    frames: chat_frames,
+    whole: chat_message,
+};
+
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(State(state): State<Shared>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let ScriptedCall { body, conv, outcome, summary } =
-        match ScriptedCall::read(&state, &method, &uri, "chat", &body, chat_conversation) {
-            Ok(call) => call,
-            Err(response) => return *response,
-        };
-    let model = summary.model.clone().unwrap_or_else(|| "mock-model".into());
-    let include_usage = body["stream_options"]["include_usage"].as_bool().unwrap_or(false);
-    let response = match outcome {
-        Outcome::Error => error_response(),
-        Outcome::Reply(reply) => {
-            let id = state.next_id();
-            answer(
-                &state,
-                &reply,
-                summary.stream,
-                || chat_frames(&reply, &model, id, conv.input_tokens, include_usage),
-                || chat_message(&reply, &model, id, conv.input_tokens),
-            )
-            .await
-        }
-    };
-    logged(&state, &method, &uri, Some(body), summary, response)
+    CHAT_COMPLETIONS.serve(&state, &method, &uri, &body).await
 }
 
 fn chat_usage(reply: &Reply, input_tokens: u64) -> Value {
@@ -244,7 +234,7 @@ fn finish_reason(reply: &Reply) -> &'static str {
     if reply.tool_call.is_some() { "tool_calls" } else { "stop" }
 }
 
-fn chat_message(reply: &Reply, model: &str, id: u64, input_tokens: u64) -> Value {
+fn chat_message(&ReplyContext { reply, model, id, input_tokens, .. }: &ReplyContext<'_>) -> Value {
     let mut message = json!({"role": "assistant", "content": (!reply.text_chunks.is_empty()).then(|| reply.text())});
     if let Some(t) = &reply.thinking {
         message["reasoning_content"] = json!(t);
@@ -258,7 +248,8 @@ fn chat_message(reply: &Reply, model: &str, id: u64, input_tokens: u64) -> Value
            "usage": chat_usage(reply, input_tokens)})
 }
 
-fn chat_frames(reply: &Reply, model: &str, id: u64, input_tokens: u64, include_usage: bool) -> Vec<String> {
+fn chat_frames(&ReplyContext { reply, model, id, input_tokens, request }: &ReplyContext<'_>) -> Vec<String> {
+    let include_usage = request["stream_options"]["include_usage"].as_bool().unwrap_or(false);
     let chunk = |delta: Value, finish: Option<&str>| {
         json!({"id": format!("chatcmpl-mock-{id:06}"), "object": "chat.completion.chunk", "created": 1_700_000_000,
                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
