@@ -3,8 +3,8 @@
 //! - [`TestBridge`] (and [`FakeCliBridge`], with the fake CLI's directory): the adapter's [`serve_io`](crate::serve_io) loop in memory,
 //!   connected to a bridge-side rpc [`Peer`]; it starts sessions, sends messages and
 //!   collects a turn's blocks the way the bridge sees them.
-//! - [`executable`], [`start_params`]: a fake agent CLI (a script replaying recorded
-//!   output) and the `start` that runs it.
+//! - [`fake_cli_script`], [`executable`], [`start_params`]: a fake agent CLI (a script
+//!   replaying recorded output) and the `start` that runs it.
 //! - [`assert_contract`], [`session_end`], [`first_error`], [`tool_calls`],
 //!   [`tool_results`], [`final_texts`]: checks on a collected turn and the blocks a
 //!   test looks at.
@@ -244,6 +244,18 @@ pub fn executable(path: &Path, body: &str) -> PathBuf {
     std::fs::write(path, body).expect("write the fake CLI");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("make the fake CLI executable");
     path.to_path_buf()
+}
+
+/// Writes a fake agent CLI, `<dir>/<name>`: a bash script that answers `--version`
+/// with `version` and otherwise runs `body`, with `$F` the crate's `fixtures` directory
+/// (captured output to replay) and `$LOG` the log [`FakeCliBridge::log`] reads.
+pub fn fake_cli_script(dir: &Path, name: &str, fixtures: &Path, version: &str, body: &str) -> PathBuf {
+    let script = format!(
+        "#!/bin/bash\nF='{}'\nLOG='{}'\nif [ \"$1\" = \"--version\" ]; then echo '{version}'; exit 0; fi\n{body}",
+        fixtures.display(),
+        dir.join("log").display()
+    );
+    executable(&dir.join(name), &script)
 }
 
 /// Panics unless `blocks` keep the turn contract and close everything they open.

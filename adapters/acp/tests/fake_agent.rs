@@ -34,53 +34,46 @@ const CAPS: Caps = Caps {
     terminal: false,
 };
 
-/// The fake agent, run through the wrapper script given as `binary`.
-#[derive(Debug)]
-struct Fake;
+/// A profile of the fake agent, run through the wrapper script given as `binary`, with
+/// the profile constants that set it apart.
+macro_rules! fake_profile {
+    ($(#[$doc:meta])* $name:ident, $id:literal $(, $($rest:tt)*)?) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        struct $name;
 
-impl AcpProfile for Fake {
-    const AGENT_ID: &'static str = "fake-acp";
-    const DISPLAY_NAME: &'static str = "Fake ACP";
-    const CLI_BINARY: Option<&'static str> = None;
-    const CAPS: Caps = CAPS;
+        impl AcpProfile for $name {
+            const AGENT_ID: &'static str = $id;
+            const DISPLAY_NAME: &'static str = "Fake ACP";
+            const CLI_BINARY: Option<&'static str> = None;
+            const CAPS: Caps = CAPS;
+            $($($rest)*)?
 
-    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
-        let program = settings.binary.clone().ok_or_else(|| AdapterError::invalid("binary is required"))?;
-        Ok(Launch { program: program.into(), args: vec![], env: vec![] })
-    }
+            fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
+                let program = settings.binary.clone().ok_or_else(|| AdapterError::invalid("binary is required"))?;
+                Ok(Launch { program: program.into(), args: vec![], env: vec![] })
+            }
+        }
+    };
 }
 
-/// The same agent, one process per turn.
-#[derive(Debug)]
-struct FakePerTurn;
-
-impl AcpProfile for FakePerTurn {
-    const AGENT_ID: &'static str = "fake-per-turn";
-    const DISPLAY_NAME: &'static str = "Fake ACP";
-    const CLI_BINARY: Option<&'static str> = None;
-    const CAPS: Caps = CAPS;
+fake_profile!(
+    /// The fake agent, one process for the session.
+    Fake,
+    "fake-acp"
+);
+fake_profile!(
+    /// The same agent, one process per turn.
+    FakePerTurn,
+    "fake-per-turn",
     const LEASE: LeaseKind = LeaseKind::PerTurn;
-
-    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
-        Fake::launch(settings)
-    }
-}
-
-/// The same agent, read as answering `session/load` of an unknown id with `{}` (Hermes).
-#[derive(Debug)]
-struct FakeEmptyLoad;
-
-impl AcpProfile for FakeEmptyLoad {
-    const AGENT_ID: &'static str = "fake-empty-load";
-    const DISPLAY_NAME: &'static str = "Fake ACP";
-    const CLI_BINARY: Option<&'static str> = None;
-    const CAPS: Caps = CAPS;
+);
+fake_profile!(
+    /// The same agent, read as answering `session/load` of an unknown id with `{}` (Hermes).
+    FakeEmptyLoad,
+    "fake-empty-load",
     const EMPTY_LOAD_MEANS_UNKNOWN: bool = true;
-
-    fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
-        Fake::launch(settings)
-    }
-}
+);
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_acp_agent.py")

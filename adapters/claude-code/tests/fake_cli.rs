@@ -8,7 +8,7 @@ use std::time::Duration;
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::OnPermission::Answer;
 use terminull_adapter_sdk::testing::{
-    FakeCliBridge, executable, first_error, serve_in_memory, session_end as end, start_params,
+    FakeCliBridge, fake_cli_script, first_error, serve_in_memory, session_end as end, start_params,
 };
 use terminull_claude_code::ClaudeCode;
 use terminull_protocol::adapter as proto;
@@ -21,12 +21,7 @@ const T: Option<Duration> = Some(Duration::from_secs(30));
 /// by the user message's text.
 fn fake_cli(dir: &Path) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let log = dir.join("log");
-    let script = format!(
-        r#"#!/bin/bash
-F='{fixtures}'
-LOG='{log}'
-if [ "$1" = "--version" ]; then echo "2.1.197 (Claude Code)"; exit 0; fi
+    let script = r#"
 echo "args: $*" >> "$LOG"
 read -r line; echo "in: $line" >> "$LOG"
 cat "$F/init-response.json"
@@ -35,7 +30,7 @@ while read -r line; do
   case "$line" in
     *mock:tool*)
       echo 'this line is not JSON'
-      echo '{{"type":"brand_new_event","x":1}}'
+      echo '{"type":"brand_new_event","x":1}'
       cat "$F/tool.jsonl" ;;
     *mock:write*)
       sed -n '1,/can_use_tool/p' "$F/write-allow.jsonl"
@@ -51,11 +46,8 @@ while read -r line; do
       exit 3 ;;
   esac
 done
-"#,
-        fixtures = fixtures.display(),
-        log = log.display()
-    );
-    executable(&dir.join("claude"), &script)
+"#;
+    fake_cli_script(dir, "claude", &fixtures, "2.1.197 (Claude Code)", script)
 }
 
 type Bridge = FakeCliBridge;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::{
-    FakeCliBridge, OnPermission, executable, final_texts, first_error, serve_in_memory, session_end as end,
+    FakeCliBridge, OnPermission, fake_cli_script, final_texts, first_error, serve_in_memory, session_end as end,
     start_params,
 };
 use terminull_cursor::Cursor;
@@ -25,21 +25,16 @@ const CHAT: &str = "0c7a6f3e-52b1-4c8e-9d3f-2a6b1e9c4d57";
 /// argument).
 fn fake_cli(dir: &Path) -> PathBuf {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let log = dir.join("log");
-    let script = format!(
-        r#"#!/bin/bash
-F='{fixtures}'
-LOG='{log}'
-if [ "$1" = "--version" ]; then echo "2026.01.28-fd13201"; exit 0; fi
+    let script = r#"
 line="args:"; for a in "$@"; do line="$line [$a]"; done; echo "$line" >> "$LOG"
 # stdin must be closed by the adapter: this read returns at once then.
 if read -r -t 5 extra; then echo "stdin: $extra" >> "$LOG"; fi
-prompt="${{@: -1}}"
+prompt="${@: -1}"
 case "$prompt" in
   *mock:tool*)
     echo 'this line is not JSON'
-    echo '{{"type":"brand_new_event","x":1}}'
-    echo '{{"type":"interaction_query","subtype":"request"}}'
+    echo '{"type":"brand_new_event","x":1}'
+    echo '{"type":"interaction_query","subtype":"request"}'
     cat "$F/tool.jsonl" ;;
   *mock:write*) cat "$F/write.jsonl" ;;
   *mock:slow*)
@@ -57,11 +52,8 @@ case "$prompt" in
   *mock:fail*) cat "$F/error-result.jsonl" ;;
   *) cat "$F/text.jsonl" ;;
 esac
-"#,
-        fixtures = fixtures.display(),
-        log = log.display()
-    );
-    executable(&dir.join("cursor-agent"), &script)
+"#;
+    fake_cli_script(dir, "cursor-agent", &fixtures, "2026.01.28-fd13201", script)
 }
 
 type Bridge = FakeCliBridge;

@@ -72,7 +72,8 @@ fn finished_texts(blocks: &[BlockKind], thinking: bool) -> Vec<&StreamedText> {
 }
 
 /// The shared expectations of a shell round trip: thinking, text, the call running then
-/// done with the real output, the final text quoting it after the result.
+/// done with the real output, the final text quoting it after the result, the turn
+/// completed.
 fn check_round_trip(blocks: &[BlockKind], final_title: &str) {
     let thoughts = finished_texts(blocks, true);
     assert_eq!(thoughts.len(), 2, "one thought per model step");
@@ -99,15 +100,14 @@ fn check_round_trip(blocks: &[BlockKind], final_title: &str) {
     let result_at = blocks.iter().position(|b| matches!(b, BlockKind::ToolResult(_))).unwrap();
     let answer_at = blocks.iter().position(|b| matches!(b, BlockKind::Text(t) if t.text.starts_with("Done."))).unwrap();
     assert!(result_at < answer_at, "the answer follows the result");
+    assert_eq!(session_end(blocks).reason, EndReason::Completed);
 }
 
 #[test]
 fn opencode_shell_round_trip() {
     let played = play("opencode-tool.jsonl", false);
     check_round_trip(&played.blocks, "echo hello");
-    let end = session_end(&played.blocks);
-    assert_eq!(end.reason, EndReason::Completed);
-    let usage = end.usage.as_ref().unwrap();
+    let usage = session_end(&played.blocks).usage.as_ref().unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens), (Some(7766), Some(22)));
     assert!(played.asked.is_empty());
     // The cost (0 USD with the mock's model) comes as a session_summary.
@@ -123,9 +123,7 @@ fn kilo_shell_round_trip_is_the_same_but_for_its_final_title() {
     let played = play("kilo-tool.jsonl", false);
     // Kilo retitles the finished call with the command's description.
     check_round_trip(&played.blocks, "Run the requested command");
-    let end = session_end(&played.blocks);
-    assert_eq!(end.reason, EndReason::Completed);
-    assert_eq!(end.usage.as_ref().and_then(|u| u.input_tokens), Some(12518));
+    assert_eq!(session_end(&played.blocks).usage.as_ref().and_then(|u| u.input_tokens), Some(12518));
 }
 
 #[test]

@@ -111,22 +111,17 @@ fn s(words: &[&str]) -> Vec<String> {
 
 #[test]
 fn captured_turns_map_to_the_expected_blocks() {
+    // The write and tool fixtures: the model's first step up to the permission
+    // request, the call's outcome, the model's answer.
+    let asked = ["thinking…", "thinking✓", "text…", "text✓", "tool_call:running", "ask"];
+    let answered = ["thinking…", "thinking✓", "text…", "text✓", "end:completed"];
     let round_trip = |tool_result: &str| {
-        s(&[
-            "thinking…",
-            "thinking✓",
-            "text…",
-            "text✓",
-            "tool_call:running",
-            "ask",
-            if tool_result == "ok" { "tool_call:done" } else { "tool_call:error" },
-            if tool_result == "ok" { "tool_result" } else { "tool_result:error" },
-            "thinking…",
-            "thinking✓",
-            "text…",
-            "text✓",
-            "end:completed",
-        ])
+        let outcome = if tool_result == "ok" {
+            ["tool_call:done", "tool_result"]
+        } else {
+            ["tool_call:error", "tool_result:error"]
+        };
+        s(&[&asked[..], &outcome, &answered].concat())
     };
     let without_ask = |mut v: Vec<String>| {
         v.retain(|w| w != "ask");
@@ -143,17 +138,7 @@ fn captured_turns_map_to_the_expected_blocks() {
             "interrupted while the permission waits",
             fixture!("write-interrupt.jsonl"),
             Some(52),
-            s(&[
-                "thinking…",
-                "thinking✓",
-                "text…",
-                "text✓",
-                "tool_call:running",
-                "ask",
-                "tool_call:error",
-                "tool_result:error",
-                "end:interrupted",
-            ]),
+            s(&[&asked[..], &["tool_call:error", "tool_result:error", "end:interrupted"]].concat()),
         ),
         ("interrupted mid-text", fixture!("slow-interrupt.jsonl"), Some(5), s(&["text…", "text✓", "end:interrupted"])),
         ("API error (no retries)", fixture!("api-error.jsonl"), None, s(&["error", "end:error"])),

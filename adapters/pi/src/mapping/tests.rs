@@ -1,12 +1,11 @@
 //! Tests of the pi mapping: events in, actions and blocks out.
 
-use terminull_adapter_sdk::testing::{blocks_of, describe_with};
+use terminull_adapter_sdk::testing::{assert_contract_so_far, blocks_of, describe_with};
 
 use serde_json::json;
 
 use super::*;
 use crate::events::parse_line;
-use terminull_protocol::turn::TurnTracker;
 
 /// One recorded turn: the adapter's commands (`in`) and pi's lines (`out`).
 struct Recording {
@@ -100,12 +99,9 @@ fn chunks_grow(actions: &[Action]) {
 }
 
 fn keeps_the_contract(name: &str, actions: &[Action]) {
-    let mut tracker = TurnTracker::new();
-    for block in blocks_of(actions) {
-        assert_eq!(tracker.observe(&block), None, "{name}: {block:?}");
-    }
-    assert!(tracker.ended(), "{name}: no session_end");
-    assert_eq!(tracker.open_violations(), vec![], "{name}");
+    let blocks = blocks_of(actions);
+    assert_contract_so_far(name, &blocks);
+    assert!(matches!(blocks.last(), Some(BlockKind::SessionEnd(_))), "{name}: no session_end");
 }
 
 const TOOL: &str = include_str!("../../tests/fixtures/tool.jsonl");
