@@ -93,6 +93,21 @@ async fn run_turn(hosted: &mut HostedAdapter, text: &str, within: Duration) -> T
     }
 }
 
+/// Starts session `s1` in `cwd` on `hosted`, runs one turn of `text` (see [`run_turn`]),
+/// then stops the session and shuts the adapter down: the `start` answer and the turn.
+async fn one_turn_session(
+    mut hosted: HostedAdapter,
+    cwd: &Path,
+    text: &str,
+    within: Duration,
+) -> (proto::StartResult, TurnSeen) {
+    let started = hosted.call::<proto::Start>(&start_in(cwd)).await.unwrap();
+    let turn = run_turn(&mut hosted, text, within).await;
+    hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
+    hosted.shutdown().await;
+    (started, turn)
+}
+
 /// A home whose ext_adapters/ holds: the Python reference adapter (valid), a drop-in
 /// reusing the built-in id `echo`, one missing provides_models, and a file that is not
 /// executable.
@@ -132,12 +147,9 @@ async fn a_registered_python_drop_in_runs_a_session() {
     let home = mixed_home();
     let registry = scan_home(home.path(), support::echo_only_exe_dir()).await;
     let agent = registry.get("echo-py").unwrap();
-    let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
-    hosted.call::<proto::Start>(&start_in(home.path())).await.unwrap();
-    let turn = run_turn(&mut hosted, "hi there", Duration::from_secs(10)).await;
+    let hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
+    let (_, turn) = one_turn_session(hosted, home.path(), "hi there", Duration::from_secs(10)).await;
     assert_eq!(turn.text, "You said: hi there");
-    hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
-    hosted.shutdown().await;
 }
 
 #[tokio::test]
@@ -221,17 +233,14 @@ async fn a_session_runs_through_an_acp_agent_declared_only_in_config() {
     let home = acp_home();
     let registry = scan_acp_home(home.path()).await;
     let agent = registry.get("fake-acp").unwrap();
-    let mut hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
+    let hosted = launch(agent.command.clone(), Duration::from_secs(10)).await.unwrap();
     assert_eq!(hosted.declaration().agent_id.as_str(), "fake-acp");
-    let started = hosted.call::<proto::Start>(&start_in(home.path())).await.unwrap();
+    let (started, turn) = one_turn_session(hosted, home.path(), "fake:tool please", Duration::from_secs(30)).await;
     assert_eq!(started.agent_info.name, "Fake ACP");
     assert!(started.agent_info.slash_commands.iter().any(|c| c.name == "compact"));
-    let turn = run_turn(&mut hosted, "fake:tool please", Duration::from_secs(30)).await;
     assert!(turn.agent_session_id.as_deref().is_none_or(|id| id == "sess-1"), "{turn:?}");
     assert_eq!(turn.tool_output.as_deref(), Some("hello"));
     assert_eq!(turn.text, "It printed hello.");
-    hosted.call::<proto::Stop>(&Empty {}).await.unwrap();
-    hosted.shutdown().await;
     let log = std::fs::read_to_string(home.path().join("agent.log")).unwrap();
     assert!(log.contains("\"method\": \"session/prompt\"") || log.contains("\"method\":\"session/prompt\""), "{log}");
 }

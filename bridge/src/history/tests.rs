@@ -57,6 +57,14 @@ fn filled(store: &HistoryStore, id: &str, n: u64) -> SessionLog {
     log
 }
 
+/// Session `s1` with `n` user messages, closed, then `tail` appended to its data file as
+/// a crash mid-write leaves it; the data file's path.
+fn crashed_with(store: &HistoryStore, n: u64, tail: &[u8]) -> PathBuf {
+    let data = filled(store, "s1", n).dir().join(DATA_FILE);
+    append_raw(&data, tail);
+    data
+}
+
 fn append_raw(path: &Path, bytes: &[u8]) {
     let mut f = OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(bytes).unwrap();
@@ -151,10 +159,7 @@ fn capture_logs(f: impl FnOnce()) -> String {
 #[test]
 fn recovery_warns_naming_the_file_and_the_bytes_dropped() {
     let (_tmp, store) = store();
-    let log = filled(&store, "s1", 3);
-    let data = log.dir().join(DATA_FILE);
-    drop(log);
-    append_raw(&data, b"{\"seq\":4,\"ts\":1.0,");
+    let data = crashed_with(&store, 3, b"{\"seq\":4,\"ts\":1.0,");
     let logs = capture_logs(|| drop(store.open_session(&"s1".into()).unwrap()));
     assert!(logs.contains("WARN"), "{logs}");
     assert!(logs.contains(&data.display().to_string()), "{logs}");
@@ -225,10 +230,7 @@ fn kill_dash_nine_mid_append_loses_at_most_the_torn_line() {
 #[test]
 fn torn_line_in_an_otherwise_empty_log_leaves_an_empty_log() {
     let (_tmp, store) = store();
-    let log = store.create(meta("s1")).unwrap();
-    let data = log.dir().join(DATA_FILE);
-    drop(log);
-    append_raw(&data, b"{\"seq\":1,\"ts\"");
+    let data = crashed_with(&store, 0, b"{\"seq\":1,\"ts\"");
     let mut log = store.open_session(&"s1".into()).unwrap();
     assert_eq!(log.last_seq(), 0);
     assert_eq!(fs::metadata(&data).unwrap().len(), 0);
@@ -238,10 +240,12 @@ fn torn_line_in_an_otherwise_empty_log_leaves_an_empty_log() {
 #[test]
 fn only_the_last_line_is_cut_and_damage_before_it_is_skipped() {
     let (_tmp, store) = store();
-    let log = filled(&store, "s1", 3);
-    let data = log.dir().join(DATA_FILE);
-    drop(log);
-    append_raw(&data, b"damaged line\n{\"torn");
+    let data = crashed_with(
+        &store,
+        3,
+        b"damaged line
+{\"torn",
+    );
     let mut log = store.open_session(&"s1".into()).unwrap();
     assert_eq!(log.last_seq(), 3);
     assert_eq!(log.append(user(4)).unwrap().seq, Some(4));

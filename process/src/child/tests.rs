@@ -181,15 +181,22 @@ async fn spawning_a_missing_program_is_a_typed_error() {
     assert!(err.to_string().contains("could not start"));
 }
 
+/// Spawns `script`, which starts a grandchild and first prints `{"grandchild": <pid>}`:
+/// the process, the rest of its lines and the grandchild's pid.
+#[cfg(target_os = "linux")]
+async fn spawn_with_grandchild(script: &str) -> (AgentProcess, LineReceiver, u64) {
+    let (p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
+    (p, rx, first["grandchild"].as_u64().unwrap())
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn shutdown_kills_a_child_that_ignores_sigterm_and_its_grandchild() {
     // The shell ignores SIGTERM and so does its `sleep` (an ignored signal stays
     // ignored across exec); neither reads stdin. Only SIGKILL to the group ends both.
     let script = r#"trap '' TERM; sleep 1000 & echo "{\"grandchild\": $!}"; wait"#;
-    let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
-    let grandchild = first["grandchild"].as_u64().unwrap();
+    let (mut p, rx, grandchild) = spawn_with_grandchild(script).await;
     assert!(!is_gone(grandchild));
     let leader = u64::from(p.pid());
 
@@ -209,9 +216,7 @@ async fn shutdown_kills_a_child_that_ignores_sigterm_and_its_grandchild() {
 async fn shutdown_sweeps_a_grandchild_left_behind_by_a_child_that_exited() {
     // The shell exits at end of input but leaves `sleep` running in its group.
     let script = r#"sleep 1000 & echo "{\"grandchild\": $!}"; cat >/dev/null"#;
-    let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
-    let grandchild = first["grandchild"].as_u64().unwrap();
+    let (mut p, _rx, grandchild) = spawn_with_grandchild(script).await;
 
     let outcome =
         tokio::time::timeout(Duration::from_secs(60), p.shutdown(Duration::from_secs(5))).await.expect("shutdown hung");
@@ -224,17 +229,13 @@ async fn shutdown_sweeps_a_grandchild_left_behind_by_a_child_that_exited() {
 #[tokio::test]
 async fn kill_group_and_drop_end_the_whole_group() {
     let script = r#"sleep 1000 & echo "{\"grandchild\": $!}"; wait"#;
-    let (mut p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
-    let grandchild = first["grandchild"].as_u64().unwrap();
+    let (mut p, _rx, grandchild) = spawn_with_grandchild(script).await;
     p.kill_group().unwrap();
     let status = tokio::time::timeout(Duration::from_secs(30), p.wait()).await.unwrap().unwrap();
     assert!(!status.success());
     assert!(wait_gone(grandchild).await);
 
-    let (p, mut rx) = AgentProcess::spawn(sh(script), SpawnOptions::default()).unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap().unwrap();
-    let grandchild = first["grandchild"].as_u64().unwrap();
+    let (p, _rx, grandchild) = spawn_with_grandchild(script).await;
     let leader = u64::from(p.pid());
     drop(p);
     assert!(wait_gone(leader).await);
