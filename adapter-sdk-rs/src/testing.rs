@@ -42,7 +42,7 @@ pub struct TestBridge {
     /// The agent session ids the adapter reported while [`turn`](Self::turn) read.
     pub session_ids: Vec<String>,
     _tasks: PeerTasks,
-    _server: std::thread::JoinHandle<()>,
+    server: std::thread::JoinHandle<()>,
 }
 
 /// A [`TestBridge`] with the temporary directory its fake agent CLI and the CLI's log
@@ -114,7 +114,7 @@ pub fn serve_in_memory_with<A: Adapter>(overrides: DeclarationOverride) -> TestB
     });
     let (br, bw) = tokio::io::split(bridge_end);
     let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    TestBridge { peer, incoming, session_ids: Vec::new(), _tasks: tasks, _server: server }
+    TestBridge { peer, incoming, session_ids: Vec::new(), _tasks: tasks, server }
 }
 
 impl TestBridge {
@@ -156,6 +156,16 @@ impl TestBridge {
     /// `interrupt`.
     pub async fn interrupt(&self) {
         self.peer.request::<proto::Interrupt>(&proto::Empty {}, Some(TIMEOUT)).await.expect("interrupt");
+    }
+
+    /// Waits (up to [`TIMEOUT`]) for the adapter's serve loop to end while the bridge's
+    /// end stays open, as it must after `stop`.
+    pub async fn wait_for_serve_end(self) {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while !self.server.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "the adapter's serve loop did not end");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// The next message the adapter sends that is not an answer.

@@ -6,13 +6,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use terminull_adapter_sdk::prelude::*;
-use terminull_adapter_sdk::serve_io;
+use terminull_adapter_sdk::testing::{OnPermission, TestBridge, serve_in_memory};
 use terminull_protocol::adapter::{self as proto, Empty, PermissionResponseParams};
 use terminull_protocol::blocks::{PermissionOption, PermissionOptionKind, StreamedText};
 use terminull_protocol::jsonrpc::codes;
-use terminull_protocol::turn::TurnTracker;
-use terminull_rpc::{CallError, Incoming, Peer, PeerConfig};
-use tokio::sync::mpsc;
+use terminull_rpc::{CallError, Incoming};
 
 /// A test adapter whose behaviour is chosen by the message text.
 struct Scripted {
@@ -99,13 +97,6 @@ impl ListModels for Scripted {
     }
 }
 
-struct Bridge {
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: terminull_rpc::PeerTasks,
-    server: tokio::task::JoinHandle<()>,
-}
-
 const T: Option<Duration> = Some(Duration::from_secs(5));
 
 fn start_params(session: &str) -> proto::StartParams {
@@ -120,46 +111,17 @@ fn start_params(session: &str) -> proto::StartParams {
     }
 }
 
-async fn started() -> Bridge {
-    let (bridge_end, adapter_end) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(adapter_end);
-    let server = tokio::spawn(serve_io::<Scripted, _, _>(ar, aw));
-    let (br, bw) = tokio::io::split(bridge_end);
-    let (peer, incoming, tasks) = terminull_rpc::spawn(br, bw, PeerConfig::named("bridge"));
-    let b = Bridge { peer, incoming, _tasks: tasks, server };
-    b.peer.request::<proto::Start>(&start_params("s1"), T).await.unwrap();
+/// `Scripted` served in memory, its session started. Its turns are collected with
+/// [`TestBridge::turn`], which also checks them against the turn contract.
+async fn started() -> TestBridge {
+    let b = serve_in_memory::<Scripted>();
+    b.start(&start_params("s1")).await.unwrap();
     b
 }
 
-impl Bridge {
-    async fn send(&self, text: &str) -> Result<Empty, CallError> {
-        self.peer.request::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }, T).await
-    }
-
-    /// Blocks of one turn, up to and including session_end.
-    async fn turn(&mut self) -> Vec<BlockKind> {
-        let mut out = Vec::new();
-        loop {
-            let msg = tokio::time::timeout(Duration::from_secs(5), self.incoming.recv()).await.unwrap().unwrap();
-            if let Incoming::Notification(n) = msg
-                && let Ok(p) = n.params_as::<proto::Stream>()
-            {
-                let end = matches!(p.block.kind, BlockKind::SessionEnd(_));
-                out.push(p.block.kind);
-                if end {
-                    return out;
-                }
-            }
-        }
-    }
-}
-
-fn assert_contract_holds(blocks: &[BlockKind]) {
-    let mut t = TurnTracker::new();
-    for b in blocks {
-        assert_eq!(t.observe(b), None, "{b:?}");
-    }
-    assert!(t.end_violations().is_empty(), "{:?}", t.end_violations());
+/// Collects a turn the bridge lets run (no permission asked, no interrupt).
+async fn turn(b: &mut TestBridge) -> Vec<BlockKind> {
+    b.turn(OnPermission::Interrupt, false).await
 }
 
 fn end_reason(blocks: &[BlockKind]) -> EndReason {
@@ -173,19 +135,17 @@ fn end_reason(blocks: &[BlockKind]) -> EndReason {
 async fn start_receives_only_the_accepted_init_params() {
     let mut b = started().await;
     b.send("init").await.unwrap();
-    let blocks = b.turn().await;
+    let blocks = turn(&mut b).await;
     let BlockKind::Text(t) = &blocks[0] else { panic!("{blocks:?}") };
     let seen: serde_json::Value = serde_json::from_str(&t.text).unwrap();
     assert_eq!(seen, json!({"session_id": "s1", "cwd": "/tmp/x"}));
-    assert_contract_holds(&blocks);
 }
 
 #[tokio::test]
 async fn what_a_turn_leaves_open_is_closed_by_the_sdk() {
     let mut b = started().await;
     b.send("leave-open").await.unwrap();
-    let blocks = b.turn().await;
-    assert_contract_holds(&blocks);
+    let blocks = turn(&mut b).await;
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error)), "{blocks:?}");
     assert_eq!(end_reason(&blocks), EndReason::Completed);
 }
@@ -194,12 +154,12 @@ async fn what_a_turn_leaves_open_is_closed_by_the_sdk() {
 async fn an_adapter_error_becomes_an_error_block_and_session_end_error() {
     let mut b = started().await;
     b.send("fail").await.unwrap();
-    let blocks = b.turn().await;
+    let blocks = turn(&mut b).await;
     assert!(matches!(&blocks[0], BlockKind::Error(e) if e.message == "the agent CLI crashed"), "{blocks:?}");
     assert_eq!(end_reason(&blocks), EndReason::Error);
     // The session goes on.
     b.send("plain").await.unwrap();
-    assert_eq!(end_reason(&b.turn().await), EndReason::Completed);
+    assert_eq!(end_reason(&turn(&mut b).await), EndReason::Completed);
 }
 
 #[tokio::test]
@@ -207,8 +167,7 @@ async fn interrupt_reaches_the_running_turn() {
     let mut b = started().await;
     b.send("wait-interrupt").await.unwrap();
     b.peer.request::<proto::Interrupt>(&Empty {}, T).await.unwrap();
-    let blocks = b.turn().await;
-    assert_contract_holds(&blocks);
+    let blocks = turn(&mut b).await;
     assert_eq!(end_reason(&blocks), EndReason::Interrupted);
 }
 
@@ -229,7 +188,7 @@ async fn permission_answer_is_routed_to_the_waiting_turn() {
     assert!(matches!(err, CallError::Rpc { ref error, .. } if error.code == codes::NOT_FOUND), "{err:?}");
     let answer = PermissionResponseParams { request_id, option_id: "yes".into() };
     b.peer.request::<proto::PermissionResponse>(&answer, T).await.unwrap();
-    let blocks = b.turn().await;
+    let blocks = turn(&mut b).await;
     assert!(matches!(&blocks[0], BlockKind::Text(t) if t.text == "choice: Ok(\"yes\")"), "{blocks:?}");
 }
 
@@ -238,7 +197,7 @@ async fn input_during_a_turn_reaches_it_when_the_adapter_takes_it() {
     let mut b = started().await;
     b.send("collect").await.unwrap();
     b.send("more").await.unwrap();
-    let blocks = b.turn().await;
+    let blocks = turn(&mut b).await;
     assert!(matches!(&blocks[0], BlockKind::Text(t) if t.text == "extra: more"), "{blocks:?}");
 }
 
@@ -246,8 +205,7 @@ async fn input_during_a_turn_reaches_it_when_the_adapter_takes_it() {
 async fn a_block_that_breaks_the_contract_is_refused_and_not_sent() {
     let mut b = started().await;
     b.send("break-contract").await.unwrap();
-    let blocks = b.turn().await;
-    assert_contract_holds(&blocks);
+    let blocks = turn(&mut b).await; // which checks the turn contract
     assert_eq!(blocks.len(), 3, "{blocks:?}");
 }
 
@@ -272,7 +230,7 @@ async fn class_level_calls_and_undeclared_methods() {
 async fn stop_answers_then_the_loop_ends() {
     let b = started().await;
     b.peer.request::<proto::Stop>(&Empty {}, T).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), b.server).await.unwrap().unwrap();
+    b.wait_for_serve_end().await;
 }
 
 #[tokio::test]
