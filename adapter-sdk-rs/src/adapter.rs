@@ -100,6 +100,27 @@
 //! // A capability left out of `Caps` does not compile either (no `Default`, no `..`).
 //! const CAPS: Caps = Caps { images: false, documents: false };
 //! ```
+//!
+//! The same with [`caps!`](crate::caps), which writes the eight flags from two lists:
+//!
+//! ```compile_fail,E0063
+//! use terminull_adapter_sdk::prelude::*;
+//! // `terminal` is in neither list.
+//! const CAPS: Caps = caps! {
+//!     supported: [thinking, interrupt],
+//!     unsupported: [images, documents, permissions, subagents, input_during_turn],
+//! };
+//! ```
+//!
+//! and a flag named in both lists:
+//!
+//! ```compile_fail,E0062
+//! use terminull_adapter_sdk::prelude::*;
+//! const CAPS: Caps = caps! {
+//!     supported: [thinking, interrupt, terminal],
+//!     unsupported: [images, documents, permissions, subagents, input_during_turn, terminal],
+//! };
+//! ```
 
 use std::future::Future;
 use std::time::Duration;
@@ -133,6 +154,25 @@ pub struct Caps {
     pub input_during_turn: bool,
     /// `cap_terminal`: the agent can open a terminal on the device.
     pub terminal: bool,
+}
+
+/// Writes [`Caps`] from two lists of flag names, what the adapter supports and what it
+/// does not. Together they must name each of the eight flags exactly once: a flag left
+/// out, or named twice, does not compile, so every adapter still decides each one.
+///
+/// ```
+/// use terminull_adapter_sdk::prelude::*;
+/// const CAPS: Caps = caps! {
+///     supported: [thinking, interrupt],
+///     unsupported: [images, documents, permissions, subagents, input_during_turn, terminal],
+/// };
+/// assert!(CAPS.interrupt && !CAPS.images);
+/// ```
+#[macro_export]
+macro_rules! caps {
+    (supported: [$($yes:ident),* $(,)?], unsupported: [$($no:ident),* $(,)?] $(,)?) => {
+        $crate::Caps { $($yes: true,)* $($no: false,)* }
+    };
 }
 
 /// Marker for an optional surface the adapter implements (`type Models = Provided`

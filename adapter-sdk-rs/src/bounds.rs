@@ -3,6 +3,22 @@
 
 use serde_json::{Value, json};
 
+// The limits the adapters built on the SDK share: one block stays well under the
+// bridge's line bound (docs/adapter-protocol.md), however much the agent prints.
+
+/// Most bytes of one `text` or `thinking` block's text.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Most bytes of one `tool_result` output.
+pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
+/// Most bytes of a tool call's `input` once encoded as JSON.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// Most characters of a tool call's `title`.
+pub const MAX_TITLE_CHARS: usize = 120;
+/// Most bytes of an error message.
+pub const MAX_ERROR_BYTES: usize = 16 * 1024;
+/// Most item ids a mapper remembers per turn (to drop repeated or late items).
+pub const MAX_TRACKED_IDS: usize = 65_536;
+
 /// `text` cut to at most `max` bytes, on a character boundary.
 pub fn cut(text: &str, max: usize) -> &str {
     if text.len() <= max {

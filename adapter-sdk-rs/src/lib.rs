@@ -40,6 +40,7 @@ pub mod tap;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
+pub mod usage;
 
 pub use action::{Action, Conversation};
 pub use adapter::{Adapter, AdapterError, Caps, GetUsage, ListModels, NotProvided, Provided, StartInfo, declaration};
@@ -54,6 +55,7 @@ pub mod prelude {
         Adapter, AdapterError, Caps, EVERY_INIT_PARAM, GetUsage, ListModels, NotProvided, Provided, StartInfo,
         declaration,
     };
+    pub use crate::caps;
     pub use crate::handoff::{Handoff, SessionFiles};
     pub use crate::serve::serve;
     pub use crate::session::{Session, Turn, TurnError};

@@ -457,15 +457,9 @@ mod tests {
         const CLI_BINARY: Option<&'static str> = None;
         const LEASE: LeaseKind = LeaseKind::PerTurn;
         const INIT_PARAMS: &'static [InitParam] = &[];
-        const CAPS: Caps = Caps {
-            images: false,
-            documents: false,
-            thinking: true,
-            permissions: false,
-            subagents: false,
-            interrupt: true,
-            input_during_turn: false,
-            terminal: false,
+        const CAPS: Caps = caps! {
+            supported: [thinking, interrupt],
+            unsupported: [images, documents, permissions, subagents, input_during_turn, terminal],
         };
         type Models = NotProvided;
         type Usage = NotProvided;

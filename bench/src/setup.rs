@@ -21,7 +21,7 @@ use terminull_client::home::{DeviceHome, PairedBridgeRecord};
 use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyOutcome, ReplyResult};
 use terminull_protocol::crypto::pairing::{self, PairingLink};
-use terminull_protocol::ids::{AgentId, SessionId};
+use terminull_protocol::ids::SessionId;
 
 use crate::util::unix_nanos;
 
@@ -206,14 +206,7 @@ fn refused(outcome: &ReplyOutcome) -> Option<String> {
 
 /// Starts an echo session in `cwd` and reads up to its `replay_done`.
 pub async fn start_session(client: &mut Client, cwd: &Path) -> Result<SessionId> {
-    let request = ControlMessage::SessionRequest(control::SessionRequest {
-        agent: AgentId("echo".into()),
-        cwd: cwd.display().to_string(),
-        model: None,
-        effort: None,
-        permission_mode: None,
-        app_pubkey: String::new(),
-    });
+    let request = ControlMessage::SessionRequest(control::SessionRequest::new("echo", cwd.display().to_string()));
     let mut kept = Vec::new();
     let session = match client.call(request, &mut kept).await.context("session_request")? {
         ReplyResult::SessionStarted { session_id } => session_id,

@@ -74,14 +74,7 @@ fn main() {
             let have = service_sessions(&mut client).await;
             for _ in have..n {
                 let mut kept = Vec::new();
-                let request = ControlMessage::SessionRequest(SessionRequest {
-                    agent: "echo".into(),
-                    cwd: home.path().display().to_string(),
-                    model: None,
-                    effort: None,
-                    permission_mode: None,
-                    app_pubkey: String::new(),
-                });
+                let request = ControlMessage::SessionRequest(SessionRequest::new("echo", home.path().display().to_string()));
                 client.call(request, &mut kept).await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -183,12 +183,9 @@ fn out(text: &str) {
 pub async fn chat(client: &mut Client, opts: &ChatOptions) -> Result<bool, ClientError> {
     let mut kept = Vec::new();
     let request = ControlMessage::SessionRequest(SessionRequest {
-        agent: opts.agent.as_str().into(),
-        cwd: opts.cwd.clone(),
         model: opts.model.clone(),
-        effort: None,
         permission_mode: opts.permission_mode.clone(),
-        app_pubkey: String::new(),
+        ..SessionRequest::new(opts.agent.as_str(), opts.cwd.clone())
     });
     let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await? else {
         return Err(ClientError::Closed);

@@ -378,15 +378,9 @@ async fn continue_in_terminal_from_the_cli_prints_the_command_and_parks_the_daem
     let mut client =
         terminull_bridge::daemon_client::Client::connect(&rig.home.path().join("bridge.sock")).await.unwrap();
     let mut kept = Vec::new();
-    let request =
-        terminull_protocol::control::ControlMessage::SessionRequest(terminull_protocol::control::SessionRequest {
-            agent: "handoff-echo".into(),
-            cwd: ws.clone(),
-            model: None,
-            effort: None,
-            permission_mode: None,
-            app_pubkey: String::new(),
-        });
+    let request = terminull_protocol::control::ControlMessage::SessionRequest(
+        terminull_protocol::control::SessionRequest::new("handoff-echo", ws.clone()),
+    );
     let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.unwrap() else { panic!() };
     let message = terminull_protocol::control::ControlMessage::UserMessage(terminull_protocol::control::UserMessage {
         session_id: session_id.clone(),

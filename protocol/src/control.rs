@@ -182,6 +182,22 @@ control_messages! {
     },
 }
 
+impl SessionRequest {
+    /// A request for `agent` in `cwd` that leaves model, effort and permission mode to
+    /// the agent's defaults and carries no app key (what a client on the bridge's own
+    /// machine sends); set the other fields with struct update syntax.
+    pub fn new(agent: impl Into<AgentId>, cwd: impl Into<String>) -> Self {
+        SessionRequest {
+            agent: agent.into(),
+            cwd: cwd.into(),
+            model: None,
+            effort: None,
+            permission_mode: None,
+            app_pubkey: String::new(),
+        }
+    }
+}
+
 /// What the bridge sends a client on the transports that carry blocks in the clear:
 /// the local socket and the in-process path. (The relay and the LAN server carry the
 /// same blocks sealed in the relay's `block` envelopes, docs/relay.md#block.)

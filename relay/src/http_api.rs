@@ -12,7 +12,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use serde::Deserialize;
 use terminull_protocol::crypto::envelope::push_subscription_bytes;
 use terminull_protocol::crypto::from_b64;
@@ -40,8 +40,8 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
     let body_limit = hub.config.http_body_limit;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/v1/bridge", get(bridge_socket))
-        .route("/v1/client", get(client_socket))
+        .route("/v1/bridge", socket_endpoint(Side::Bridge))
+        .route("/v1/client", socket_endpoint(Side::Client))
         .route("/v1/bridges/{bridge_id}/pair", post(pair))
         .route("/v1/bridges/{bridge_id}/devices", get(devices))
         .route("/v1/push/subscriptions", post(subscribe).delete(unsubscribe))
@@ -94,12 +94,15 @@ fn upgrade_refused(rejection: WebSocketUpgradeRejection) -> Response {
     error(rejection.status(), format!("this endpoint only accepts WebSocket upgrades: {}", rejection.body_text()))
 }
 
-async fn bridge_socket(
-    State(api): State<Api>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    accept_socket(api, peer, upgrade, Side::Bridge)
+/// The handler of the WebSocket endpoint of `side` (`/v1/bridge`, `/v1/client`).
+fn socket_endpoint(side: Side) -> MethodRouter<Api> {
+    get(
+        move |State(api): State<Api>,
+              ConnectInfo(peer): ConnectInfo<SocketAddr>,
+              upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>| async move {
+            accept_socket(api, peer, upgrade, side)
+        },
+    )
 }
 
 /// The read buffer of a device connection. tungstenite zero-fills its whole read
@@ -107,14 +110,6 @@ async fn bridge_socket(
 /// device: the end-to-end benchmark measured 140 KiB of relay RSS per connection.
 /// Devices send small control frames; a larger message still arrives, over more reads.
 const CLIENT_READ_BUFFER: usize = 8 * 1024;
-
-async fn client_socket(
-    State(api): State<Api>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Response {
-    accept_socket(api, peer, upgrade, Side::Client)
-}
 
 /// Upgrades to a WebSocket served by `side`'s loop, within the relay's connection
 /// limit and message size (devices get the small read buffer).

@@ -130,15 +130,9 @@ impl AcpProfile for Generic {
     const AGENT_ID: &'static str = "acp";
     const DISPLAY_NAME: &'static str = "ACP agent";
     const CLI_BINARY: Option<&'static str> = None;
-    const CAPS: Caps = Caps {
-        images: false,
-        documents: false,
-        thinking: true,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    const CAPS: Caps = caps! {
+        supported: [thinking, permissions, interrupt],
+        unsupported: [images, documents, subagents, input_during_turn, terminal],
     };
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {

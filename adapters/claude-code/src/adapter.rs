@@ -594,15 +594,9 @@ impl Adapter for ClaudeCode {
     const CLI_BINARY: Option<&'static str> = Some("claude");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some("2.1.197");
-    const CAPS: Caps = Caps {
-        images: true,
-        documents: true,
-        thinking: true,
-        permissions: true,
-        subagents: true,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    const CAPS: Caps = caps! {
+        supported: [images, documents, thinking, permissions, subagents, interrupt],
+        unsupported: [input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;

@@ -24,6 +24,8 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+/// The `usage` object, as Anthropic's API reports it.
+pub use terminull_adapter_sdk::usage::AnthropicUsage;
 
 /// One stdout line of the CLI, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -359,27 +361,10 @@ pub struct ResultEvent {
     pub total_cost_usd: Option<f64>,
     /// Tokens of this turn.
     #[serde(default)]
-    pub usage: Option<ResultUsage>,
+    pub usage: Option<AnthropicUsage>,
     /// Error messages of `error_*` subtypes.
     #[serde(default)]
     pub errors: Vec<String>,
-}
-
-/// `usage` of a `result` (tokens of that turn).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ResultUsage {
-    /// Prompt tokens.
-    #[serde(default)]
-    pub input_tokens: Option<u64>,
-    /// Completion tokens.
-    #[serde(default)]
-    pub output_tokens: Option<u64>,
-    /// Prompt tokens read from the cache.
-    #[serde(default)]
-    pub cache_read_input_tokens: Option<u64>,
-    /// Prompt tokens written to the cache.
-    #[serde(default)]
-    pub cache_creation_input_tokens: Option<u64>,
 }
 
 /// `control_request` from the CLI.

@@ -790,13 +790,7 @@ impl Mapper {
             self.cost_baseline = total;
             (turn * 1e9).round() / 1e9
         });
-        Usage {
-            input_tokens: tokens.input_tokens,
-            output_tokens: tokens.output_tokens,
-            cache_read_tokens: tokens.cache_read_input_tokens,
-            cache_write_tokens: tokens.cache_creation_input_tokens,
-            cost_usd,
-        }
+        tokens.to_usage(cost_usd)
     }
 }
 

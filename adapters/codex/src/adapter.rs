@@ -67,18 +67,12 @@ impl Adapter for Codex {
     const CLI_BINARY: Option<&'static str> = Some("codex");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.171.0");
-    const CAPS: Caps = Caps {
-        // Written to a private temp dir and passed with --image.
-        images: true,
-        documents: false,
-        // `reasoning` items.
-        thinking: true,
-        // `codex exec` never asks; the sandbox mode (permission_mode) decides.
-        permissions: false,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // images: written to a private temp dir and passed with --image.
+    // thinking: `reasoning` items.
+    // permissions: `codex exec` never asks; the sandbox mode (permission_mode) decides.
+    const CAPS: Caps = caps! {
+        supported: [images, thinking, interrupt],
+        unsupported: [documents, permissions, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;

@@ -31,7 +31,7 @@
 //! Everything is bounded: text and thinking at [`MAX_TEXT_BYTES`], tool outputs at
 //! [`MAX_TOOL_OUTPUT_BYTES`], tool inputs at [`MAX_INPUT_BYTES`], titles at
 //! [`MAX_TITLE_CHARS`], diffs per patch at [`MAX_DIFFS_PER_PATCH`], and the set of
-//! finished item ids at [`MAX_TRACKED_ITEMS`].
+//! finished item ids at [`MAX_TRACKED_IDS`].
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -52,20 +52,14 @@ use crate::events::{
     McpToolCall, PatchStatus, TodoList, TokenUsage,
 };
 
-/// Most bytes of one `text` or `thinking` block's text.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
-/// Most bytes of one `tool_result` output.
-pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
-/// Most bytes of a tool call's `input` once encoded as JSON.
-pub const MAX_INPUT_BYTES: usize = 64 * 1024;
-/// Most characters of a tool call's `title`.
-pub const MAX_TITLE_CHARS: usize = 120;
+/// The SDK's shared limits, used by this mapping.
+pub use terminull_adapter_sdk::bounds::{
+    MAX_INPUT_BYTES, MAX_TEXT_BYTES, MAX_TITLE_CHARS, MAX_TOOL_OUTPUT_BYTES, MAX_TRACKED_IDS,
+};
 /// Most `diff` blocks for one `file_change` item (the rest are listed in its result).
 pub const MAX_DIFFS_PER_PATCH: usize = 100;
 /// Most bytes of a changed file read for its `diff` block.
 pub const MAX_DIFF_FILE_BYTES: u64 = 1024 * 1024;
-/// Most finished item ids remembered per turn (to drop late duplicates).
-pub const MAX_TRACKED_ITEMS: usize = 65_536;
 
 /// What the adapter must do for one event: the SDK's actions, plus reading a changed
 /// file for its `diff` block ([`diff_block`]); the turn's `session_end` is streamed once
@@ -281,7 +275,7 @@ impl TurnMapper {
     }
 
     fn mark_finished(&mut self, item_id: String) {
-        if self.finished.len() < MAX_TRACKED_ITEMS {
+        if self.finished.len() < MAX_TRACKED_IDS {
             self.finished.insert(item_id);
         } else {
             tracing::debug!("too many items in one turn; no longer remembering finished ones");

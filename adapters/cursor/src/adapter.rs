@@ -57,18 +57,12 @@ impl Adapter for Cursor {
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     // Built from Cursor's documentation only: never run against the real binary.
     const VERIFIED_AGAINST: Option<&'static str> = None;
-    const CAPS: Caps = Caps {
-        // Print mode takes a text prompt only.
-        images: false,
-        documents: false,
-        // `thinking` delta/completed events, where the CLI prints them.
-        thinking: true,
-        // Print mode never asks; the permission mode decides.
-        permissions: false,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // images: print mode takes a text prompt only.
+    // thinking: `thinking` delta/completed events, where the CLI prints them.
+    // permissions: print mode never asks; the permission mode decides.
+    const CAPS: Caps = caps! {
+        supported: [thinking, interrupt],
+        unsupported: [images, documents, permissions, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
     const INIT_PARAMS: &'static [InitParam] = &[

@@ -37,14 +37,8 @@ use terminull_protocol::ids::ToolCallId;
 
 use crate::events::{AssistantText, Event, RunResult, TokenUsage, ToolInvocation, ToolOutcome, ToolPhase};
 
-/// Most bytes of one `text` or `thinking` block's text.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
-/// Most bytes of one `tool_result` output or `error` message.
-pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
-/// Most bytes of a tool call's `input` once encoded as JSON.
-pub const MAX_INPUT_BYTES: usize = 64 * 1024;
-/// Most characters of a tool call's `title`.
-pub const MAX_TITLE_CHARS: usize = 120;
+/// The SDK's shared limits, used by this mapping.
+pub use terminull_adapter_sdk::bounds::{MAX_INPUT_BYTES, MAX_TEXT_BYTES, MAX_TITLE_CHARS, MAX_TOOL_OUTPUT_BYTES};
 /// Most bytes of one side of a `diff` (a larger change is shown by its headers only).
 pub const MAX_DIFF_TEXT_BYTES: usize = 1024 * 1024;
 /// Most characters of Cursor's `call_id` kept in a tool-call id.

@@ -82,18 +82,12 @@ impl Adapter for Droid {
     const CLI_BINARY: Option<&'static str> = Some("droid");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.225.2");
-    const CAPS: Caps = Caps {
-        images: false,
-        documents: false,
-        // `reasoning` events.
-        thinking: true,
-        // `droid exec` never asks; the autonomy level (permission_mode) decides.
-        permissions: false,
-        subagents: false,
-        // The process group is killed.
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // thinking: `reasoning` events.
+    // permissions: `droid exec` never asks; the autonomy level (permission_mode) decides.
+    // interrupt: the process group is killed.
+    const CAPS: Caps = caps! {
+        supported: [thinking, interrupt],
+        unsupported: [images, documents, permissions, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;

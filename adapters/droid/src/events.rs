@@ -19,6 +19,8 @@
 
 use serde::Deserialize;
 use serde_json::Value;
+/// The `usage` object, as Anthropic's API reports it.
+pub use terminull_adapter_sdk::usage::AnthropicUsage;
 
 /// A line that could not be read as a droid event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +78,7 @@ pub enum Event {
         /// The final answer.
         final_text: String,
         /// The usage of the run.
-        usage: Option<DroidUsage>,
+        usage: Option<AnthropicUsage>,
         /// The session id, again.
         session_id: Option<String>,
     },
@@ -97,23 +99,6 @@ pub enum Event {
         /// Its `type`.
         event_type: String,
     },
-}
-
-/// The usage of a `completion`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct DroidUsage {
-    /// Input tokens (without the cached ones).
-    #[serde(default)]
-    pub input_tokens: Option<u64>,
-    /// Output tokens.
-    #[serde(default)]
-    pub output_tokens: Option<u64>,
-    /// Input tokens read from the cache.
-    #[serde(default)]
-    pub cache_read_input_tokens: Option<u64>,
-    /// Input tokens written to the cache.
-    #[serde(default)]
-    pub cache_creation_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -145,7 +130,7 @@ struct Wire {
     #[serde(default, rename = "finalText")]
     final_text: Option<String>,
     #[serde(default)]
-    usage: Option<DroidUsage>,
+    usage: Option<AnthropicUsage>,
     #[serde(default)]
     source: Option<String>,
     #[serde(default)]
@@ -255,7 +240,7 @@ mod tests {
                 json!({"type":"completion","finalText":"Done.","numTurns":2,"durationMs":5,"session_id":"s-1","usage":{"input_tokens":10,"output_tokens":2,"cache_read_input_tokens":1,"cache_creation_input_tokens":0,"factory_credits":0}}),
                 Event::Completion {
                     final_text: "Done.".into(),
-                    usage: Some(DroidUsage {
+                    usage: Some(AnthropicUsage {
                         input_tokens: Some(10),
                         output_tokens: Some(2),
                         cache_read_input_tokens: Some(1),

@@ -33,20 +33,12 @@ use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{EndReason, ErrorBlock, SessionEnd, StreamedText, Usage};
 
-use crate::events::{DroidUsage, Event};
+use crate::events::{AnthropicUsage, Event};
 
-/// Most bytes of one `text` or `thinking` block.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
-/// Most bytes of one `tool_result` output.
-pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
-/// Most bytes of a tool call's `input` once encoded as JSON.
-pub const MAX_INPUT_BYTES: usize = 64 * 1024;
-/// Most characters of a tool call's `title`.
-pub const MAX_TITLE_CHARS: usize = 120;
-/// Most bytes of an error message.
-pub const MAX_ERROR_BYTES: usize = 16 * 1024;
-/// Most block ids remembered per turn (to drop repeated items).
-pub const MAX_TRACKED_IDS: usize = 65_536;
+/// The SDK's shared limits, used by this mapping.
+pub use terminull_adapter_sdk::bounds::{
+    MAX_ERROR_BYTES, MAX_INPUT_BYTES, MAX_TEXT_BYTES, MAX_TITLE_CHARS, MAX_TOOL_OUTPUT_BYTES, MAX_TRACKED_IDS,
+};
 
 /// What the adapter must do for one event.
 pub type Action = terminull_adapter_sdk::Action;
@@ -62,14 +54,8 @@ pub fn tool_title(parameters: &Value) -> Option<String> {
 }
 
 /// The run's usage in terminull's terms (droid reports no cost).
-pub fn usage_of(u: &DroidUsage) -> Usage {
-    Usage {
-        input_tokens: u.input_tokens,
-        output_tokens: u.output_tokens,
-        cache_read_tokens: u.cache_read_input_tokens,
-        cache_write_tokens: u.cache_creation_input_tokens,
-        cost_usd: None,
-    }
+pub fn usage_of(u: &AnthropicUsage) -> Usage {
+    u.to_usage(None)
 }
 
 /// The state of one turn (one `droid exec` process). Create one per process.
@@ -462,7 +448,7 @@ mod tests {
 
     #[test]
     fn usage_is_converted_and_summed() {
-        let u = usage_of(&DroidUsage {
+        let u = usage_of(&AnthropicUsage {
             input_tokens: Some(10),
             output_tokens: Some(2),
             cache_read_input_tokens: Some(3),

@@ -31,15 +31,9 @@ impl Adapter for Echo {
     // No agent CLI behind it: detect reports installed.
     const CLI_BINARY: Option<&'static str> = None;
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
-    const CAPS: Caps = Caps {
-        images: false,
-        documents: false,
-        thinking: false,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    const CAPS: Caps = caps! {
+        supported: [permissions, interrupt],
+        unsupported: [images, documents, thinking, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
     const INIT_PARAMS: &'static [InitParam] = &[InitParam::Cwd, InitParam::OnSessionId];

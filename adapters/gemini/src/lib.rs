@@ -24,16 +24,10 @@ impl AcpProfile for Gemini {
     const DISPLAY_NAME: &'static str = "Gemini CLI";
     const CLI_BINARY: Option<&'static str> = Some("gemini");
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.61.0");
-    const CAPS: Caps = Caps {
-        // promptCapabilities: image, audio, embeddedContext.
-        images: true,
-        documents: true,
-        thinking: true,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // images: promptCapabilities: image, audio, embeddedContext.
+    const CAPS: Caps = caps! {
+        supported: [images, documents, thinking, permissions, interrupt],
+        unsupported: [subagents, input_during_turn, terminal],
     };
     const PERMISSION_MODES: Option<&'static [&'static str]> = Some(PERMISSION_MODES);
     const REWRITE_THOUGHT: terminull_acp::mapping::ChunkRewrite = rewrite_thought;

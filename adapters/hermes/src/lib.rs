@@ -20,16 +20,10 @@ impl AcpProfile for Hermes {
     const DISPLAY_NAME: &'static str = "Hermes Agent";
     const CLI_BINARY: Option<&'static str> = Some("hermes");
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.19.0");
-    const CAPS: Caps = Caps {
-        // promptCapabilities: image only.
-        images: true,
-        documents: false,
-        thinking: true,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // images: promptCapabilities: image only.
+    const CAPS: Caps = caps! {
+        supported: [images, thinking, permissions, interrupt],
+        unsupported: [documents, subagents, input_during_turn, terminal],
     };
     const PERMISSION_MODES: Option<&'static [&'static str]> = Some(PERMISSION_MODES);
     /// `session/load` of an unknown id answers `{}` (and prompts for it are refused).

@@ -273,15 +273,9 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
     const CLI_BINARY: Option<&'static str> = Some(F::CLI_BINARY);
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some(F::VERIFIED_AGAINST);
-    const CAPS: Caps = Caps {
-        images: true,
-        documents: true,
-        thinking: true,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    const CAPS: Caps = caps! {
+        supported: [images, documents, thinking, permissions, interrupt],
+        unsupported: [subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;

@@ -273,19 +273,13 @@ impl Adapter for Pi {
     const CLI_BINARY: Option<&'static str> = Some("pi");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.73.1");
-    const CAPS: Caps = Caps {
-        // `prompt` takes images (`{type: image, data, mimeType}`).
-        images: true,
-        documents: false,
-        // thinking_* deltas.
-        thinking: true,
-        // pi has no approval system: tools run without asking.
-        permissions: false,
-        subagents: false,
-        // The `abort` command.
-        interrupt: true,
-        input_during_turn: false,
-        terminal: false,
+    // images: `prompt` takes images (`{type: image, data, mimeType}`).
+    // thinking: thinking_* deltas.
+    // permissions: pi has no approval system: tools run without asking.
+    // interrupt: the `abort` command.
+    const CAPS: Caps = caps! {
+        supported: [images, thinking, interrupt],
+        unsupported: [documents, permissions, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;

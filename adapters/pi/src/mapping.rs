@@ -50,16 +50,10 @@ use terminull_protocol::ids::BlockId;
 use crate::command;
 use crate::events::{Content, Delta, DeltaKind, Event, Message, PiUsage, Response, State};
 
-/// Most bytes of one `text` or `thinking` block.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
-/// Most bytes of one `tool_result` output.
-pub const MAX_TOOL_OUTPUT_BYTES: usize = 256 * 1024;
-/// Most bytes of a tool call's `input` once encoded as JSON.
-pub const MAX_INPUT_BYTES: usize = 64 * 1024;
-/// Most characters of a tool call's `title`.
-pub const MAX_TITLE_CHARS: usize = 120;
-/// Most bytes of an error message.
-pub const MAX_ERROR_BYTES: usize = 16 * 1024;
+/// The SDK's shared limits, used by this mapping.
+pub use terminull_adapter_sdk::bounds::{
+    MAX_ERROR_BYTES, MAX_INPUT_BYTES, MAX_TEXT_BYTES, MAX_TITLE_CHARS, MAX_TOOL_OUTPUT_BYTES,
+};
 /// Up to this many bytes a streamed text is sent on every delta.
 pub const EAGER_BYTES: usize = 4096;
 /// Beyond [`EAGER_BYTES`], a chunk is sent once the unsent part is 1/N of the text.

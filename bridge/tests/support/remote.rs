@@ -22,7 +22,7 @@ use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, ControlMessage, ReplyResult};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairingLink};
-use terminull_protocol::ids::{AgentId, SessionId};
+use terminull_protocol::ids::SessionId;
 
 /// A running bridge service and a device paired with it.
 pub struct Paired {
@@ -142,14 +142,7 @@ pub fn assert_complete(client: &Transcript, history: &[Block]) {
 /// session's `replay_done`, to `transcript`; returns the session's id.
 pub async fn start_echo_session(client: &mut Client, cwd: &Path, transcript: &mut Transcript) -> SessionId {
     let mut kept = Vec::new();
-    let request = ControlMessage::SessionRequest(control::SessionRequest {
-        agent: AgentId("echo".into()),
-        cwd: cwd.display().to_string(),
-        model: None,
-        effort: None,
-        permission_mode: None,
-        app_pubkey: String::new(),
-    });
+    let request = ControlMessage::SessionRequest(control::SessionRequest::new("echo", cwd.display().to_string()));
     let ReplyResult::SessionStarted { session_id } = client.call(request, &mut kept).await.expect("session starts")
     else {
         panic!("not started")

@@ -247,12 +247,9 @@ impl Rig {
     pub async fn open_session(&mut self, permission_mode: Option<&str>) -> anyhow::Result<Vec<Block>> {
         let mut kept = Vec::new();
         let request = ControlMessage::SessionRequest(SessionRequest {
-            agent: self.agent.id().into(),
-            cwd: self.workspace().display().to_string(),
             model: self.agent.test_model().map(str::to_owned),
-            effort: None,
             permission_mode: permission_mode.map(str::to_owned),
-            app_pubkey: String::new(),
+            ..SessionRequest::new(self.agent.id(), self.workspace().display().to_string())
         });
         let started = self.client.call(request, &mut kept).await.context("session_request")?;
         let ReplyResult::SessionStarted { session_id } = started else { bail!("unexpected reply {started:?}") };
