@@ -21,15 +21,9 @@ impl Adapter for Scripted {
     const AGENT_ID: &'static str = "scripted";
     const DISPLAY_NAME: &'static str = "Scripted";
     const CLI_BINARY: Option<&'static str> = None;
-    const CAPS: Caps = Caps {
-        images: false,
-        documents: false,
-        thinking: true,
-        permissions: true,
-        subagents: false,
-        interrupt: true,
-        input_during_turn: true,
-        terminal: false,
+    const CAPS: Caps = caps! {
+        supported: [thinking, permissions, interrupt, input_during_turn],
+        unsupported: [images, documents, subagents, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::Persistent;
     const INIT_PARAMS: &'static [InitParam] = &[InitParam::Cwd];

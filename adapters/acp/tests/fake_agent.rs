@@ -23,15 +23,9 @@ use terminull_rpc::Incoming;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
-const CAPS: Caps = Caps {
-    images: true,
-    documents: false,
-    thinking: true,
-    permissions: true,
-    subagents: false,
-    interrupt: true,
-    input_during_turn: false,
-    terminal: false,
+const CAPS: Caps = caps! {
+    supported: [images, thinking, permissions, interrupt],
+    unsupported: [documents, subagents, input_during_turn, terminal],
 };
 
 /// A profile of the fake agent, run through the wrapper script given as `binary`, with
