@@ -118,6 +118,11 @@ async fn turn(b: &mut TestBridge) -> Vec<BlockKind> {
     b.turn(OnPermission::Interrupt, false).await
 }
 
+/// Sends `text` and collects its turn as [`turn`] does.
+async fn say(b: &mut TestBridge, text: &str) -> Vec<BlockKind> {
+    b.send_turn(text, OnPermission::Interrupt, false).await
+}
+
 fn end_reason(blocks: &[BlockKind]) -> EndReason {
     match blocks.last() {
         Some(BlockKind::SessionEnd(e)) => e.reason,
@@ -128,8 +133,7 @@ fn end_reason(blocks: &[BlockKind]) -> EndReason {
 #[tokio::test]
 async fn start_receives_only_the_accepted_init_params() {
     let mut b = started().await;
-    b.send("init").await.unwrap();
-    let blocks = turn(&mut b).await;
+    let blocks = say(&mut b, "init").await;
     let BlockKind::Text(t) = &blocks[0] else { panic!("{blocks:?}") };
     let seen: serde_json::Value = serde_json::from_str(&t.text).unwrap();
     assert_eq!(seen, json!({"session_id": "s1", "cwd": "/tmp/x"}));
@@ -138,8 +142,7 @@ async fn start_receives_only_the_accepted_init_params() {
 #[tokio::test]
 async fn what_a_turn_leaves_open_is_closed_by_the_sdk() {
     let mut b = started().await;
-    b.send("leave-open").await.unwrap();
-    let blocks = turn(&mut b).await;
+    let blocks = say(&mut b, "leave-open").await;
     assert!(blocks.iter().any(|k| matches!(k, BlockKind::ToolResult(r) if r.is_error)), "{blocks:?}");
     assert_eq!(end_reason(&blocks), EndReason::Completed);
 }
@@ -147,20 +150,18 @@ async fn what_a_turn_leaves_open_is_closed_by_the_sdk() {
 #[tokio::test]
 async fn an_adapter_error_becomes_an_error_block_and_session_end_error() {
     let mut b = started().await;
-    b.send("fail").await.unwrap();
-    let blocks = turn(&mut b).await;
+    let blocks = say(&mut b, "fail").await;
     assert!(matches!(&blocks[0], BlockKind::Error(e) if e.message == "the agent CLI crashed"), "{blocks:?}");
     assert_eq!(end_reason(&blocks), EndReason::Error);
     // The session goes on.
-    b.send("plain").await.unwrap();
-    assert_eq!(end_reason(&turn(&mut b).await), EndReason::Completed);
+    assert_eq!(end_reason(&say(&mut b, "plain").await), EndReason::Completed);
 }
 
 #[tokio::test]
 async fn interrupt_reaches_the_running_turn() {
     let mut b = started().await;
     b.send("wait-interrupt").await.unwrap();
-    b.peer.request::<proto::Interrupt>(&Empty {}, T).await.unwrap();
+    b.interrupt().await;
     let blocks = turn(&mut b).await;
     assert_eq!(end_reason(&blocks), EndReason::Interrupted);
 }
@@ -190,16 +191,14 @@ async fn permission_answer_is_routed_to_the_waiting_turn() {
 async fn input_during_a_turn_reaches_it_when_the_adapter_takes_it() {
     let mut b = started().await;
     b.send("collect").await.unwrap();
-    b.send("more").await.unwrap();
-    let blocks = turn(&mut b).await;
+    let blocks = say(&mut b, "more").await;
     assert!(matches!(&blocks[0], BlockKind::Text(t) if t.text == "extra: more"), "{blocks:?}");
 }
 
 #[tokio::test]
 async fn a_block_that_breaks_the_contract_is_refused_and_not_sent() {
     let mut b = started().await;
-    b.send("break-contract").await.unwrap();
-    let blocks = turn(&mut b).await; // which checks the turn contract
+    let blocks = say(&mut b, "break-contract").await; // which checks the turn contract
     assert_eq!(blocks.len(), 3, "{blocks:?}");
 }
 

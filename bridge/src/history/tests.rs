@@ -380,6 +380,30 @@ fn since_ts_finds_blocks_whose_clock_went_backwards() {
     }
 }
 
+/// Tool call `t1`, a `Bash` call with no input, at `status`.
+fn bash_call(status: ToolStatus) -> BlockKind {
+    let call = ToolCall {
+        id: "t1".into(),
+        name: "Bash".into(),
+        input: serde_json::json!({}),
+        status,
+        parent_id: None,
+        title: None,
+    };
+    BlockKind::ToolCall(call)
+}
+
+/// Progress `p1` of 3 steps at step `current`, not done.
+fn progress(message: &str, current: u64) -> BlockKind {
+    let p = Progress { id: "p1".into(), message: message.into(), current: Some(current), total: Some(3), done: false };
+    BlockKind::Progress(p)
+}
+
+/// Background task `b1` at `status`.
+fn bg_task(status: BgTaskStatus) -> BlockKind {
+    BlockKind::BgTask(BgTask { id: "b1".into(), title: "x".into(), status, output: None })
+}
+
 #[test]
 fn replay_compacts_streams_and_replaced_ids_but_keeps_everything_else() {
     let (_tmp, store) = store();
@@ -392,47 +416,16 @@ fn replay_compacts_streams_and_replaced_ids_but_keeps_everything_else() {
         push(text("m1", &body, false));
         if i == 10 {
             push(thinking("r1", "hmm", false));
-            push(BlockKind::Progress(Progress {
-                id: "p1".into(),
-                message: "a".into(),
-                current: Some(1),
-                total: Some(3),
-                done: false,
-            }));
+            push(progress("a", 1));
         }
     }
     let m1_done = push(text("m1", &body, true));
     let r1_done = push(thinking("r1", "hmm, done", true));
-    let call_running = push(BlockKind::ToolCall(ToolCall {
-        id: "t1".into(),
-        name: "Bash".into(),
-        input: serde_json::json!({}),
-        status: ToolStatus::Running,
-        parent_id: None,
-        title: None,
-    }));
-    let p1_last = push(BlockKind::Progress(Progress {
-        id: "p1".into(),
-        message: "b".into(),
-        current: Some(2),
-        total: Some(3),
-        done: false,
-    }));
-    push(BlockKind::BgTask(BgTask { id: "b1".into(), title: "x".into(), status: BgTaskStatus::Running, output: None }));
-    let b1_last = push(BlockKind::BgTask(BgTask {
-        id: "b1".into(),
-        title: "x".into(),
-        status: BgTaskStatus::Done,
-        output: None,
-    }));
-    let call_done = push(BlockKind::ToolCall(ToolCall {
-        id: "t1".into(),
-        name: "Bash".into(),
-        input: serde_json::json!({}),
-        status: ToolStatus::Done,
-        parent_id: None,
-        title: None,
-    }));
+    let call_running = push(bash_call(ToolStatus::Running));
+    let p1_last = push(progress("b", 2));
+    push(bg_task(BgTaskStatus::Running));
+    let b1_last = push(bg_task(BgTaskStatus::Done));
+    let call_done = push(bash_call(ToolStatus::Done));
     let err = push(BlockKind::Error(ErrorBlock { message: "x".into(), recoverable: true, code: None }));
     // Same id under another type is another stream.
     let m1_thinking = push(thinking("m1", "other", true));
