@@ -138,7 +138,7 @@ impl TestBridge {
     }
 
     /// Checks the refusals of `start` every adapter that runs a CLI makes: an unknown
-    /// permission mode is `INVALID_PARAMS` with a message listing `known_modes`, and a
+    /// permission mode (`yolo`) is `INVALID_PARAMS` with a message listing `known_modes`, and a
     /// binary that does not exist is `AGENT_ERROR`. `params` is otherwise valid.
     pub async fn assert_refuses_unknown_mode_and_missing_binary(&self, params: &StartParams, known_modes: &str) {
         let mut params = params.clone();
