@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
 use terminull_protocol::adapter::ExternalSession;
 
 use crate::AdapterError;
@@ -120,6 +121,34 @@ pub struct Described {
 }
 
 impl Described {
+    /// The listing of the session file at `path`: its head (the first `bytes`, see
+    /// [`read_head`](super::read_head)) read record by record into `note`, then
+    /// [`Self::listing`].
+    pub fn from_head(
+        path: &Path,
+        bytes: usize,
+        ids: &SessionIds,
+        mut note: impl FnMut(&mut Self, &Value),
+    ) -> Option<ExternalSession> {
+        let head = super::read_head(path, bytes)?;
+        let mut found = Self::default();
+        for (_, record) in &head.records {
+            note(&mut found, record);
+        }
+        found.listing(ids, path, head.whole)
+    }
+
+    /// Takes the id and directory from a session's header record (its `id` and `cwd`)
+    /// when no earlier record gave them; true when it did.
+    pub fn header(&mut self, header: &Value) -> bool {
+        if self.id.is_some() {
+            return false;
+        }
+        self.id = header.get("id").and_then(Value::as_str).map(str::to_owned);
+        self.cwd = header.get("cwd").and_then(Value::as_str).map(str::to_owned);
+        true
+    }
+
     /// The listing of the session in the file at `path`, when the head named an id
     /// `ids` accepts. The message count is given only when `whole` (the head was the
     /// whole file): for a longer session it would be wrong.

@@ -23,7 +23,7 @@ use terminull_protocol::adapter::{
 };
 
 use serde_json::Value;
-use terminull_protocol::blocks::Block;
+use terminull_protocol::BlockKind;
 
 use super::{AgentHome, SessionIds, latest_by_scan, mirror_jsonl, owned_by_cli};
 use crate::error::AdapterError;
@@ -117,9 +117,9 @@ pub trait SessionFiles {
     /// ran in `cwd`, under `root`; a `not_found` error when there is none.
     fn session_path(&self, root: &Path, cwd: &str, id: &str) -> Result<PathBuf, AdapterError>;
 
-    /// The blocks of one transcript record, each [`mirrored`](super::mirrored); none for
-    /// bookkeeping records.
-    fn record_blocks(record: &Value) -> Vec<Block>;
+    /// The blocks of one transcript record (the mirror marks them
+    /// [`mirrored`](super::mirrored)); none for bookkeeping records.
+    fn record_blocks(record: &Value) -> Vec<BlockKind>;
 
     /// `mirror`: the session's transcript after the cursor, as blocks. Default: the
     /// JSONL file [`session_path`](Self::session_path) names, read by

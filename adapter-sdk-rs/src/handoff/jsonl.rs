@@ -8,20 +8,32 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::MirrorResult;
 use terminull_protocol::blocks::Block;
 
-/// `mirror` of a JSONL transcript: its complete records after `cursor` (bounded by
-/// [`JsonlLimits::default`]), each turned into blocks by `record_blocks`.
+/// `mirror` of a JSONL transcript: see [`mirror_records`]; the cursor on the wire is the
+/// [`JsonlCursor`]'s.
 pub fn mirror_jsonl(
     path: &Path,
     cursor: Option<&str>,
-    record_blocks: impl Fn(&Value) -> Vec<Block>,
+    record_blocks: impl Fn(&Value) -> Vec<BlockKind>,
 ) -> Result<MirrorResult, crate::AdapterError> {
-    let chunk =
-        read_jsonl(path, JsonlCursor::parse(cursor), JsonlLimits::default()).map_err(crate::AdapterError::agent)?;
-    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).collect();
-    Ok(MirrorResult { blocks, cursor: chunk.cursor.encode() })
+    let (blocks, next) = mirror_records(path, JsonlCursor::parse(cursor), record_blocks)?;
+    Ok(MirrorResult { blocks, cursor: next.encode() })
+}
+
+/// The complete records of the JSONL transcript at `path` after `cursor` (bounded by
+/// [`JsonlLimits::default`]), each turned into blocks by `record_blocks` and
+/// [`mirrored`](super::mirrored), and where to continue.
+pub fn mirror_records(
+    path: &Path,
+    cursor: JsonlCursor,
+    record_blocks: impl Fn(&Value) -> Vec<BlockKind>,
+) -> Result<(Vec<Block>, JsonlCursor), crate::AdapterError> {
+    let chunk = read_jsonl(path, cursor, JsonlLimits::default()).map_err(crate::AdapterError::agent)?;
+    let blocks = chunk.records.iter().flat_map(|(_, r)| record_blocks(r)).map(super::mirrored).collect();
+    Ok((blocks, chunk.cursor))
 }
 
 /// The head of a session file, as a scan read it (see [`read_head`]).

@@ -28,7 +28,10 @@ pub use files::{
     files_with_suffix, jsonl_files, mtime_secs, title_of,
 };
 pub use hooks::{Handoff, NoHandoff, SessionFiles};
-pub use jsonl::{FileHead, JsonlChunk, JsonlCursor, JsonlLimits, TranscriptError, mirror_jsonl, read_head, read_jsonl};
+pub use jsonl::{
+    FileHead, JsonlChunk, JsonlCursor, JsonlLimits, TranscriptError, mirror_jsonl, mirror_records, read_head,
+    read_jsonl,
+};
 pub use procs::{
     ProcInfo, ProcessTable, find_native_owner, find_native_owner_where, find_owner_anywhere, is_probe, native_owner,
     native_owner_where, owned_by_cli, owned_where, same_dir,

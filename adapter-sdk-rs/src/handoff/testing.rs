@@ -45,8 +45,9 @@ pub fn process(exe: &str, args: &[&str], cwd: Option<&str>) -> ProcInfo {
 
 /// Checks the recorded session `id` that ran in `cwd`, under `root`: a scan lists it with
 /// its directory and first prompt (and not for another directory), it is the
-/// directory's latest, and a mirror from the cursor a full mirror returned reads nothing
-/// more. Returns the full mirror.
+/// directory's latest, a mirror from the cursor a full mirror returned reads nothing
+/// more, and ids from the bridge are not trusted (see [`check_hostile_ids`]). Returns
+/// the full mirror.
 pub fn check_recorded<S: SessionFiles>(sessions: &S, root: &Path, cwd: &str, id: &str) -> MirrorResult {
     let all = sessions.scan(root, &ScanExternalSessionsParams { cwd: None, limit: None });
     assert_eq!(all.len(), 1, "{all:?}");
@@ -62,18 +63,29 @@ pub fn check_recorded<S: SessionFiles>(sessions: &S, root: &Path, cwd: &str, id:
     assert!(read.blocks.iter().all(|b| b.meta.as_ref().is_some_and(|m| m["mirrored"] == true)));
     let again = MirrorParams { cursor: Some(read.cursor.clone()), ..params };
     assert_eq!(types(&sessions.read_mirror(root, &again).unwrap().blocks), Vec::<&str>::new());
+    check_hostile_ids(sessions, root, cwd);
     read
 }
 
 /// Checks that ids from the bridge are not trusted: one that would leave the directory
-/// (`escaping`) is refused, an unknown one is an error naming it, and neither gets a
-/// resume command.
-pub fn check_hostile_ids<S: SessionFiles>(sessions: &S, root: &Path, cwd: &str, escaping: &str, unknown: &str) {
-    assert!(sessions.read_mirror(root, &mirror_params(cwd, escaping)).is_err());
+/// is refused and gets no resume command, and an unknown one is an error naming it.
+pub fn check_hostile_ids<S: SessionFiles>(sessions: &S, root: &Path, cwd: &str) {
+    for escaping in ["../x", "../../etc/passwd", "a/b", ""] {
+        assert!(sessions.read_mirror(root, &mirror_params(cwd, escaping)).is_err(), "{escaping}");
+        let resume = TerminalResumeCommandParams { agent_session_id: escaping.into(), cwd: None };
+        assert!(sessions.resume_command(&resume).is_err(), "{escaping}");
+    }
+    let unknown = "deadbeef-0000";
     let missing = sessions.read_mirror(root, &mirror_params(cwd, unknown)).unwrap_err();
     assert!(missing.message.contains(unknown), "{missing:?}");
-    let resume = TerminalResumeCommandParams { agent_session_id: escaping.into(), cwd: None };
-    assert!(sessions.resume_command(&resume).is_err());
+}
+
+/// Checks [`SessionFiles::drives`]: each command line with whether it may drive
+/// session `sid`.
+pub fn check_drives<S: SessionFiles>(sid: Option<&str>, cases: &[(&[&str], bool)]) {
+    for (args, expected) in cases {
+        assert_eq!(S::drives(&argv(args), sid), *expected, "{args:?} driving {sid:?}");
+    }
 }
 
 /// The resume command of session `id`.

@@ -17,10 +17,11 @@ use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::replayed::{self, ToolCallItem};
 use terminull_adapter_sdk::handoff::{
     AgentHome, Described, SessionFiles, SessionIds, TITLE_CHARS, dashed_dir_name, file_here_or_below, jsonl_files,
-    mirrored, newest_first, read_head, str_at, title_of,
+    newest_first, read_head, str_at, title_of,
 };
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{ExternalSession, ScanExternalSessionsParams};
-use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::blocks::EndReason;
 
 /// What a scan reads of each file (the head: cwd and the first prompt).
 const SCAN_READ: usize = 256 * 1024;
@@ -116,12 +117,12 @@ impl SessionFiles for ClaudeSessions {
             .ok_or_else(|| AdapterError::not_found(format!("no Claude Code transcript for session {sid} (cwd {cwd})")))
     }
 
-    fn record_blocks(record: &Value) -> Vec<Block> {
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
         if record.get("isSidechain").and_then(Value::as_bool) == Some(true) {
             return Vec::new();
         }
         let content = record.pointer("/message/content");
-        let out = match str_at(record, "type").unwrap_or_default() {
+        match str_at(record, "type").unwrap_or_default() {
             "user" if is_prompt(record) => prompt_text(record).map(replayed::user).into_iter().collect(),
             "user" => replayed::tool_results(content),
             "assistant" => {
@@ -130,8 +131,7 @@ impl SessionFiles for ClaudeSessions {
             // Written once the turn is over.
             "last-prompt" => vec![replayed::turn_end(EndReason::Completed, replayed::FINISHED_IN_TERMINAL)],
             _ => Vec::new(),
-        };
-        out.into_iter().map(mirrored).collect()
+        }
     }
 }
 
@@ -139,7 +139,6 @@ impl SessionFiles for ClaudeSessions {
 mod tests {
     use super::*;
     use terminull_adapter_sdk::handoff::testing::{self, PLAIN_TURN, TOOL_TURN};
-    use terminull_protocol::BlockKind;
     use terminull_protocol::adapter::MirrorParams;
 
     const FIXTURE: &str = include_str!("../../../tests/fixtures/handoff/claude-code/session.jsonl");
@@ -166,20 +165,19 @@ mod tests {
     }
 
     #[test]
-    fn hostile_transcripts_give_errors_not_panics() {
+    fn garbage_in_a_transcript_is_skipped() {
         let root = store();
-        testing::check_hostile_ids(&ClaudeSessions, root.path(), CWD, "../../etc/passwd", "no-such-session");
         let garbage = "garbage\n{\"type\":\"assistant\",\"message\":{\"content\":\"not a list\"}}\n[1,2]\n";
         assert!(testing::mirror_of_garbage(&ClaudeSessions, root.path(), CWD, SID, garbage).is_empty());
+        assert_eq!(testing::resume_argv(&ClaudeSessions, SID), ["claude", "--resume", SID]);
     }
 
+    /// A claude naming another session does not own this one; one naming none may.
     #[test]
-    fn the_resume_command_names_the_session_and_a_claude_naming_another_does_not_own_it() {
-        assert_eq!(testing::resume_argv(&ClaudeSessions, SID), ["claude", "--resume", SID]);
-        let argv = testing::argv;
-        assert!(ClaudeSessions::drives(&argv(&["claude"]), Some(SID)));
-        assert!(ClaudeSessions::drives(&argv(&["claude", "--resume", SID]), Some(SID)));
-        assert!(!ClaudeSessions::drives(&argv(&["claude", "-r", "other"]), Some(SID)));
-        assert!(ClaudeSessions::drives(&argv(&["claude", "-r", "other"]), None));
+    fn which_claude_command_lines_drive_the_session() {
+        let cases: [(&[&str], bool); 3] =
+            [(&["claude"], true), (&["claude", "--resume", SID], true), (&["claude", "-r", "other"], false)];
+        testing::check_drives::<ClaudeSessions>(Some(SID), &cases);
+        testing::check_drives::<ClaudeSessions>(None, &[(&["claude", "-r", "other"], true)]);
     }
 }

@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    AgentHome, Described, MAX_SCANNED_FILES, SessionFiles, SessionIds, TITLE_CHARS, files_with_suffix, mirrored,
-    newest_first, read_head, replayed, str_at, strings_at, title_of,
+    AgentHome, Described, MAX_SCANNED_FILES, SessionFiles, SessionIds, TITLE_CHARS, files_with_suffix, newest_first,
+    replayed, str_at, strings_at, title_of,
 };
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{ExternalSession, ScanExternalSessionsParams};
-use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::blocks::EndReason;
 
 /// What a scan reads of each file: `session_meta` carries the base instructions, so
 /// the head is tens of KiB before the first prompt.
@@ -46,16 +47,13 @@ fn prompt_of(payload: &Value) -> Option<String> {
 }
 
 fn describe(path: &Path) -> Option<ExternalSession> {
-    let head = read_head(path, SCAN_READ)?;
-    let mut found = Described::default();
-    for (_, record) in &head.records {
+    Described::from_head(path, SCAN_READ, &CodexSessions::IDS, |found, record| {
         let payload = record.get("payload").unwrap_or(&Value::Null);
-        match str_at(record, "type") {
-            Some("session_meta") if found.id.is_none() => {
-                found.id = str_at(payload, "id").map(str::to_owned);
-                found.cwd = str_at(payload, "cwd").map(str::to_owned);
+        match (str_at(record, "type"), str_at(payload, "type")) {
+            (Some("session_meta"), _) => {
+                found.header(payload);
             }
-            Some("response_item") if str_at(payload, "type") == Some("message") => {
+            (Some("response_item"), Some("message")) => {
                 if let Some(prompt) = prompt_of(payload) {
                     found.title.get_or_insert_with(|| title_of(&prompt, TITLE_CHARS));
                 }
@@ -65,8 +63,7 @@ fn describe(path: &Path) -> Option<ExternalSession> {
             }
             _ => {}
         }
-    }
-    found.listing(&CodexSessions::IDS, path, head.whole)
+    })
 }
 
 /// Where Codex keeps its sessions (`$CODEX_HOME/sessions`), and how they are read for the
@@ -106,7 +103,7 @@ impl SessionFiles for CodexSessions {
     }
 
     /// The blocks of one rollout record; nothing for bookkeeping records.
-    fn record_blocks(record: &Value) -> Vec<Block> {
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
         let payload = record.get("payload").unwrap_or(&Value::Null);
         let kind = match (str_at(record, "type"), str_at(payload, "type")) {
             (Some("response_item"), Some("message")) => match str_at(payload, "role") {
@@ -151,7 +148,7 @@ impl SessionFiles for CodexSessions {
             }
             _ => None,
         };
-        kind.into_iter().map(mirrored).collect()
+        kind.into_iter().collect()
     }
 }
 
@@ -159,44 +156,37 @@ impl SessionFiles for CodexSessions {
 mod tests {
     use super::*;
     use terminull_adapter_sdk::handoff::testing::{self, PLAIN_TURN, TOOL_TURN};
-    use terminull_protocol::BlockKind;
 
-    const FILE: &str = "rollout-2026-11-30T06-22-51-01a22b1e-d736-78a3-a961-79b9da931632.jsonl";
     const FIXTURE: &str = include_str!(
         "../../../tests/fixtures/handoff/codex/rollout-2026-11-30T06-22-51-01a22b1e-d736-78a3-a961-79b9da931632.jsonl"
     );
     const ID: &str = "01a22b1e-d736-78a3-a961-79b9da931632";
     const CWD: &str = "/tmp/hrec/ws";
 
-    fn home() -> tempfile::TempDir {
-        testing::home_with("sessions/2026/11/30", FILE, FIXTURE)
+    #[test]
+    fn the_resume_command_names_the_thread() {
+        assert_eq!(testing::resume_argv(&CodexSessions, ID), ["codex", "resume", ID]);
+        let other = "01a22b1e-0000-78a3-a961-79b9da931632";
+        let cases: [(&[&str], bool); 3] = [
+            (&["codex", "exec", "resume", ID, "hi"], true),
+            (&["codex", "exec", "resume", other], false),
+            (&["codex", "exec", "hi"], true),
+        ];
+        testing::check_drives::<CodexSessions>(Some(ID), &cases);
     }
 
     #[test]
     fn the_recorded_rollout_is_listed_and_both_turns_mirrored() {
-        let home = home();
+        // Rollouts are filed by date and named by their thread.
+        let file = format!("rollout-2026-11-30T06-22-51-{ID}.jsonl");
+        let home = testing::home_with("sessions/2026/11/30", &file, FIXTURE);
         let all = testing::check_recorded(&CodexSessions, home.path(), CWD, ID);
         assert_eq!(testing::types(&all.blocks), [&TOOL_TURN[..], &PLAIN_TURN[..]].concat());
         let BlockKind::ToolCall(call) = &all.blocks[3].kind else { panic!() };
         assert_eq!(call.input["cmd"], "echo hello");
-    }
-
-    #[test]
-    fn hostile_rollouts_give_errors_not_panics() {
-        let home = home();
-        testing::check_hostile_ids(&CodexSessions, home.path(), CWD, "../x", "0000");
+        // A rollout without its `session_meta` is no thread.
         let garbage = "{\"type\":\"response_item\",\"payload\":{\"type\":\"message\",\"role\":\"assistant\",\"content\":7}}\nnope\n";
         assert_eq!(testing::mirror_of_garbage(&CodexSessions, home.path(), CWD, ID, garbage).len(), 1);
         assert!(CodexSessions.scan(home.path(), &ScanExternalSessionsParams { cwd: None, limit: None }).is_empty());
-    }
-
-    #[test]
-    fn the_resume_command_names_the_thread() {
-        assert_eq!(testing::resume_argv(&CodexSessions, ID), ["codex", "resume", ID]);
-        let argv = testing::argv;
-        assert!(CodexSessions::drives(&argv(&["codex", "exec", "resume", ID, "hi"]), Some(ID)));
-        let other = "01a22b1e-0000-78a3-a961-79b9da931632";
-        assert!(!CodexSessions::drives(&argv(&["codex", "exec", "resume", other]), Some(ID)));
-        assert!(CodexSessions::drives(&argv(&["codex", "exec", "hi"]), Some(ID)));
     }
 }

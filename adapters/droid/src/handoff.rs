@@ -22,12 +22,13 @@ use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::replayed::{self, ToolCallItem};
 use terminull_adapter_sdk::handoff::{
     AgentHome, Described, ProcInfo, SessionFiles, SessionIds, TITLE_CHARS, dashed_dir_name, file_here_or_below,
-    find_owner_anywhere, is_probe, jsonl_files, mirrored, newest_first, read_head, same_dir, str_at, title_of,
+    find_owner_anywhere, is_probe, jsonl_files, newest_first, same_dir, str_at, title_of,
 };
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, ScanExternalSessionsParams,
 };
-use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::blocks::EndReason;
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -49,26 +50,20 @@ fn user_text(message: &Value) -> Option<String> {
 }
 
 fn describe(path: &Path) -> Option<ExternalSession> {
-    let head = read_head(path, SCAN_READ)?;
-    let mut found = Described::default();
-    for (_, record) in &head.records {
-        match str_at(record, "type") {
-            Some("session_start") if found.id.is_none() => {
-                found.id = str_at(record, "id").map(str::to_owned);
-                found.cwd = str_at(record, "cwd").map(str::to_owned);
-                found.title = str_at(record, "title").map(|t| title_of(t, TITLE_CHARS));
-            }
-            Some("message") => {
-                let role = record.pointer("/message/role").and_then(Value::as_str);
-                let prompt = role == Some("user") && record.get("message").and_then(user_text).is_some();
-                if prompt || role == Some("assistant") {
-                    found.messages += 1;
-                }
-            }
-            _ => {}
+    Described::from_head(path, SCAN_READ, &DroidSessions::IDS, |found, record| match str_at(record, "type") {
+        Some("session_start") if found.id.is_none() => {
+            found.header(record);
+            found.title = str_at(record, "title").map(|t| title_of(t, TITLE_CHARS));
         }
-    }
-    found.listing(&DroidSessions::IDS, path, head.whole)
+        Some("message") => {
+            let role = record.pointer("/message/role").and_then(Value::as_str);
+            let prompt = role == Some("user") && record.get("message").and_then(user_text).is_some();
+            if prompt || role == Some("assistant") {
+                found.messages += 1;
+            }
+        }
+        _ => {}
+    })
 }
 
 /// Whether a `droid` command line may drive session `sid` in `cwd`: `-s`, `--resume`,
@@ -124,10 +119,10 @@ impl SessionFiles for DroidSessions {
             .ok_or_else(|| AdapterError::not_found(format!("no Droid session file for {id} (cwd {cwd})")))
     }
 
-    fn record_blocks(record: &Value) -> Vec<Block> {
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
         let message = record.get("message").unwrap_or(&Value::Null);
         let content = message.get("content");
-        let out = match (str_at(record, "type"), str_at(message, "role")) {
+        match (str_at(record, "type"), str_at(message, "role")) {
             (Some("message"), Some("user")) => {
                 user_text(message).map(replayed::user).into_iter().chain(replayed::tool_results(content)).collect()
             }
@@ -143,8 +138,7 @@ impl SessionFiles for DroidSessions {
                 vec![replayed::turn_end(reason, replayed::FINISHED_IN_TERMINAL)]
             }
             _ => Vec::new(),
-        };
-        out.into_iter().map(mirrored).collect()
+        }
     }
 }
 
@@ -152,7 +146,6 @@ impl SessionFiles for DroidSessions {
 mod tests {
     use super::*;
     use terminull_adapter_sdk::handoff::testing::{self, TOOL_TURN};
-    use terminull_protocol::BlockKind;
 
     const FIXTURE: &str =
         include_str!("../../../tests/fixtures/handoff/droid/a9c67ee4-25db-4e11-90a8-15ef62b6718d.jsonl");
@@ -165,22 +158,18 @@ mod tests {
     }
 
     #[test]
-    fn the_recorded_session_is_listed_and_its_turn_mirrored() {
+    fn the_recorded_session_is_listed_mirrored_and_resumed() {
         let root = root();
         let all = testing::check_recorded(&DroidSessions, root.path(), CWD, ID);
         assert_eq!(testing::types(&all.blocks), TOOL_TURN);
         let BlockKind::UserMessage(m) = &all.blocks[0].kind else { unreachable!() };
         assert_eq!(m.text, testing::FIRST_PROMPT);
-    }
-
-    #[test]
-    fn hostile_session_files_give_errors_not_panics() {
-        let root = root();
-        testing::check_hostile_ids(&DroidSessions, root.path(), CWD, "../x", "nope");
+        assert_eq!(testing::resume_argv(&DroidSessions, ID), ["droid", "--resume", ID]);
         let garbage = "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":{}}}\n\u{0}\n";
         assert!(testing::mirror_of_garbage(&DroidSessions, root.path(), CWD, ID, garbage).is_empty());
     }
 
+    /// Droid's `--cwd` makes its directory, not the process's own.
     #[test]
     fn a_droid_given_another_directory_or_session_does_not_own_this_one() {
         let p = |argv: &[&str], cwd: &str| testing::process("droid", argv, Some(cwd));
@@ -189,6 +178,5 @@ mod tests {
         assert!(drives(&p(&["droid", "exec", "--cwd", "/w/shop", "hi"], "/"), here, Some(ID)));
         assert!(!drives(&p(&["droid", "exec", "--cwd", "/w/other", "hi"], "/w/shop"), here, Some(ID)));
         assert!(!drives(&p(&["droid", "--resume", "another"], "/w/shop"), here, Some(ID)));
-        assert_eq!(testing::resume_argv(&DroidSessions, ID), ["droid", "--resume", ID]);
     }
 }

@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::{
-    AgentHome, JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, SessionFiles, SessionIds, TITLE_CHARS, files_with_suffix,
-    mirrored, mtime_secs, newest_first, read_head, read_jsonl, replayed, str_at, strings_at, title_of,
+    AgentHome, JsonlCursor, MAX_SCANNED_FILES, SessionFiles, SessionIds, TITLE_CHARS, files_with_suffix,
+    mirror_records, mtime_secs, newest_first, read_head, replayed, str_at, strings_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{ExternalSession, MirrorParams, MirrorResult, ScanExternalSessionsParams};
-use terminull_protocol::blocks::{Block, ToolCall, ToolStatus};
+use terminull_protocol::blocks::{ToolCall, ToolStatus};
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -191,13 +191,12 @@ impl SessionFiles for GeminiSessions {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (file, at) = split_cursor(params.cursor.as_deref());
         let at = if file == Some(name.as_str()) { at } else { JsonlCursor::default() };
-        let chunk = read_jsonl(&path, at, JsonlLimits::default()).map_err(AdapterError::agent)?;
-        let blocks = chunk.records.iter().flat_map(|(_, r)| Self::record_blocks(r)).collect();
-        Ok(MirrorResult { blocks, cursor: format!("{name}|{}", chunk.cursor.encode()) })
+        let (blocks, next) = mirror_records(&path, at, Self::record_blocks)?;
+        Ok(MirrorResult { blocks, cursor: format!("{name}|{}", next.encode()) })
     }
 
     /// The blocks of one chat record; nothing for headers and `$set` patches.
-    fn record_blocks(record: &Value) -> Vec<Block> {
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
         let Some(id) = str_at(record, "id") else { return Vec::new() };
         let mut out = Vec::new();
         match str_at(record, "type") {
@@ -245,7 +244,7 @@ impl SessionFiles for GeminiSessions {
             }
             _ => {}
         }
-        out.into_iter().map(mirrored).collect()
+        out
     }
 }
 
@@ -316,7 +315,6 @@ mod tests {
     #[test]
     fn hostile_chats_give_errors_not_panics() {
         let root = root();
-        testing::check_hostile_ids(&GeminiSessions, root.path(), CWD, "../../../etc", "deadbeef-0000");
         let nowhere = root.path().join("nowhere");
         assert!(GeminiSessions.read_mirror(&nowhere, &testing::mirror_params(CWD, ID)).is_err());
         let header = FIXTURE.lines().next().unwrap();
@@ -326,12 +324,15 @@ mod tests {
         assert!(testing::mirror_of_garbage(&GeminiSessions, root.path(), CWD, ID, &garbage).is_empty());
     }
 
+    /// `gemini --resume` also takes `latest` or an index, which may be any session.
     #[test]
     fn the_resume_command_and_session_arguments() {
         assert_eq!(testing::resume_argv(&GeminiSessions, ID), ["gemini", "--resume", ID]);
-        let argv = testing::argv;
-        assert!(GeminiSessions::drives(&argv(&["gemini"]), Some(ID)));
-        assert!(GeminiSessions::drives(&argv(&["gemini", "-r", "latest"]), Some(ID)));
-        assert!(!GeminiSessions::drives(&argv(&["gemini", "--resume", "0000-other-id"]), Some(ID)));
+        let cases: [(&[&str], bool); 3] = [
+            (&["gemini"], true),
+            (&["gemini", "-r", "latest"], true),
+            (&["gemini", "--resume", "0000-other-id"], false),
+        ];
+        testing::check_drives::<GeminiSessions>(Some(ID), &cases);
     }
 }

@@ -18,12 +18,13 @@ use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::replayed::{self, ToolCallItem};
 use terminull_adapter_sdk::handoff::{
     AgentHome, Described, ProcInfo, SessionFiles, SessionIds, TITLE_CHARS, files_with_suffix, is_probe, jsonl_files,
-    mirrored, newest_first, owned_where, read_head, str_at, title_of,
+    newest_first, owned_where, str_at, title_of,
 };
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
     ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, ScanExternalSessionsParams,
 };
-use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::blocks::EndReason;
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
@@ -49,30 +50,22 @@ fn text_of(content: Option<&Value>) -> String {
 }
 
 fn describe(path: &Path) -> Option<ExternalSession> {
-    let head = read_head(path, SCAN_READ)?;
-    let mut found = Described::default();
-    for (_, record) in &head.records {
-        match str_at(record, "type") {
-            Some("session") if found.id.is_none() => {
-                found.id = str_at(record, "id").map(str::to_owned);
-                found.cwd = str_at(record, "cwd").map(str::to_owned);
-            }
-            Some("message") => {
-                let role = record.pointer("/message/role").and_then(Value::as_str);
-                if matches!(role, Some("user" | "assistant")) {
-                    found.messages += 1;
-                }
-                if role == Some("user") && found.title.is_none() {
-                    let text = text_of(record.pointer("/message/content"));
-                    if !text.is_empty() {
-                        found.title = Some(title_of(&text, TITLE_CHARS));
-                    }
-                }
-            }
-            _ => {}
+    Described::from_head(path, SCAN_READ, &PiSessions::IDS, |found, record| match str_at(record, "type") {
+        Some("session") => {
+            found.header(record);
         }
-    }
-    found.listing(&PiSessions::IDS, path, head.whole)
+        Some("message") => {
+            let role = record.pointer("/message/role").and_then(Value::as_str);
+            if matches!(role, Some("user" | "assistant")) {
+                found.messages += 1;
+            }
+            if role == Some("user") && found.title.is_none() {
+                let text = text_of(record.pointer("/message/content"));
+                found.title = (!text.is_empty()).then(|| title_of(&text, TITLE_CHARS));
+            }
+        }
+        _ => {}
+    })
 }
 
 /// Whether a process is pi: named `pi`, or node running pi's package.
@@ -126,7 +119,7 @@ impl SessionFiles for PiSessions {
             .ok_or_else(|| AdapterError::not_found(format!("no pi session file for {id} (cwd {cwd})")))
     }
 
-    fn record_blocks(record: &Value) -> Vec<Block> {
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
         if str_at(record, "type") != Some("message") {
             return Vec::new();
         }
@@ -160,7 +153,7 @@ impl SessionFiles for PiSessions {
             }
             _ => {}
         }
-        out.into_iter().map(mirrored).collect()
+        out
     }
 }
 
@@ -170,42 +163,34 @@ mod tests {
     use terminull_adapter_sdk::handoff::testing::{self, PLAIN_TURN, TOOL_TURN};
     use terminull_protocol::adapter::ScanExternalSessionsParams;
 
-    const FILE: &str = "2026-11-30T06-47-00-363Z_01a22b34-f40a-70a9-b8a3-d7362b0b15da.jsonl";
     const FIXTURE: &str = include_str!(
         "../../../tests/fixtures/handoff/pi/2026-11-30T06-47-00-363Z_01a22b34-f40a-70a9-b8a3-d7362b0b15da.jsonl"
     );
     const ID: &str = "01a22b34-f40a-70a9-b8a3-d7362b0b15da";
     const CWD: &str = "/tmp/hrec2/ws";
 
-    fn root() -> tempfile::TempDir {
-        assert_eq!(session_dir_name(CWD), "--tmp-hrec2-ws--");
-        testing::home_with("sessions/--tmp-hrec2-ws--", FILE, FIXTURE)
-    }
-
     #[test]
-    fn the_recorded_session_is_listed_and_both_turns_mirrored() {
-        let root = root();
+    fn the_recorded_session_is_listed_with_its_count_and_both_turns_mirrored() {
+        // A directory per cwd; the file is named by its start time and the session id.
+        assert_eq!(session_dir_name(CWD), "--tmp-hrec2-ws--");
+        let file = format!("2026-11-30T06-47-00-363Z_{ID}.jsonl");
+        let root = testing::home_with("sessions/--tmp-hrec2-ws--", &file, FIXTURE);
         let all = testing::check_recorded(&PiSessions, root.path(), CWD, ID);
         assert_eq!(testing::types(&all.blocks), [&TOOL_TURN[..], &PLAIN_TURN[..]].concat());
         let listed = PiSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
         assert_eq!(listed[0].message_count, Some(5));
-    }
-
-    #[test]
-    fn hostile_session_files_give_errors_not_panics() {
-        let root = root();
-        testing::check_hostile_ids(&PiSessions, root.path(), CWD, "../../x", "abc");
         let garbage = "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"}}\n{]\n";
         assert!(testing::mirror_of_garbage(&PiSessions, root.path(), CWD, ID, garbage).is_empty());
     }
 
+    /// `pi --session` takes a prefix of the id, and pi may run as node's script.
     #[test]
     fn the_resume_command_and_session_arguments() {
         assert_eq!(testing::resume_argv(&PiSessions, ID), ["pi", "--session", ID]);
-        let argv = testing::argv;
-        assert!(PiSessions::drives(&argv(&["pi"]), Some(ID)));
-        assert!(PiSessions::drives(&argv(&["pi", "--session", "01a22b34-f40a"]), Some(ID)));
-        assert!(!PiSessions::drives(&argv(&["pi", "--session", "99"]), Some(ID)));
+        testing::check_drives::<PiSessions>(
+            Some(ID),
+            &[(&["pi"], true), (&["pi", "--session", "01a22b34-f40a"], true), (&["pi", "--session", "99"], false)],
+        );
         let cli = "/x/node_modules/@mariozechner/pi-coding-agent/dist/cli.js";
         assert!(is_pi(&testing::process("node", &["node", cli], None)));
     }
