@@ -12,9 +12,10 @@
 use std::convert::Infallible;
 
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{EndReason, SessionEnd, Usage};
+use terminull_protocol::blocks::{EndReason, ErrorBlock, SessionEnd, Usage};
 
 use crate::adapter::AdapterError;
+use crate::bounds::{MAX_TOOL_OUTPUT_BYTES, bounded};
 use crate::session::Turn;
 
 /// One step a mapper asks for. `X` is an agent's own kind of step (none by default).
@@ -30,6 +31,18 @@ pub enum Action<X = Infallible> {
     End(SessionEnd),
     /// A step only this agent has.
     Agent(X),
+}
+
+impl<X> Action<X> {
+    /// A recoverable `error` block with `code` that the agent reported: its message cut
+    /// to [`MAX_TOOL_OUTPUT_BYTES`], or, when it gave none, a sentence naming `agent`.
+    pub fn agent_error(agent: &str, message: &str, code: &str) -> Self {
+        let message = match message.trim() {
+            "" => format!("{agent} reported an error without a message"),
+            _ => bounded(message, MAX_TOOL_OUTPUT_BYTES),
+        };
+        Action::Emit(BlockKind::Error(ErrorBlock { message, recoverable: true, code: Some(code.to_owned()) }))
+    }
 }
 
 /// The conversation an adapter continues from turn to turn: the agent's session id

@@ -20,16 +20,7 @@ pub const MAX_ERROR_BYTES: usize = 16 * 1024;
 pub const MAX_TRACKED_IDS: usize = 65_536;
 
 /// `text` cut to at most `max` bytes, on a character boundary.
-pub fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
+pub use terminull_protocol::text::prefix_within as cut;
 
 /// `text` cut to at most `max` bytes on a character boundary, with a note saying so.
 pub fn bounded(text: &str, max: usize) -> String {

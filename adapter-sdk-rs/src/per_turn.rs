@@ -158,3 +158,37 @@ impl TurnProcess {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+    use crate::child::STDERR_QUOTE_BYTES;
+
+    const PROCESS: TurnProcess = TurnProcess {
+        agent: "cursor-agent",
+        interrupt_grace: Duration::from_secs(3),
+        exit_wait: Duration::from_secs(3),
+        shutdown_grace: Duration::from_secs(2),
+    };
+
+    #[test]
+    fn exit_detail_says_how_the_agent_exited_and_quotes_the_end_of_its_stderr() {
+        let status = ExitStatus::from_raw(1 << 8);
+        assert_eq!(
+            PROCESS.exit_detail(Some(status), ""),
+            "cursor-agent exited with status 1 before finishing the turn"
+        );
+        let signalled = ExitStatus::from_raw(9);
+        let tail: String = (0..40).map(|i| format!("line {i}\n\n")).collect();
+        let detail = PROCESS.exit_detail(Some(signalled), &tail);
+        assert!(
+            detail.starts_with("cursor-agent exited on signal 9 before finishing the turn:\nline 28\n"),
+            "{detail}"
+        );
+        assert!(detail.ends_with("line 39"));
+        let long = "é".repeat(5000);
+        assert!(PROCESS.exit_detail(None, &long).len() < STDERR_QUOTE_BYTES + 100);
+    }
+}

@@ -11,6 +11,7 @@ use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt as _, StreamExt as _};
 use terminull_protocol::SessionId;
 use terminull_protocol::relay::{RelayError as ErrorBody, RelayErrorCode, RelayFrame};
+use terminull_protocol::text::prefix_within;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -174,18 +175,6 @@ pub(crate) fn error_frame(
     RelayFrame::Error(ErrorBody { code, message: message.into(), session_id })
 }
 
-/// `text`, cut to at most `max` bytes on a character boundary.
-pub(crate) fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// What the reader got.
 #[derive(Debug)]
 pub(crate) enum Inbound {
@@ -319,7 +308,7 @@ impl ConnIo {
                         }
                         Err(e) => {
                             let detail = format!("not a relay frame: {e}");
-                            if !self.malformed(truncate(&detail, MAX_DETAIL)) {
+                            if !self.malformed(prefix_within(&detail, MAX_DETAIL)) {
                                 return Inbound::Ended;
                             }
                         }
@@ -403,7 +392,7 @@ impl ConnIo {
             );
         } else {
             tracing::debug!(role = self.role, conn = self.handle.id, error = %text, "websocket read failed");
-            self.handle.kill(Kill::close(close_code::POLICY, truncate(&text, MAX_CLOSE_REASON)));
+            self.handle.kill(Kill::close(close_code::POLICY, prefix_within(&text, MAX_CLOSE_REASON)));
         }
     }
 
@@ -472,7 +461,7 @@ async fn write_loop(
         if let Some(error) = kill.error {
             sink.send(Message::Text(frame_json(&RelayFrame::Error(error)).into())).await?;
         }
-        let reason = truncate(&kill.reason, MAX_CLOSE_REASON).to_owned();
+        let reason = prefix_within(&kill.reason, MAX_CLOSE_REASON).to_owned();
         sink.send(Message::Close(Some(CloseFrame { code: kill.close_code, reason: reason.into() }))).await?;
         sink.close().await
     };

@@ -22,7 +22,10 @@ use terminull_protocol::adapter::{
     TerminalResumeCommandResult,
 };
 
-use super::latest_by_scan;
+use serde_json::Value;
+use terminull_protocol::BlockKind;
+
+use super::{AgentHome, SessionIds, latest_by_scan, mirror_jsonl, owned_by_cli};
 use crate::error::AdapterError;
 
 /// The class-level handoff hooks of one agent. The serve loop calls only the hooks in
@@ -57,12 +60,35 @@ pub trait Handoff: Send + Sync {
     ) -> impl Future<Output = Result<TerminalResumeCommandResult, AdapterError>> + Send;
 }
 
-/// The handoff of an agent that keeps its sessions in files under one directory. Every
-/// read of those files is bounded (they are untrusted); see the readers in
-/// [`crate::handoff`].
+/// The handoff of an agent that keeps its sessions in files under one directory. What
+/// is the agent's own: where that directory is ([`HOME`](Self::HOME)), what its session
+/// ids look like ([`IDS`](Self::IDS)), how a scan describes its files
+/// ([`scan`](Self::scan)), which file is a session's transcript
+/// ([`session_path`](Self::session_path)) and what its records mean
+/// ([`record_blocks`](Self::record_blocks)), and its CLI's command line ([`CLI`](Self::CLI),
+/// [`RESUME_ARGS`](Self::RESUME_ARGS), [`drives`](Self::drives)). The rest is
+/// defaulted from those, and every read of the files is bounded (they are untrusted;
+/// see the readers in [`crate::handoff`]).
 pub trait SessionFiles {
+    /// Where the agent keeps its state (`~/.codex`, or `$CODEX_HOME`).
+    const HOME: AgentHome;
+
+    /// The agent's session ids. An id is checked against them before it goes into a
+    /// path or a command line.
+    const IDS: SessionIds;
+
+    /// The agent's CLI as a terminal runs it (`codex`): the program of the resume
+    /// command, and the process name [`is_owned`](Self::is_owned) looks for.
+    const CLI: &'static str;
+
+    /// What stands between [`CLI`](Self::CLI) and the session id in the command that
+    /// resumes a session interactively (`["--resume"]`, `["resume"]`).
+    const RESUME_ARGS: &'static [&'static str];
+
     /// The directory the sessions are under; an error when it cannot be found (no HOME).
-    fn root(&self) -> Result<PathBuf, AdapterError>;
+    fn root(&self) -> Result<PathBuf, AdapterError> {
+        Self::HOME.require()
+    }
 
     /// `scan_external_sessions` under `root`: see [`super::newest_first`].
     fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession>;
@@ -73,15 +99,47 @@ pub trait SessionFiles {
         latest_by_scan(params, |scan_params| self.scan(root, scan_params))
     }
 
-    /// `is_cwd_externally_owned`: see [`super::find_native_owner`].
-    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult;
+    /// Whether a command line of [`CLI`](Self::CLI) may be driving session `sid` (any
+    /// session without one). Default: every command line may, so any such process in
+    /// the directory owns it.
+    fn drives(argv: &[String], sid: Option<&str>) -> bool {
+        let _ = (argv, sid);
+        true
+    }
 
-    /// `mirror`: the session's transcript after the cursor, as blocks.
-    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError>;
+    /// `is_cwd_externally_owned`. Default: a [`CLI`](Self::CLI) process in the
+    /// directory that [`drives`](Self::drives) the session; see [`super::owned_by_cli`].
+    fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
+        owned_by_cli(&[Self::CLI], params, Self::drives)
+    }
 
-    /// `terminal_resume_command`: the agent's interactive CLI, resuming the session.
-    fn resume_command(&self, params: &TerminalResumeCommandParams)
-    -> Result<TerminalResumeCommandResult, AdapterError>;
+    /// The transcript of session `id` (already checked against [`IDS`](Self::IDS)) that
+    /// ran in `cwd`, under `root`; a `not_found` error when there is none.
+    fn session_path(&self, root: &Path, cwd: &str, id: &str) -> Result<PathBuf, AdapterError>;
+
+    /// The blocks of one transcript record (the mirror marks them
+    /// [`mirrored`](super::mirrored)); none for bookkeeping records.
+    fn record_blocks(record: &Value) -> Vec<BlockKind>;
+
+    /// `mirror`: the session's transcript after the cursor, as blocks. Default: the
+    /// JSONL file [`session_path`](Self::session_path) names, read by
+    /// [`super::mirror_jsonl`].
+    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        let id = Self::IDS.check(params.agent_session_id.as_str())?;
+        let path = self.session_path(root, &params.cwd, id)?;
+        mirror_jsonl(&path, params.cursor.as_deref(), Self::record_blocks)
+    }
+
+    /// `terminal_resume_command`: the agent's interactive CLI, resuming the session
+    /// (`<CLI> <RESUME_ARGS…> <id>`) in the directory asked for.
+    fn resume_command(
+        &self,
+        params: &TerminalResumeCommandParams,
+    ) -> Result<TerminalResumeCommandResult, AdapterError> {
+        let id = Self::IDS.check(params.agent_session_id.as_str())?;
+        let argv = [Self::CLI].iter().chain(Self::RESUME_ARGS).chain([&id]).map(|a| (*a).to_owned()).collect();
+        Ok(TerminalResumeCommandResult { argv, cwd: params.cwd.clone() })
+    }
 }
 
 impl<S: SessionFiles + Send + Sync> Handoff for S {

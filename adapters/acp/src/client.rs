@@ -29,6 +29,7 @@ use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
 use terminull_protocol::blocks::SessionEnd;
 use terminull_protocol::jsonrpc::{Request, RequestId, RpcError, codes};
+use terminull_protocol::text::suffix_within;
 use terminull_rpc::{CallError, Incoming, Peer, PeerTasks};
 use tokio::process::Command;
 use tokio::sync::mpsc;
@@ -740,11 +741,7 @@ pub fn stderr_tail(tail: &str) -> String {
     if joined.len() <= 2000 {
         return joined;
     }
-    let mut cut = joined.len() - 2000;
-    while !joined.is_char_boundary(cut) {
-        cut += 1;
-    }
-    format!("…{}", &joined[cut..])
+    format!("…{}", suffix_within(&joined, 2000))
 }
 
 #[cfg(test)]

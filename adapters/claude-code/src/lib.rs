@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
+pub mod cli;
 pub mod events;
 pub mod handoff;
 pub mod mapping;

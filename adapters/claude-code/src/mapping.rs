@@ -40,6 +40,7 @@ use terminull_protocol::blocks::{
     EndReason, ErrorBlock, PermissionOption, PermissionOptionKind, Progress, SessionEnd, StreamedText, Usage,
 };
 use terminull_protocol::ids::{BlockId, ToolCallId};
+use terminull_protocol::text::prefix_within;
 
 use crate::events::{
     ApiRetry, AssistantEvent, ContentBlock, ControlRequest, Delta, Event, ResultEvent, SseEvent, StreamEvent,
@@ -256,10 +257,7 @@ fn truncate(mut text: String, max: usize) -> String {
         return text;
     }
     let total = text.len();
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = prefix_within(&text, max).len();
     text.truncate(cut);
     text.push_str(&format!("\n… [output truncated: {} of {total} bytes shown]", cut));
     text

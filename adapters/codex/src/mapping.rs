@@ -42,9 +42,7 @@ use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{
-    Diff, DiffChange, EndReason, ErrorBlock, Plan, PlanEntry, PlanStatus, SessionEnd, Usage,
-};
+use terminull_protocol::blocks::{Diff, DiffChange, EndReason, Plan, PlanEntry, PlanStatus, SessionEnd, Usage};
 use terminull_protocol::ids::ToolCallId;
 
 use crate::events::{
@@ -247,7 +245,7 @@ impl TurnMapper {
         let mut out = Vec::new();
         self.flush_error(&mut out);
         self.close_open("codex exited before the tool call finished", &mut out);
-        out.push(error_block(detail, "agent_exited"));
+        out.push(Action::agent_error("codex", detail, "agent_exited"));
         out.push(Action::End(SessionEnd {
             reason: EndReason::Error,
             usage: None,
@@ -259,7 +257,7 @@ impl TurnMapper {
 
     fn flush_error(&mut self, out: &mut Vec<Action>) {
         if let Some(message) = self.pending_error.take() {
-            out.push(error_block(&message, "agent_error"));
+            out.push(Action::agent_error("codex", &message, "agent_error"));
         }
     }
 
@@ -305,7 +303,7 @@ impl TurnMapper {
             }
             ItemDetails::TodoList(list) => self.on_todo(list, out),
             ItemDetails::Error(e) => {
-                out.push(error_block(&e.message, "agent_warning"));
+                out.push(Action::agent_error("codex", &e.message, "agent_warning"));
                 self.mark_finished(item.id);
                 return;
             }
@@ -480,7 +478,7 @@ impl EventMapper for TurnMapper {
                 }
                 self.pending_error = None;
                 self.close_open(&message, &mut out);
-                out.push(error_block(&message, "model_error"));
+                out.push(Action::agent_error("codex", &message, "model_error"));
                 out.push(Action::End(SessionEnd { reason: EndReason::Error, usage: None, message: Some(message) }));
                 self.ended = true;
             }
@@ -503,15 +501,6 @@ impl EventMapper for TurnMapper {
         self.ended = true;
         out
     }
-}
-
-fn error_block(message: &str, code: &str) -> Action {
-    let message = if message.trim().is_empty() { "codex reported an error without a message" } else { message };
-    Action::Emit(BlockKind::Error(ErrorBlock {
-        message: bounded(message, MAX_TOOL_OUTPUT_BYTES),
-        recoverable: true,
-        code: Some(code.to_owned()),
-    }))
 }
 
 #[cfg(test)]

@@ -144,28 +144,6 @@ fn exit_code(stderr_tail: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::ExitStatusExt;
-    use std::process::ExitStatus;
-    use terminull_adapter_sdk::child::STDERR_QUOTE_BYTES;
-
-    #[test]
-    fn exit_details() {
-        let status = ExitStatus::from_raw(1 << 8);
-        assert_eq!(
-            PROCESS.exit_detail(Some(status), ""),
-            "cursor-agent exited with status 1 before finishing the turn"
-        );
-        let signalled = ExitStatus::from_raw(9);
-        let tail: String = (0..40).map(|i| format!("line {i}\n\n")).collect();
-        let detail = PROCESS.exit_detail(Some(signalled), &tail);
-        assert!(
-            detail.starts_with("cursor-agent exited on signal 9 before finishing the turn:\nline 28\n"),
-            "{detail}"
-        );
-        assert!(detail.ends_with("line 39"));
-        let long = "é".repeat(5000);
-        assert!(PROCESS.exit_detail(None, &long).len() < STDERR_QUOTE_BYTES + 100);
-    }
 
     #[test]
     fn exit_codes() {

@@ -27,12 +27,12 @@
 
 use serde_json::Value;
 pub use terminull_adapter_sdk::bounds::bounded;
-use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input};
+use terminull_adapter_sdk::bounds::{bounded_chars, bounded_input, cut};
 use terminull_adapter_sdk::per_turn::EventMapper;
 use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{Diff, DiffChange, EndReason, ErrorBlock, SessionEnd, Usage};
+use terminull_protocol::blocks::{Diff, DiffChange, EndReason, SessionEnd, Usage};
 use terminull_protocol::ids::ToolCallId;
 
 use crate::events::{AssistantText, Event, RunResult, TokenUsage, ToolInvocation, ToolOutcome, ToolPhase};
@@ -119,7 +119,7 @@ impl TurnMapper {
         }
         let mut out = Vec::new();
         self.close_open("cursor-agent exited before the tool call finished", &mut out);
-        out.push(error_block(detail, code));
+        out.push(Action::agent_error("cursor-agent", detail, code));
         out.push(Action::End(SessionEnd {
             reason: EndReason::Error,
             usage: None,
@@ -299,7 +299,7 @@ impl TurnMapper {
             } else {
                 result.result.clone()
             };
-            out.push(error_block(&message, "agent_error"));
+            out.push(Action::agent_error("cursor-agent", &message, "agent_error"));
             out.push(Action::End(SessionEnd {
                 reason: EndReason::Error,
                 usage,
@@ -380,15 +380,7 @@ fn push_bounded(streamer: &mut TextStreamer, piece: &str) -> Option<BlockKind> {
         return None;
     }
     let room = MAX_TEXT_BYTES - used;
-    let piece = if piece.len() <= room {
-        piece.to_owned()
-    } else {
-        let mut cut = room;
-        while !piece.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}{NOTE}", &piece[..cut])
-    };
+    let piece = if piece.len() <= room { piece.to_owned() } else { format!("{}{NOTE}", cut(piece, room)) };
     streamer.try_push(&piece).map_err(|e| tracing::debug!("{e}")).ok()
 }
 
@@ -582,15 +574,6 @@ fn text_of(v: &Value) -> String {
         }
         other => bounded(&other.to_string(), MAX_TOOL_OUTPUT_BYTES),
     }
-}
-
-fn error_block(message: &str, code: &str) -> Action {
-    let message = if message.trim().is_empty() { "cursor-agent reported an error without a message" } else { message };
-    Action::Emit(BlockKind::Error(ErrorBlock {
-        message: bounded(message, MAX_TOOL_OUTPUT_BYTES),
-        recoverable: true,
-        code: Some(code.to_owned()),
-    }))
 }
 
 #[cfg(test)]

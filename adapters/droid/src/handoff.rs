@@ -17,64 +17,24 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use terminull_adapter_sdk::AdapterError;
+use terminull_adapter_sdk::handoff::replayed::{self, ToolCallItem};
 use terminull_adapter_sdk::handoff::{
-    JsonlCursor, JsonlLimits, MAX_SCANNED_FILES, ProcInfo, ProcessTable, SessionFiles, TITLE_CHARS, agent_home,
-    files_with_suffix, is_probe, mirror_jsonl, mirrored, mtime_secs, newest_first, read_jsonl, replayed, same_dir,
-    str_at, title_of,
+    AgentHome, Described, ProcInfo, SessionFiles, SessionIds, TITLE_CHARS, dashed_dir_name, file_here_or_below,
+    find_owner_anywhere, is_probe, jsonl_files, newest_first, same_dir, str_at, title_of,
 };
+use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
-    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, MirrorParams, MirrorResult,
-    ScanExternalSessionsParams, TerminalResumeCommandParams, TerminalResumeCommandResult,
+    ExternalSession, IsCwdExternallyOwnedParams, IsCwdExternallyOwnedResult, ScanExternalSessionsParams,
 };
-use terminull_protocol::blocks::{Block, EndReason};
+use terminull_protocol::blocks::EndReason;
 
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
 
-/// `~/.factory`.
-pub fn factory_dir() -> Option<PathBuf> {
-    agent_home(None, ".factory")
-}
-
-/// The directory name Droid uses for `cwd`'s sessions.
-pub fn session_dir_name(cwd: &str) -> String {
-    cwd.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect()
-}
-
-fn check_id(id: &str) -> Result<(), AdapterError> {
-    let ok = !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if ok { Ok(()) } else { Err(AdapterError::invalid(format!("`{id}` is not a Droid session id"))) }
-}
-
-fn session_files(root: &Path, cwd: Option<&str>) -> Vec<PathBuf> {
-    let sessions = root.join("sessions");
-    let files = match cwd {
-        Some(cwd) => files_with_suffix(&sessions.join(session_dir_name(cwd)), ".jsonl", 0, MAX_SCANNED_FILES),
-        None => files_with_suffix(&sessions, ".jsonl", 1, MAX_SCANNED_FILES),
-    };
-    files.into_iter().filter(|p| !p.to_string_lossy().ends_with(".settings.jsonl")).collect()
-}
-
-/// The file of session `id`.
-pub fn session_path(root: &Path, cwd: &str, id: &str) -> Result<PathBuf, AdapterError> {
-    check_id(id)?;
-    let direct = root.join("sessions").join(session_dir_name(cwd)).join(format!("{id}.jsonl"));
-    if direct.is_file() {
-        return Ok(direct);
-    }
-    files_with_suffix(&root.join("sessions"), &format!("/{id}.jsonl"), 1, 1)
-        .into_iter()
-        .next()
-        .or_else(|| {
-            files_with_suffix(&root.join("sessions"), ".jsonl", 1, MAX_SCANNED_FILES)
-                .into_iter()
-                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{id}.jsonl")))
-        })
-        .ok_or_else(|| AdapterError::not_found(format!("no Droid session file for {id} (cwd {cwd})")))
-}
-
+/// A user message's text, unless it is tool results or Droid's injected
+/// `<system-reminder>`.
 fn user_text(message: &Value) -> Option<String> {
     let text = match message.get("content")? {
         Value::String(s) => s.clone(),
@@ -90,33 +50,19 @@ fn user_text(message: &Value) -> Option<String> {
 }
 
 fn describe(path: &Path) -> Option<ExternalSession> {
-    let chunk =
-        read_jsonl(path, JsonlCursor::default(), JsonlLimits { max_line: SCAN_READ, max_read: SCAN_READ }).ok()?;
-    let (mut id, mut cwd, mut title, mut messages) = (None, None, None, 0u64);
-    for (_, record) in &chunk.records {
-        match record.get("type").and_then(Value::as_str) {
-            Some("session_start") if id.is_none() => {
-                id = record.get("id").and_then(Value::as_str).map(str::to_owned);
-                cwd = record.get("cwd").and_then(Value::as_str).map(str::to_owned);
-                title = record.get("title").and_then(Value::as_str).map(|t| title_of(t, TITLE_CHARS));
-            }
-            Some("message") => {
-                let role = record.pointer("/message/role").and_then(Value::as_str);
-                let prompt = role == Some("user") && record.get("message").and_then(user_text).is_some();
-                if prompt || role == Some("assistant") {
-                    messages += 1;
-                }
-            }
-            _ => {}
+    Described::from_head(path, SCAN_READ, &DroidSessions::IDS, |found, record| match str_at(record, "type") {
+        Some("session_start") if found.id.is_none() => {
+            found.header(record);
+            found.title = str_at(record, "title").map(|t| title_of(t, TITLE_CHARS));
         }
-    }
-    let id = id.filter(|i| check_id(i).is_ok())?;
-    Some(ExternalSession {
-        agent_session_id: id.into(),
-        cwd,
-        title,
-        updated_at: mtime_secs(path),
-        message_count: ((chunk.cursor.offset as usize) < SCAN_READ).then_some(messages),
+        Some("message") => {
+            let role = record.pointer("/message/role").and_then(Value::as_str);
+            let prompt = role == Some("user") && record.get("message").and_then(user_text).is_some();
+            if prompt || role == Some("assistant") {
+                found.messages += 1;
+            }
+        }
+        _ => {}
     })
 }
 
@@ -139,133 +85,67 @@ pub fn drives(p: &ProcInfo, cwd: &Path, sid: Option<&str>) -> bool {
     in_dir && sid.is_none_or(|sid| named.is_none_or(|n| n == sid))
 }
 
-fn tool_output(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(items)) => items.iter().filter_map(|i| str_at(i, "text")).collect::<Vec<_>>().join("\n"),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    }
-}
-
-/// Where Droid keeps its sessions, and how they are read for the handoff hooks.
+/// Where Droid keeps its sessions (`~/.factory/sessions`), and how they are read for the
+/// handoff hooks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DroidSessions;
 
 impl SessionFiles for DroidSessions {
-    fn root(&self) -> Result<PathBuf, AdapterError> {
-        factory_dir().ok_or_else(|| AdapterError::agent("HOME is not set"))
-    }
+    const HOME: AgentHome = AgentHome { env: None, under_home: ".factory" };
+    const IDS: SessionIds = SessionIds::named("a Droid session id");
+    const CLI: &'static str = "droid";
+    const RESUME_ARGS: &'static [&'static str] = &["--resume"];
 
-    /// `scan_external_sessions` against `root` (`~/.factory`).
     fn scan(&self, root: &Path, params: &ScanExternalSessionsParams) -> Vec<ExternalSession> {
-        newest_first(session_files(root, params.cwd.as_deref()).iter().filter_map(|p| describe(p)), params)
+        let files = jsonl_files(&root.join("sessions"), params.cwd.as_deref().map(dashed_dir_name).as_deref());
+        let sessions = files.iter().filter(|p| !p.to_string_lossy().ends_with(".settings.jsonl"));
+        newest_first(sessions.filter_map(|p| describe(p)), params)
     }
 
-    /// A `droid` process (not terminull's) drives `cwd`.
+    /// A `droid` process (not terminull's) drives `cwd`. Its own working directory may
+    /// differ when `--cwd` is given, so every droid process is looked at.
     fn is_owned(&self, params: &IsCwdExternallyOwnedParams) -> IsCwdExternallyOwnedResult {
         let sid = params.agent_session_id.as_ref().map(ToString::to_string);
         let cwd = Path::new(&params.cwd);
-        let table = ProcessTable::read();
-        // The process's own cwd may differ when `--cwd` is given: look at every droid.
-        let me = std::process::id();
-        let mut owners: Vec<u32> = table
-            .iter()
-            .filter(|p| p.program_names().iter().any(|n| n == "droid"))
-            .filter(|p| !is_probe(&p.argv) && drives(p, cwd, sid.as_deref()))
-            .filter(|p| !table.is_terminulls(p.pid, me))
-            .map(|p| p.pid)
-            .collect();
-        owners.sort_unstable();
-        let pid = owners.first().copied();
+        let pid = find_owner_anywhere(|p| {
+            p.program_names().iter().any(|n| n == Self::CLI) && !is_probe(&p.argv) && drives(p, cwd, sid.as_deref())
+        });
         IsCwdExternallyOwnedResult { owned: pid.is_some(), pid }
     }
 
-    /// `mirror`: the session file after the cursor, as blocks.
-    fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
-        let path = session_path(root, &params.cwd, params.agent_session_id.as_str())?;
-        mirror_jsonl(&path, params.cursor.as_deref(), record_blocks)
+    fn session_path(&self, root: &Path, cwd: &str, id: &str) -> Result<PathBuf, AdapterError> {
+        let sessions = root.join("sessions");
+        file_here_or_below(&sessions.join(dashed_dir_name(cwd)), &sessions, &format!("{id}.jsonl"))
+            .ok_or_else(|| AdapterError::not_found(format!("no Droid session file for {id} (cwd {cwd})")))
     }
 
-    /// `terminal_resume_command`: `droid --resume <id>`.
-    fn resume_command(
-        &self,
-        params: &TerminalResumeCommandParams,
-    ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        check_id(params.agent_session_id.as_str())?;
-        Ok(TerminalResumeCommandResult {
-            argv: vec!["droid".into(), "--resume".into(), params.agent_session_id.to_string()],
-            cwd: params.cwd.clone(),
-        })
-    }
-}
-
-/// The blocks of one session record.
-pub fn record_blocks(record: &Value) -> Vec<Block> {
-    let mut out = Vec::new();
-    match str_at(record, "type") {
-        Some("message") => {
-            let Some(message) = record.get("message") else { return Vec::new() };
-            let record_id = str_at(record, "id").unwrap_or("message");
-            match str_at(message, "role") {
-                Some("user") => {
-                    if let Some(text) = user_text(message) {
-                        out.push(replayed::user(text));
-                    }
-                    for item in message.get("content").and_then(Value::as_array).into_iter().flatten() {
-                        if str_at(item, "type") == Some("tool_result")
-                            && let Some(id) = str_at(item, "tool_use_id")
-                        {
-                            out.push(replayed::tool_result(
-                                id,
-                                tool_output(item.get("content")),
-                                item.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                            ));
-                        }
-                    }
-                }
-                Some("assistant") => {
-                    let items = message.get("content").and_then(Value::as_array);
-                    for (i, item) in items.into_iter().flatten().enumerate() {
-                        let id = format!("{record_id}-{i}");
-                        match str_at(item, "type") {
-                            Some("text") => out.push(replayed::text(id, str_at(item, "text").unwrap_or_default())),
-                            Some("thinking") => {
-                                out.push(replayed::thinking(id, str_at(item, "thinking").unwrap_or_default()))
-                            }
-                            Some("tool_use") => {
-                                let Some(call) = str_at(item, "id") else { continue };
-                                out.push(replayed::tool_call(
-                                    call,
-                                    str_at(item, "name").unwrap_or("tool"),
-                                    item.get("input").cloned().unwrap_or(json!({})),
-                                ));
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
+    fn record_blocks(record: &Value) -> Vec<BlockKind> {
+        let message = record.get("message").unwrap_or(&Value::Null);
+        let content = message.get("content");
+        match (str_at(record, "type"), str_at(message, "role")) {
+            (Some("message"), Some("user")) => {
+                user_text(message).map(replayed::user).into_iter().chain(replayed::tool_results(content)).collect()
             }
+            (Some("message"), Some("assistant")) => {
+                replayed::assistant_items(str_at(record, "id").unwrap_or("message"), content, ToolCallItem::ANTHROPIC)
+            }
+            (Some("agent_turn_outcome"), _) => {
+                let reason = match str_at(record, "reason") {
+                    Some("completed") => EndReason::Completed,
+                    Some("interrupted" | "cancelled" | "aborted") => EndReason::Interrupted,
+                    _ => EndReason::Error,
+                };
+                vec![replayed::turn_end(reason, replayed::FINISHED_IN_TERMINAL)]
+            }
+            _ => Vec::new(),
         }
-        Some("agent_turn_outcome") => {
-            let reason = match str_at(record, "reason") {
-                Some("completed") => EndReason::Completed,
-                Some("interrupted" | "cancelled" | "aborted") => EndReason::Interrupted,
-                _ => EndReason::Error,
-            };
-            out.push(replayed::turn_end(reason, "turn finished in the terminal"));
-        }
-        _ => {}
     }
-    out.into_iter().map(mirrored).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terminull_protocol::BlockKind;
-    use terminull_protocol::adapter::LatestSidForCwdParams;
+    use terminull_adapter_sdk::handoff::testing::{self, TOOL_TURN};
 
     const FIXTURE: &str =
         include_str!("../../../tests/fixtures/handoff/droid/a9c67ee4-25db-4e11-90a8-15ef62b6718d.jsonl");
@@ -273,75 +153,30 @@ mod tests {
     const CWD: &str = "/tmp/hrec3/ws";
 
     fn root() -> tempfile::TempDir {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("sessions").join(session_dir_name(CWD));
-        assert_eq!(session_dir_name(CWD), "-tmp-hrec3-ws");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{ID}.jsonl")), FIXTURE).unwrap();
-        root
+        assert_eq!(dashed_dir_name(CWD), "-tmp-hrec3-ws");
+        testing::home_with("sessions/-tmp-hrec3-ws", &format!("{ID}.jsonl"), FIXTURE)
     }
 
     #[test]
-    fn a_recorded_session_is_found_by_scan_with_its_cwd_and_title() {
+    fn the_recorded_session_is_listed_mirrored_and_resumed() {
         let root = root();
-        let all = DroidSessions.scan(root.path(), &ScanExternalSessionsParams { cwd: None, limit: None });
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[0].agent_session_id.as_str(), ID);
-        assert_eq!(all[0].cwd.as_deref(), Some(CWD));
-        assert_eq!(all[0].title.as_deref(), Some("mock:tool please"));
-        let head = DroidSessions.latest(root.path(), &LatestSidForCwdParams { cwd: CWD.into() });
-        assert_eq!(head.agent_session_id.as_ref().map(|s| s.as_str()), Some(ID));
-    }
-
-    #[test]
-    fn the_mirror_maps_the_recorded_turn_to_blocks_and_continues_from_its_cursor() {
-        let root = root();
-        let params = MirrorParams { cwd: CWD.into(), agent_session_id: ID.into(), cursor: None };
-        let all = DroidSessions.read_mirror(root.path(), &params).unwrap();
-        let types: Vec<&str> = all.blocks.iter().map(Block::block_type).collect();
-        assert_eq!(
-            types,
-            ["user_message", "thinking", "text", "tool_call", "tool_result", "thinking", "text", "session_end"]
-        );
+        let all = testing::check_recorded(&DroidSessions, root.path(), CWD, ID);
+        assert_eq!(testing::types(&all.blocks), TOOL_TURN);
         let BlockKind::UserMessage(m) = &all.blocks[0].kind else { unreachable!() };
-        assert_eq!(m.text, "mock:tool please");
-        assert!(
-            DroidSessions
-                .read_mirror(root.path(), &MirrorParams { cursor: Some(all.cursor), ..params })
-                .unwrap()
-                .blocks
-                .is_empty()
-        );
+        assert_eq!(m.text, testing::FIRST_PROMPT);
+        assert_eq!(testing::resume_argv(&DroidSessions, ID), ["droid", "--resume", ID]);
+        let garbage = "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":{}}}\n\u{0}\n";
+        assert!(testing::mirror_of_garbage(&DroidSessions, root.path(), CWD, ID, garbage).is_empty());
     }
 
-    #[test]
-    fn hostile_session_files_give_errors_not_panics() {
-        let root = root();
-        let params = |id: &str| MirrorParams { cwd: CWD.into(), agent_session_id: id.into(), cursor: None };
-        assert!(DroidSessions.read_mirror(root.path(), &params("../x")).is_err());
-        assert!(DroidSessions.read_mirror(root.path(), &params("nope")).unwrap_err().message.contains("nope"));
-        let path = session_path(root.path(), CWD, ID).unwrap();
-        std::fs::write(&path, "{\"type\":\"message\",\"message\":{\"role\":\"assistant\",\"content\":{}}}\n\u{0}\n")
-            .unwrap();
-        assert!(DroidSessions.read_mirror(root.path(), &params(ID)).unwrap().blocks.is_empty());
-    }
-
+    /// Droid's `--cwd` makes its directory, not the process's own.
     #[test]
     fn a_droid_given_another_directory_or_session_does_not_own_this_one() {
-        let p = |argv: &[&str], cwd: &str| ProcInfo {
-            pid: 1,
-            ppid: 0,
-            exe: Some("droid".into()),
-            argv: argv.iter().map(|s| (*s).to_owned()).collect(),
-            cwd: Some(PathBuf::from(cwd)),
-            marked: false,
-        };
+        let p = |argv: &[&str], cwd: &str| testing::process("droid", argv, Some(cwd));
         let here = Path::new("/w/shop");
         assert!(drives(&p(&["droid"], "/w/shop"), here, Some(ID)));
         assert!(drives(&p(&["droid", "exec", "--cwd", "/w/shop", "hi"], "/"), here, Some(ID)));
         assert!(!drives(&p(&["droid", "exec", "--cwd", "/w/other", "hi"], "/w/shop"), here, Some(ID)));
         assert!(!drives(&p(&["droid", "--resume", "another"], "/w/shop"), here, Some(ID)));
-        let params = TerminalResumeCommandParams { agent_session_id: ID.into(), cwd: None };
-        assert_eq!(DroidSessions.resume_command(&params).unwrap().argv, ["droid", "--resume", ID]);
     }
 }

@@ -14,14 +14,13 @@
 //!
 //! What the CLI prints is untrusted: bounded, parsed leniently, never a panic.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
 use terminull_adapter_sdk::handoff::{
-    Handoff, ProcInfo, find_native_owner, is_probe, mirrored, replayed, str_at, title_of,
+    Handoff, SessionIds, TITLE_CHARS, is_probe, mirrored, owned_by_cli, replayed, str_at, title_of,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -38,8 +37,6 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
 const QUERY_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// The most parts one mirror call reads (the rest comes with the next).
 const MIRROR_ROWS: usize = 2000;
-/// Longest title.
-const TITLE_CHARS: usize = 80;
 /// Sessions listed at most.
 const MAX_SESSIONS: u32 = 2000;
 
@@ -65,12 +62,9 @@ const NOT_A_SESSION: &[&str] = &[
     "plug",
 ];
 
-/// Checks a session id before it goes into a query: 1–64 letters, digits, `_` and `-`
-/// (OpenCode's are `ses_` and letters and digits).
-pub fn check_id(id: &str) -> Result<(), AdapterError> {
-    let ok = !id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if ok { Ok(()) } else { Err(AdapterError::invalid(format!("`{id}` is not an OpenCode session id"))) }
-}
+/// OpenCode's session ids (`ses_` and letters and digits): 1–64 letters, digits, `_`
+/// and `-`, checked before one goes into a query.
+pub const IDS: SessionIds = SessionIds { max: 64, underscore: true, ..SessionIds::named("an OpenCode session id") };
 
 /// `text` as an SQL string literal.
 pub fn sql_string(text: &str) -> Result<String, AdapterError> {
@@ -139,7 +133,7 @@ pub fn sessions_from_rows(rows: &[Value]) -> Vec<ExternalSession> {
     rows.iter()
         .filter_map(|row| {
             let id = row.get("id")?.as_str()?;
-            check_id(id).ok()?;
+            IDS.is_valid(id).then_some(())?;
             Some(ExternalSession {
                 agent_session_id: id.to_owned().into(),
                 cwd: row.get("directory").and_then(Value::as_str).map(str::to_owned),
@@ -190,7 +184,7 @@ impl PartCursor {
 
 /// The part query of a mirror.
 pub fn parts_sql(sid: &str, cursor: &PartCursor) -> Result<String, AdapterError> {
-    check_id(sid)?;
+    IDS.check(sid)?;
     Ok(format!(
         "SELECT p.id AS id, p.message_id AS message_id, p.time_updated AS time_updated, p.data AS data, \
          m.data AS message FROM part p JOIN message m ON m.id = p.message_id \
@@ -267,7 +261,7 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
                 })
             }
             (false, Some("step-finish")) if str_at(&part, "reason") == Some("stop") => {
-                Some(replayed::turn_end(EndReason::Completed, "turn finished in the terminal"))
+                Some(replayed::turn_end(EndReason::Completed, replayed::FINISHED_IN_TERMINAL))
             }
             _ => None,
         };
@@ -297,10 +291,7 @@ impl Handoff for OpenCodeSessions {
         &self,
         params: IsCwdExternallyOwnedParams,
     ) -> Result<IsCwdExternallyOwnedResult, AdapterError> {
-        let sid = params.agent_session_id.as_ref().map(ToString::to_string);
-        let accept = |p: &ProcInfo| drives(&p.argv, sid.as_deref());
-        let pid = find_native_owner(&[self.cli], Path::new(&params.cwd), accept);
-        Ok(IsCwdExternallyOwnedResult { owned: pid.is_some(), pid })
+        Ok(owned_by_cli(&[self.cli], &params, drives))
     }
 
     async fn mirror(&self, params: MirrorParams) -> Result<MirrorResult, AdapterError> {
@@ -322,7 +313,7 @@ impl Handoff for OpenCodeSessions {
         &self,
         params: TerminalResumeCommandParams,
     ) -> Result<TerminalResumeCommandResult, AdapterError> {
-        check_id(params.agent_session_id.as_str())?;
+        IDS.check(params.agent_session_id.as_str())?;
         Ok(TerminalResumeCommandResult {
             argv: vec![self.cli.to_owned(), "--session".into(), params.agent_session_id.to_string()],
             cwd: params.cwd,
@@ -353,8 +344,8 @@ mod tests {
         assert_eq!(listed[0].agent_session_id.as_str(), "ses_dd4b3ccf2ffe46piWlr8eUMa3j");
         assert_eq!(listed[0].cwd.as_deref(), Some("/tmp/hrec4/ws"));
         assert!(sessions_from_rows(&[json!({"id": "ses_x'; DROP TABLE session; --"}), json!(7)]).is_empty());
-        assert!(check_id("ses_abc").is_ok());
-        assert!(check_id("ses_a'b").is_err() && check_id("").is_err() && check_id("a b").is_err());
+        assert!(IDS.check("ses_abc").is_ok());
+        assert!(IDS.check("ses_a'b").is_err() && IDS.check("").is_err() && IDS.check("a b").is_err());
         let sql = sessions_sql(&ScanExternalSessionsParams { cwd: Some("/it's".into()), limit: Some(3) }).unwrap();
         assert!(sql.contains("directory = '/it''s'") && sql.ends_with("LIMIT 3"), "{sql}");
     }

@@ -27,6 +27,7 @@ use nix::unistd::Pid;
 use serde::Serialize;
 use serde_json::Value;
 use terminull_protocol::ndjson::{DEFAULT_MAX_LINE_BYTES, LineCodec, LineError, NdjsonCodec, NumberedLine};
+use terminull_protocol::text::{prefix_within, suffix_within};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
@@ -621,13 +622,7 @@ impl StderrTail {
     }
 
     fn push(&mut self, mut line: String) {
-        if line.len() > self.max_bytes {
-            let mut end = self.max_bytes;
-            while !line.is_char_boundary(end) {
-                end -= 1;
-            }
-            line.truncate(end);
-        }
+        line.truncate(prefix_within(&line, self.max_bytes).len());
         self.bytes += line.len();
         self.lines.push_back(line);
         while self.lines.len() > self.max_lines || self.bytes > self.max_bytes {
@@ -698,11 +693,7 @@ pub fn quote_stderr(tail: &str) -> String {
     if quoted.len() <= STDERR_QUOTE_BYTES {
         return quoted;
     }
-    let mut start = quoted.len() - STDERR_QUOTE_BYTES;
-    while !quoted.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("…{}", &quoted[start..])
+    format!("…{}", suffix_within(&quoted, STDERR_QUOTE_BYTES))
 }
 
 fn text_line(item: Result<NumberedLine, LineError>) -> Result<String, LineError> {

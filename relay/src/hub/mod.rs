@@ -18,6 +18,7 @@ use terminull_protocol::relay::{
     AgentSummary, ConnClosed, DeviceRecord, PairRequestFrame, PairResponseFrame, Register, Registered, RelayErrorCode,
     RelayFrame, RelayStatus,
 };
+use terminull_protocol::text::prefix_within;
 use terminull_protocol::{BridgeId, DeviceId, SessionId};
 use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -593,7 +594,7 @@ impl Hub {
             tracing::debug!(%bridge_id, conn, "close_conn for a connection that is not this bridge's");
             return;
         }
-        let reason = crate::conn::truncate(reason, 1024).to_owned();
+        let reason = prefix_within(reason, 1024).to_owned();
         state.drop_client(conn, Some(Kill::with_error(RelayErrorCode::UnknownDevice, reason, close_code::POLICY)));
     }
 
@@ -601,7 +602,7 @@ impl Hub {
     pub(crate) fn pair_response(&self, bridge_id: &BridgeId, frame: PairResponseFrame) -> Result<(), Refusal> {
         let outcome = match (frame.response, frame.error) {
             (Some(response), None) => PairOutcome::Accepted(response),
-            (None, Some(error)) => PairOutcome::Refused(crate::conn::truncate(&error, 1024).to_owned()),
+            (None, Some(error)) => PairOutcome::Refused(prefix_within(&error, 1024).to_owned()),
             _ => {
                 return Err(Refusal::bad_frame("pair_response needs exactly one of `response` and `error`"));
             }

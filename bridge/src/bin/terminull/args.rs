@@ -1,0 +1,288 @@
+//! The command line's grammar: every command, subcommand and flag (clap derive).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use terminull_bridge::chat::PermissionAnswer;
+
+/// Run AI coding agents on this machine and drive them from another device.
+#[derive(Debug, Parser)]
+#[command(name = "terminull", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Check that this build speaks the terminull protocol correctly.
+    SelfCheck {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tools for adapter authors.
+    #[command(subcommand)]
+    Adapter(AdapterSubcommand),
+    /// Run the bridge daemon in the foreground: adapters, sessions, history, and the
+    /// local control socket (`<home>/bridge.sock`).
+    Up {
+        /// The bridge's home (default: $TERMINULL_HOME, else ~/.terminull).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        /// Log level (error, warn, info, debug, trace) or a tracing filter.
+        #[arg(long, default_value = "info")]
+        log_level: String,
+        /// Connect to this relay (overrides `[relay] url` in config.toml).
+        #[arg(long, value_name = "URL")]
+        relay: Option<String>,
+        /// Serve devices on the local network at ADDR (default `[lan] listen`, else 0.0.0.0:8478).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        lan: Option<String>,
+        /// Do not advertise the LAN server by mDNS (`[lan] mdns = false`).
+        #[arg(long)]
+        no_mdns: bool,
+    },
+    /// Pair a device: show a QR code and link holding a one-time secret, then wait
+    /// for the device and show the short code both sides must match.
+    Pair {
+        /// The relay the device will use (default: `[relay] url` in config.toml).
+        #[arg(long, value_name = "URL")]
+        relay: Option<String>,
+        /// This bridge's LAN server as the device will reach it (`ws://192.168.1.20:8478`;
+        /// default: the address the running daemon serves at). With no relay, pairing
+        /// and everything after it stays on the local network.
+        #[arg(long, value_name = "URL")]
+        lan: Option<String>,
+        /// Seconds the offer stays valid.
+        #[arg(long, default_value_t = terminull_bridge::devices::DEFAULT_OFFER_TTL_SECS, value_name = "SECS")]
+        ttl: u64,
+        /// Print the link (and the QR code) and return without waiting.
+        #[arg(long)]
+        no_wait: bool,
+        /// Print `{"link": …, "pairing_id": …, "expires_at": …}` instead of the QR code.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List the paired devices, or revoke one.
+    Devices {
+        /// `revoke <device id>` to revoke.
+        #[command(subcommand)]
+        action: Option<DevicesAction>,
+        /// Print JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR", global = true)]
+        home: Option<PathBuf>,
+    },
+    /// This machine as a device of another bridge.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// Talk to an agent: through the running daemon, or an in-process bridge if none runs.
+    Chat {
+        /// The agent (see `terminull agents`).
+        agent: String,
+        /// The session's working directory (default: the current one).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The model, when the agent offers a choice.
+        #[arg(long)]
+        model: Option<String>,
+        /// The agent's permission mode (Claude Code: default, acceptEdits, plan, bypassPermissions;
+        /// Codex: read-only, workspace-write, full-access).
+        #[arg(long, value_name = "MODE")]
+        mode: Option<String>,
+        /// Send this prompt, print the turn, and exit (0 only if the turn completed).
+        #[arg(short = 'p', long = "prompt")]
+        prompt: Option<String>,
+        /// Print every block received as one NDJSON line instead of rendering it.
+        #[arg(long)]
+        json: bool,
+        /// Answer permission requests without asking.
+        #[arg(long, value_enum)]
+        permission: Option<PermissionAnswer>,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Continue an existing session: replay its history, then talk.
+    Attach {
+        /// The session id (see `terminull sessions`).
+        session: String,
+        /// Print blocks as NDJSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// List sessions, live and in history.
+    Sessions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List the sessions the agents' CLIs started outside terminull (in a terminal),
+    /// from each CLI's own session store (docs/session-handoff.md).
+    External {
+        /// Only this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Only this working directory.
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// Hand an idle session to the agent's CLI in a terminal: terminull lets the agent
+    /// go, observes the session from now on, and prints the command to run.
+    ContinueInTerminal {
+        /// The session id (see `terminull sessions`).
+        session: String,
+        /// Print JSON (`{argv, cwd, command}`).
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+    /// List the agents this bridge can run: built-ins and drop-ins, whether each
+    /// agent's CLI is installed, its capabilities, and the adapters refused and why.
+    Agents {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// The bridge's home (default: $TERMINULL_HOME, else ~/.terminull).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DevicesAction {
+    /// Revoke a device: from its next message on it can do nothing.
+    Revoke {
+        /// The device id (see `terminull devices`).
+        device: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum DeviceCommand {
+    /// Pair with a bridge from the link its `terminull pair` shows.
+    Pair {
+        /// The pairing link (quote it: it contains `&`).
+        link: String,
+        /// This device's name, as the bridge will list it.
+        #[arg(long, default_value = "terminal")]
+        name: String,
+        /// This device's home (its keys live in `<home>/device/`).
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        /// Never look for the bridge by mDNS (when the link's addresses do not answer).
+        #[arg(long)]
+        no_discover: bool,
+    },
+}
+
+/// Where a client command reaches its bridge.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RemoteArgs {
+    /// As a paired device (see `terminull device pair`), choose the path by itself: the
+    /// bridge's LAN server first (its known address, else found by mDNS), the relay
+    /// otherwise, moving between them as they come and go.
+    #[arg(long)]
+    pub(crate) remote: bool,
+    /// Reach the bridge through this relay, as a paired device. With --lan too: LAN
+    /// first, this relay as the fallback.
+    #[arg(long, value_name = "URL")]
+    pub(crate) relay: Option<String>,
+    /// Reach the bridge directly at its LAN server (`ws://host:port`), as a paired device.
+    #[arg(long, value_name = "URL")]
+    pub(crate) lan: Option<String>,
+    /// Which paired bridge, when this device paired with several (implies --remote).
+    #[arg(long, value_name = "ID")]
+    pub(crate) bridge: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AdapterSubcommand {
+    /// Run the conformance checks against an adapter executable.
+    Check(CheckArgs),
+    /// Run a fixed scripted session against an adapter and print its normalised
+    /// stdio transcript (JSONL; see docs/transcripts.md).
+    Record(RecordArgs),
+    /// Drive an adapter with the bridge side of a transcript and compare its answers.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RecordArgs {
+    /// Write the transcript here instead of stdout.
+    #[arg(long, short)]
+    pub(crate) output: Option<PathBuf>,
+    /// The adapter executable.
+    pub(crate) program: PathBuf,
+    /// Its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The transcript to replay (JSONL).
+    pub(crate) transcript: PathBuf,
+    /// The adapter executable.
+    pub(crate) program: PathBuf,
+    /// Its arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Seconds to wait for the answer to `initialize`.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub(crate) handshake_timeout: f64,
+    /// Seconds to wait for other calls (detect, start, send's acknowledgement, …).
+    #[arg(long, default_value_t = 20.0, value_name = "SECS")]
+    pub(crate) call_timeout: f64,
+    /// Seconds to wait for a turn to end with session_end.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub(crate) turn_timeout: f64,
+    /// Seconds to wait for the process to exit after stop.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub(crate) exit_timeout: f64,
+    /// The message sent in the test turn.
+    #[arg(long)]
+    pub(crate) message: Option<String>,
+    /// The adapter executable.
+    pub(crate) program: PathBuf,
+    /// Its arguments (put `--` before ones that start with `-`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) args: Vec<String>,
+}
+
+pub(crate) fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value).with_context(|| format!("--{flag} must be a non-negative number of seconds"))
+}

@@ -1,0 +1,88 @@
+//! `terminull`: the bridge's command line.
+
+mod adapter;
+mod args;
+mod daemon;
+mod pairing;
+mod sessions;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use terminull_bridge::chat::{self, ChatOptions};
+
+use crate::args::{AdapterSubcommand, Cli, Command, DeviceCommand};
+
+fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    // `up` sets up its own logging from --log-level; the other commands stay quiet.
+    if !matches!(cli.command, Command::Up { .. }) {
+        quiet_logging();
+    }
+    dispatch_command(cli)
+}
+
+fn quiet_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TERMINULL_LOG")
+                // The commands report what they find themselves; log lines would repeat it.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .try_init();
+}
+
+fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::SelfCheck { json } => adapter::self_check(json),
+        Command::Adapter(AdapterSubcommand::Check(args)) => adapter::check(args),
+        Command::Adapter(AdapterSubcommand::Record(args)) => adapter::record(args),
+        Command::Adapter(AdapterSubcommand::Replay(args)) => adapter::replay(args),
+        Command::Agents { json, home } => daemon::agents(json, home),
+        Command::Up { home, log_level, relay, lan, no_mdns } => daemon::up(home, &log_level, relay, lan, no_mdns),
+        Command::Pair { relay, lan, ttl, no_wait, json, home } => pairing::pair(home, relay, lan, ttl, no_wait, json),
+        Command::Devices { action, json, home } => pairing::devices(home, action, json),
+        Command::Device(DeviceCommand::Pair { link, name, home, no_discover }) => {
+            pairing::device_pair(home, &link, &name, no_discover)
+        }
+        Command::Chat { agent, cwd, model, mode, prompt, json, permission, home, remote } => {
+            let cwd = match cwd {
+                Some(c) => c,
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            let opts = ChatOptions {
+                agent,
+                cwd: cwd.display().to_string(),
+                model,
+                permission_mode: mode,
+                prompt,
+                json,
+                permission,
+            };
+            sessions::with_client(home, remote, |mut client| async move {
+                chat::chat(&mut client, &opts).await.map(|ok| (ok, client))
+            })
+        }
+        Command::Attach { session, json, home, remote } => {
+            sessions::with_client(home, remote, |mut client| async move {
+                chat::attach(&mut client, &session, json).await.map(|ok| (ok, client))
+            })
+        }
+        Command::Sessions { json, home } => sessions::list(json, home),
+        Command::External { agent, cwd, json, home } => sessions::external(agent, cwd, json, home),
+        Command::ContinueInTerminal { session, json, home } => sessions::continue_in_terminal(session, json, home),
+    }
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the runtime")
+}
+
+pub(crate) fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").context("writing to stdout")
+}
