@@ -21,7 +21,7 @@ use terminull_protocol::blocks::{ErrorBlock, Progress};
 use terminull_protocol::jsonrpc::codes;
 use tokio::time::{Instant, sleep_until};
 
-use crate::cli::{Cli, Launch, spawn_cli};
+use crate::cli::{Cli, Launch, SHUTDOWN_GRACE, spawn_cli};
 use crate::events::Event;
 use crate::handoff::ClaudeSessions;
 use crate::mapping::{self, Action, CliStep, Mapper, PermissionAsk};
@@ -40,9 +40,6 @@ const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How long `<cli> --version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long the CLI has to exit once its stdin is closed (then SIGTERM, then SIGKILL).
-pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Events read while a permission request waits are queued up to this many; beyond
 /// it, reading pauses (the CLI blocks on its pipe) until the user answers.

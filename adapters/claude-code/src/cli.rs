@@ -13,10 +13,11 @@ use terminull_protocol::blocks::{CommandSource, SlashCommand};
 use tokio::process::Command;
 use tokio::time::{Instant, timeout_at};
 
-use crate::adapter::SHUTDOWN_GRACE;
 use crate::events::{ControlResponseBody, Event};
 use crate::mapping;
 
+/// How long the CLI has to exit once its stdin is closed (then SIGTERM, then SIGKILL).
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Most characters of a slash command's description (the palette shows one line).
 const DESCRIPTION_CHARS: usize = 200;
 /// How long the CLI has to answer `initialize` after it was started.

@@ -660,7 +660,7 @@ impl Mapper {
                 // Not streamed: the whole block at once.
                 let id = BlockId::from(self.fresh_id(format!("{message}-{index}")));
                 self.blocks.insert(key, BlockState::Closed);
-                let body = StreamedText { id, text: text.to_owned(), done: true };
+                let body = StreamedText::snapshot(id, text, true);
                 vec![Action::Emit(match kind {
                     StreamKind::Text => BlockKind::Text(body),
                     StreamKind::Thinking => BlockKind::Thinking(body),
