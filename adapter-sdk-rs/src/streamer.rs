@@ -138,7 +138,7 @@ impl TextStreamer {
     }
 
     fn chunk(&self, done: bool) -> BlockKind {
-        let body = StreamedText { id: self.id.clone(), text: self.text.clone(), done };
+        let body = StreamedText::snapshot(self.id.clone(), self.text.clone(), done);
         match self.kind {
             StreamKind::Text => BlockKind::Text(body),
             StreamKind::Thinking => BlockKind::Thinking(body),
@@ -206,13 +206,13 @@ mod tests {
         assert_eq!(s.kind(), StreamKind::Thinking);
         assert_eq!(s.push("hmm").block_type(), "thinking");
         let last = s.finish().unwrap();
-        assert_eq!(last, BlockKind::Thinking(StreamedText { id: "t1".into(), text: "hmm".into(), done: true }));
+        assert_eq!(last, BlockKind::Thinking(StreamedText::snapshot("t1", "hmm", true)));
     }
 
     #[test]
     fn finishing_an_empty_streamer_closes_it_with_empty_text() {
         let mut s = TextStreamer::new_text("e");
-        assert_eq!(body(&s.finish().unwrap()), &StreamedText { id: "e".into(), text: String::new(), done: true });
+        assert_eq!(body(&s.finish().unwrap()), &StreamedText::snapshot("e", String::new(), true));
     }
 
     #[test]
@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(s.try_push("x"), Err(StreamerError::Finished { id: "m".into() }));
         assert!(s.replace("y").is_err());
         let again = s.push("late");
-        assert_eq!(body(&again), &StreamedText { id: "m".into(), text: "final".into(), done: true });
+        assert_eq!(body(&again), &StreamedText::snapshot("m", "final", true));
         assert_eq!(s.text(), "final");
     }
 

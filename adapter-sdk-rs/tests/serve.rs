@@ -76,7 +76,7 @@ impl Adapter for Scripted {
                 let mut t = TextStreamer::new_text("m");
                 turn.emit(t.replace("a").unwrap()).await.unwrap();
                 turn.emit(t.finish().unwrap()).await.unwrap();
-                let late = BlockKind::Text(StreamedText { id: "m".into(), text: "late".into(), done: false });
+                let late = BlockKind::Text(StreamedText::snapshot("m", "late", false));
                 assert!(matches!(turn.emit(late).await, Err(TurnError::Contract(_))));
                 Ok(EndReason::Completed)
             }

@@ -99,7 +99,7 @@ pub async fn forwarder_child() -> Result<()> {
 pub fn stream_line(i: u64, size: usize) -> Result<Vec<u8>> {
     let mut text = format!("t={};", unix_nanos());
     text.extend(std::iter::repeat_n('x', size.saturating_sub(text.len())));
-    let block = Block::now(BlockKind::Text(StreamedText { id: format!("pipe-{i}").into(), text, done: true }));
+    let block = Block::now(BlockKind::Text(StreamedText::snapshot(format!("pipe-{i}"), text, true)));
     let note =
         Message::Notification(Notification { method: "stream".into(), params: serde_json::json!({ "block": block }) });
     Ok(terminull_protocol::ndjson::to_line(&note.to_value())?)

@@ -216,7 +216,7 @@ fn kib_block(i: u64) -> Block {
         seq: Some(i),
         ts: 1_767_225_611.25,
         meta: None,
-        kind: BlockKind::Text(StreamedText { id: format!("msg-{i}").into(), text, done: true }),
+        kind: BlockKind::Text(StreamedText::snapshot(format!("msg-{i}"), text, true)),
     }
 }
 

@@ -368,7 +368,7 @@ mod tests {
     use terminull_protocol::blocks::{PermissionOption, StreamedText};
 
     fn text(id: &str, t: &str, done: bool) -> Block {
-        Block::now(BlockKind::Text(StreamedText { id: id.into(), text: t.into(), done }))
+        Block::now(BlockKind::Text(StreamedText::snapshot(id, t, done)))
     }
 
     #[test]

@@ -423,7 +423,7 @@ mod tests {
     use super::*;
 
     fn chunk(session: &str, id: &str, text: &str, done: bool, replay: bool) -> BridgeMessage {
-        let kind = BlockKind::Text(StreamedText { id: id.into(), text: text.into(), done });
+        let kind = BlockKind::Text(StreamedText::snapshot(id, text, done));
         BridgeMessage::Block { session_id: SessionId(session.into()), block: Block::now(kind), replay }
     }
 

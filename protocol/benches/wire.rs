@@ -44,7 +44,7 @@ fn main() {
 
     // A realistic turn: one of every block type plus a 4 KiB streamed text chunk.
     let mut turn = samples::one_of_each_block(1_767_225_600.25);
-    turn.push(Block::now(BlockKind::Text(StreamedText { id: "m9".into(), text: "x".repeat(4096), done: false })));
+    turn.push(Block::now(BlockKind::Text(StreamedText::snapshot("m9", "x".repeat(4096), false))));
     let lines: Vec<Vec<u8>> = turn.iter().map(stream_line).collect();
     let wire: Vec<u8> = lines.concat();
     let values: Vec<Value> = turn.iter().map(|b| serde_json::to_value(b).unwrap()).collect();
@@ -95,7 +95,7 @@ fn main() {
             black_box(serde_json::from_slice::<Block>(e).unwrap());
         }
     });
-    let kib = Block::now(BlockKind::Text(StreamedText { id: "m1".into(), text: "x".repeat(1024 - 80), done: true }));
+    let kib = Block::now(BlockKind::Text(StreamedText::snapshot("m1", "x".repeat(1024 - 80), true)));
     let kib_json = serde_json::to_vec(&kib).unwrap();
     let (n, t) = measure(budget, || {
         black_box(serde_json::to_vec(&kib).unwrap());

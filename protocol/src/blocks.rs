@@ -7,10 +7,10 @@
 //! whatever an adapter sent.
 //!
 //! Streaming rule (docs/block-protocol.md#streaming-and-replacement-rules): `text` and `thinking` arrive as `done=false`
-//! chunks, each holding the full text so far under a stable `id`, then exactly one
-//! `done=true`. A client replaces, never appends, when it sees a repeated id. The
-//! bridge may coalesce chunks of one id under back-pressure but never drops the
-//! `done=true` chunk. `progress` and `bg_task` follow the same replace-by-id rule.
+//! chunks under a stable `id`, then exactly one `done=true`; a chunk is a snapshot
+//! (the whole text so far, which replaces) or an append (the new text from a byte
+//! `offset` on), see [`crate::streamed`]. The bridge may merge chunks of one id into
+//! one but never drops text. `progress` and `bg_task` are replaced by id.
 //!
 //! [`validate`] checks a block coming from an untrusted adapter and names the field
 //! that is wrong.
@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::capabilities::{CAP_FLAGS, Capabilities, SURFACE_FLAGS};
 use crate::ids::{AgentId, BlockId, PermissionRequestId, ToolCallId};
+pub use crate::streamed::StreamedText;
 
 /// The `_meta` key (value `true`) marking a block mirrored from a terminal's transcript:
 /// the adapter SDK stamps it on what `mirror` returns, the bridge sends no push for such a
@@ -115,7 +116,7 @@ block_kinds! {
     "agent_info" => AgentInfo(AgentInfo),
     /// What the user sent, so a replayed history shows both sides.
     "user_message" => UserMessage(UserMessage),
-    /// Assistant prose, streamed: full text so far under a stable id.
+    /// Assistant prose, streamed as snapshots or appends under a stable id.
     "text" => Text(StreamedText),
     /// The model's reasoning, streamed like `text`.
     "thinking" => Thinking(StreamedText),
@@ -209,18 +210,6 @@ pub struct Attachment {
     pub mime_type: String,
     /// The file's bytes, standard base64 with padding.
     pub data: String,
-}
-
-/// Body of `text` and `thinking`: the full text so far under a stable id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-pub struct StreamedText {
-    /// Stable across the chunks of one message; a repeated id replaces.
-    pub id: BlockId,
-    /// Everything generated so far (not a delta).
-    pub text: String,
-    /// `false` while streaming; exactly one `true` chunk closes the id.
-    pub done: bool,
 }
 
 /// Body of `tool_call`.
@@ -777,7 +766,7 @@ mod tests {
         let block =
             validate(json!({"type": "text", "ts": 2.5, "id": "m1", "text": "hi", "done": true, "colour": "red"}))
                 .unwrap();
-        assert_eq!(block.kind, BlockKind::Text(StreamedText { id: "m1".into(), text: "hi".into(), done: true }));
+        assert_eq!(block.kind, BlockKind::Text(StreamedText::snapshot("m1", "hi", true)));
         assert_eq!(block.seq, None);
     }
 

@@ -29,6 +29,7 @@ pub mod ndjson;
 pub mod relay;
 pub mod samples;
 pub mod schema;
+pub mod streamed;
 pub mod text;
 pub mod turn;
 

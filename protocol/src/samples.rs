@@ -32,8 +32,8 @@ pub fn one_of_each_block(ts: f64) -> Vec<Block> {
             slash_commands: universal_slash_commands(),
         }),
         BlockKind::UserMessage(UserMessage { text: "list the files".into(), attachments: vec![] }),
-        BlockKind::Text(StreamedText { id: "m1".into(), text: "Here they are:".into(), done: true }),
-        BlockKind::Thinking(StreamedText { id: "r1".into(), text: "I should run ls.".into(), done: true }),
+        BlockKind::Text(StreamedText::snapshot("m1", "Here they are:", true)),
+        BlockKind::Thinking(StreamedText::snapshot("r1", "I should run ls.", true)),
         BlockKind::ToolCall(ToolCall {
             id: "t1".into(),
             name: "Bash".into(),
@@ -116,11 +116,7 @@ pub fn realistic_turn(t: u64, ts: f64) -> Vec<Block> {
     let mut thought = String::new();
     for i in 0..8 {
         thought.push_str("Let me look at the parser's error path first. ");
-        kinds.push(BlockKind::Thinking(StreamedText {
-            id: format!("r{t}").into(),
-            text: thought.clone(),
-            done: i == 7,
-        }));
+        kinds.push(BlockKind::Thinking(StreamedText::snapshot(format!("r{t}"), thought.clone(), i == 7)));
     }
     let call = |status| {
         BlockKind::ToolCall(ToolCall {
@@ -142,9 +138,9 @@ pub fn realistic_turn(t: u64, ts: f64) -> Vec<Block> {
     let mut answer = String::new();
     for _ in 0..30 {
         answer.push_str("The failing test expects a span. ");
-        kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer.clone(), done: false }));
+        kinds.push(BlockKind::Text(StreamedText::snapshot(format!("m{t}"), answer.clone(), false)));
     }
-    kinds.push(BlockKind::Text(StreamedText { id: format!("m{t}").into(), text: answer, done: true }));
+    kinds.push(BlockKind::Text(StreamedText::snapshot(format!("m{t}"), answer, true)));
     kinds.push(BlockKind::SessionSummary(SessionSummary { title: Some("Fix the parser".into()), usage: None }));
     kinds.push(BlockKind::SessionEnd(SessionEnd { reason: EndReason::Completed, usage: None, message: None }));
     kinds

@@ -71,12 +71,25 @@ pub enum TurnViolation {
     /// The turn ended without a `session_end`.
     #[error("the turn ended without a session_end")]
     NoSessionEnd,
+    /// An append that does not start where its message ends.
+    #[error("{block_type} `{id}`: an append at offset {offset}, but the text so far is {expected} bytes")]
+    AppendOutOfPlace {
+        /// `text` or `thinking`.
+        block_type: &'static str,
+        /// The id.
+        id: BlockId,
+        /// The append's `offset`.
+        offset: u64,
+        /// The message's length so far.
+        expected: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
 struct OpenText {
     block_type: &'static str,
-    last: StreamedText,
+    /// The message's length in UTF-8 bytes so far: where its next append starts.
+    end: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -116,10 +129,19 @@ impl TurnTracker {
         match block {
             BlockKind::Text(t) | BlockKind::Thinking(t) => {
                 let key = (block.block_type(), t.id.clone());
-                match self.texts.get(&key) {
-                    Some(None) => return Some(TurnViolation::ChunkAfterDone { block_type: key.0, id: key.1 }),
+                match (self.texts.get(&key), t.offset) {
+                    (Some(None), _) => return Some(TurnViolation::ChunkAfterDone { block_type: key.0, id: key.1 }),
+                    (open, Some(offset)) if offset != open.and_then(Option::as_ref).map_or(0, |o| o.end) => {
+                        let expected = open.and_then(Option::as_ref).map_or(0, |o| o.end);
+                        return Some(TurnViolation::AppendOutOfPlace {
+                            block_type: key.0,
+                            id: key.1,
+                            offset,
+                            expected,
+                        });
+                    }
                     _ => {
-                        let state = (!t.done).then(|| OpenText { block_type: key.0, last: t.clone() });
+                        let state = (!t.done).then(|| OpenText { block_type: key.0, end: t.end() });
                         self.texts.insert(key, state);
                     }
                 }
@@ -182,9 +204,11 @@ impl TurnTracker {
     /// that lacks one. Used when an adapter's own `session_end` arrives too early.
     pub fn close_open(&mut self, why: &str) -> Vec<BlockKind> {
         let mut out = Vec::new();
-        let open: Vec<_> = self.texts.values().filter_map(Option::clone).collect();
-        for text in open {
-            let chunk = StreamedText { done: true, ..text.last };
+        let open: Vec<_> =
+            self.texts.iter().filter_map(|((_, id), state)| state.as_ref().map(|s| (id.clone(), s.clone()))).collect();
+        for (id, text) in open {
+            // An empty append closes the message without sending its text again.
+            let chunk = StreamedText::append(id, text.end, "", true);
             out.push(if text.block_type == "thinking" { BlockKind::Thinking(chunk) } else { BlockKind::Text(chunk) });
         }
         for id in self.call_order.iter().rev() {
@@ -240,7 +264,7 @@ mod tests {
     use super::*;
 
     fn text(id: &str, t: &str, done: bool) -> BlockKind {
-        BlockKind::Text(StreamedText { id: id.into(), text: t.into(), done })
+        BlockKind::Text(StreamedText::snapshot(id, t, done))
     }
 
     fn call(id: &str, status: ToolStatus) -> BlockKind {
@@ -306,6 +330,15 @@ mod tests {
             ),
             (vec![end(), text("m", "late", true)], TurnViolation::AfterSessionEnd { block_type: "text" }),
             (vec![text("m", "a", true)], TurnViolation::NoSessionEnd),
+            (
+                vec![
+                    BlockKind::Text(StreamedText::append("m", 0, "ab", false)),
+                    BlockKind::Text(StreamedText::append("m", 3, "d", true)),
+                    BlockKind::Text(StreamedText::append("m", 2, "c", true)),
+                    end(),
+                ],
+                TurnViolation::AppendOutOfPlace { block_type: "text", id: "m".into(), offset: 3, expected: 2 },
+            ),
         ];
         for (blocks, want) in cases {
             assert_eq!(run(&blocks), vec![want.clone()], "{want}");
@@ -330,7 +363,8 @@ mod tests {
             types,
             ["text", "tool_result", "tool_call", "tool_result", "tool_call", "tool_result", "error", "session_end"]
         );
-        assert_eq!(closing[0], text("m", "partial", true));
+        // The open message is closed by an empty append where its text ends.
+        assert_eq!(closing[0], BlockKind::Text(StreamedText::append("m", 7, "", true)));
         // Nothing more to close, and no second session_end.
         assert_eq!(t.close(EndReason::Error, None), vec![]);
     }

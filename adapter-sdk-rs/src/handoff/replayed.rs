@@ -13,12 +13,12 @@ pub fn user(text: impl Into<String>) -> BlockKind {
 
 /// A finished text block.
 pub fn text(id: impl Into<String>, text: impl Into<String>) -> BlockKind {
-    BlockKind::Text(StreamedText { id: id.into().into(), text: text.into(), done: true })
+    BlockKind::Text(StreamedText::snapshot(id.into(), text, true))
 }
 
 /// A finished thinking block.
 pub fn thinking(id: impl Into<String>, text: impl Into<String>) -> BlockKind {
-    BlockKind::Thinking(StreamedText { id: id.into().into(), text: text.into(), done: true })
+    BlockKind::Thinking(StreamedText::snapshot(id.into(), text, true))
 }
 
 /// A tool call that is done (its result follows when recorded).

@@ -234,7 +234,7 @@ impl TurnMapper {
             return None;
         }
         self.sent.insert(block_id.clone());
-        let body = StreamedText { id: block_id.into(), text: bounded(text, MAX_TEXT_BYTES), done: true };
+        let body = StreamedText::snapshot(block_id, bounded(text, MAX_TEXT_BYTES), true);
         Some(if kind == "thinking" { BlockKind::Thinking(body) } else { BlockKind::Text(body) })
     }
 

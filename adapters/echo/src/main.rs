@@ -131,7 +131,7 @@ async fn bench(args: &str, turn: &mut Turn) -> Result<EndReason, AdapterError> {
                 // The stamp is taken last so the receiver measures from the emit.
                 let mut text = format!("t={};", unix_nanos());
                 text.extend(std::iter::repeat_n('x', size.saturating_sub(text.len())));
-                let block = BlockKind::Text(StreamedText { id: format!("{id_base}-{i}").into(), text, done: true });
+                let block = BlockKind::Text(StreamedText::snapshot(format!("{id_base}-{i}"), text, true));
                 turn.emit(block).await.map_err(AdapterError::agent)?;
             }
             Ok(EndReason::Completed)

@@ -226,16 +226,16 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
             (true, Some("text")) if part.get("synthetic").and_then(Value::as_bool) != Some(true) => {
                 Some(replayed::user(str_at(&part, "text").unwrap_or_default().to_owned()))
             }
-            (false, Some("text")) => Some(BlockKind::Text(StreamedText {
-                id: id.to_owned().into(),
-                text: str_at(&part, "text").unwrap_or_default().to_owned(),
-                done: part.pointer("/time/end").is_some(),
-            })),
-            (false, Some("reasoning")) => Some(BlockKind::Thinking(StreamedText {
-                id: id.to_owned().into(),
-                text: str_at(&part, "text").unwrap_or_default().to_owned(),
-                done: part.pointer("/time/end").is_some(),
-            })),
+            (false, Some("text")) => Some(BlockKind::Text(StreamedText::snapshot(
+                id.to_owned(),
+                str_at(&part, "text").unwrap_or_default().to_owned(),
+                part.pointer("/time/end").is_some(),
+            ))),
+            (false, Some("reasoning")) => Some(BlockKind::Thinking(StreamedText::snapshot(
+                id.to_owned(),
+                str_at(&part, "text").unwrap_or_default().to_owned(),
+                part.pointer("/time/end").is_some(),
+            ))),
             (false, Some("tool")) => {
                 let call = str_at(&part, "callID").unwrap_or(id).to_owned();
                 let state = part.get("state").cloned().unwrap_or(Value::Null);

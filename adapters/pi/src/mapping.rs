@@ -105,7 +105,7 @@ impl Stream {
     }
 
     fn chunk(&self, text: String, done: bool) -> BlockKind {
-        let body = StreamedText { id: self.id.clone(), text, done };
+        let body = StreamedText::snapshot(self.id.clone(), text, done);
         match self.kind {
             DeltaKind::Text => BlockKind::Text(body),
             DeltaKind::Thinking => BlockKind::Thinking(body),

@@ -73,7 +73,7 @@ mod tests {
     use super::*;
 
     fn text(id: &str, body: &str, done: bool) -> BlockKind {
-        BlockKind::Text(StreamedText { id: id.into(), text: body.into(), done })
+        BlockKind::Text(StreamedText::snapshot(id, body, done))
     }
 
     #[test]

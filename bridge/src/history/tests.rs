@@ -37,11 +37,11 @@ fn user(i: u64) -> Block {
 }
 
 fn text(id: &str, body: &str, done: bool) -> BlockKind {
-    BlockKind::Text(StreamedText { id: id.into(), text: body.into(), done })
+    BlockKind::Text(StreamedText::snapshot(id, body, done))
 }
 
 fn thinking(id: &str, body: &str, done: bool) -> BlockKind {
-    BlockKind::Thinking(StreamedText { id: id.into(), text: body.into(), done })
+    BlockKind::Thinking(StreamedText::snapshot(id, body, done))
 }
 
 fn seqs(blocks: &[Block]) -> Vec<u64> {
