@@ -88,8 +88,8 @@ pub enum TurnViolation {
 #[derive(Debug, Clone)]
 struct OpenText {
     block_type: &'static str,
-    /// The message's length in UTF-8 bytes so far: where its next append starts.
-    end: u64,
+    /// The latest chunk: its `end()` is where the next append starts.
+    last: StreamedText,
 }
 
 #[derive(Debug, Clone)]
@@ -131,8 +131,8 @@ impl TurnTracker {
                 let key = (block.block_type(), t.id.clone());
                 match (self.texts.get(&key), t.offset) {
                     (Some(None), _) => return Some(TurnViolation::ChunkAfterDone { block_type: key.0, id: key.1 }),
-                    (open, Some(offset)) if offset != open.and_then(Option::as_ref).map_or(0, |o| o.end) => {
-                        let expected = open.and_then(Option::as_ref).map_or(0, |o| o.end);
+                    (open, Some(offset)) if offset != open.and_then(Option::as_ref).map_or(0, |o| o.last.end()) => {
+                        let expected = open.and_then(Option::as_ref).map_or(0, |o| o.last.end());
                         return Some(TurnViolation::AppendOutOfPlace {
                             block_type: key.0,
                             id: key.1,
@@ -141,7 +141,7 @@ impl TurnTracker {
                         });
                     }
                     _ => {
-                        let state = (!t.done).then(|| OpenText { block_type: key.0, end: t.end() });
+                        let state = (!t.done).then(|| OpenText { block_type: key.0, last: t.clone() });
                         self.texts.insert(key, state);
                     }
                 }
@@ -204,11 +204,15 @@ impl TurnTracker {
     /// that lacks one. Used when an adapter's own `session_end` arrives too early.
     pub fn close_open(&mut self, why: &str) -> Vec<BlockKind> {
         let mut out = Vec::new();
-        let open: Vec<_> =
-            self.texts.iter().filter_map(|((_, id), state)| state.as_ref().map(|s| (id.clone(), s.clone()))).collect();
-        for (id, text) in open {
-            // An empty append closes the message without sending its text again.
-            let chunk = StreamedText::append(id, text.end, "", true);
+        let open: Vec<_> = self.texts.values().filter_map(Option::clone).collect();
+        for text in open {
+            // Closed in the form it was streamed in: an empty append where the text
+            // ends, or the last snapshot again.
+            let last = text.last;
+            let chunk = match last.offset {
+                Some(_) => StreamedText::append(last.id.clone(), last.end(), "", true),
+                None => StreamedText { done: true, ..last },
+            };
             out.push(if text.block_type == "thinking" { BlockKind::Thinking(chunk) } else { BlockKind::Text(chunk) });
         }
         for id in self.call_order.iter().rev() {
@@ -346,6 +350,14 @@ mod tests {
     }
 
     #[test]
+    fn a_message_streamed_as_appends_is_closed_by_an_empty_append_where_it_ends() {
+        let mut t = TurnTracker::new();
+        assert_eq!(t.observe(&BlockKind::Thinking(StreamedText::append("r", 0, "hmm, ", false))), None);
+        assert_eq!(t.observe(&BlockKind::Thinking(StreamedText::append("r", 5, "ok", false))), None);
+        assert_eq!(t.close_open("stopped")[0], BlockKind::Thinking(StreamedText::append("r", 7, "", true)));
+    }
+
+    #[test]
     fn closing_repairs_everything_and_ends_the_turn_once() {
         let mut t = TurnTracker::new();
         for b in [
@@ -363,8 +375,8 @@ mod tests {
             types,
             ["text", "tool_result", "tool_call", "tool_result", "tool_call", "tool_result", "error", "session_end"]
         );
-        // The open message is closed by an empty append where its text ends.
-        assert_eq!(closing[0], BlockKind::Text(StreamedText::append("m", 7, "", true)));
+        // The open message is closed in the form it was streamed in.
+        assert_eq!(closing[0], text("m", "partial", true));
         // Nothing more to close, and no second session_end.
         assert_eq!(t.close(EndReason::Error, None), vec![]);
     }
