@@ -505,15 +505,21 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
                 raw.push(m);
             }
         }
-        // A link may coalesce a streamed chunk with the next chunk of its id when it is
-        // behind (docs/block-protocol.md); how many it coalesces depends on timing, so
-        // every transport's run is compared with such chunks taken out.
-        let transcript: Vec<Value> = raw
-            .iter()
-            .enumerate()
-            .filter(|(i, m)| !terminull_bridge::link::superseded(m, raw.get(i + 1)))
-            .map(|(_, m)| normalized_message(m, s))
-            .collect();
+        // A link may join the chunks of a streamed message when it is behind
+        // (docs/block-protocol.md); how many it joins depends on timing, so every
+        // transport's run is compared with all such chunks joined.
+        let mut joined: Vec<BridgeMessage> = Vec::new();
+        for m in raw {
+            let m = match joined.last_mut() {
+                Some(last) => match terminull_bridge::link::coalesce(last, m) {
+                    Ok(()) => continue,
+                    Err(m) => m,
+                },
+                None => m,
+            };
+            joined.push(m);
+        }
+        let transcript: Vec<Value> = joined.iter().map(|m| normalized_message(m, s)).collect();
         runs.push(transcript);
     }
     covered.insert("session_request".into());
