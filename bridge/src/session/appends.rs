@@ -5,23 +5,17 @@
 //! through the message's [`AppendWriter`], so the history, the followers and every
 //! device pay for each byte of text once. A chunk that adds nothing is dropped.
 //!
-//! A burst of appends is batched: the first append after a quiet spell goes out at
-//! once (no added latency for the first words), and the ones that follow within
-//! [`APPEND_WINDOW`] are joined into one append sent when the window ends, or sooner
-//! when any other block (the message's `done` chunk included) comes. An agent that
-//! streams token by token therefore still shows every word within 20 ms, while a burst
-//! of thousands of tiny deltas costs a few lines of history and a few frames.
+//! A burst of appends is joined by the protocol's [`AppendPacer`]: the first append
+//! after a quiet spell goes out at once, the ones that follow within its window go out
+//! joined.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use terminull_protocol::blocks::{Block, BlockKind};
 use terminull_protocol::ids::BlockId;
+use terminull_protocol::pacing::AppendPacer;
 use terminull_protocol::streamed::AppendWriter;
 use tokio::time::Instant;
-
-/// How long appends are gathered into one after the first of a burst went out.
-pub(super) const APPEND_WINDOW: Duration = Duration::from_millis(20);
 
 /// Most messages open at once (an adapter that never closes its ids cannot grow this
 /// without bound); beyond it the oldest writer is forgotten, and that message's next
@@ -33,62 +27,27 @@ const MAX_OPEN_MESSAGES: usize = 256;
 pub(super) struct Appends {
     writers: HashMap<(&'static str, BlockId), (u64, AppendWriter)>,
     opened: u64,
-    /// An append held back to be joined with those that follow it.
-    held: Option<Block>,
-    /// When `held` goes out at the latest.
-    flush_at: Option<Instant>,
-    /// When an append last went out.
-    last_sent: Option<Instant>,
+    pacer: AppendPacer,
 }
 
 impl Appends {
     /// The blocks to publish, in order, for `block` arriving at `now`: none while an
     /// append is held (or when it adds nothing), else the held append and/or `block`.
     pub(super) fn admit(&mut self, block: Block, now: Instant) -> Vec<Block> {
-        let Some(block) = self.normalize(block) else { return Vec::new() };
-        let mut out = Vec::new();
-        let open_append =
-            matches!(&block.kind, BlockKind::Text(t) | BlockKind::Thinking(t) if t.is_append() && !t.done);
-        let block = match self.held.as_mut() {
-            Some(held) => match held.join(block) {
-                Ok(()) if open_append => return out,
-                Ok(()) => {
-                    out.extend(self.flush(now));
-                    return out;
-                }
-                Err(block) => {
-                    out.extend(self.flush(now));
-                    block
-                }
-            },
-            None => block,
-        };
-        match self.last_sent {
-            Some(sent) if open_append && now < sent + APPEND_WINDOW => {
-                self.held = Some(block);
-                self.flush_at = Some(sent + APPEND_WINDOW);
-            }
-            _ => {
-                if open_append {
-                    self.last_sent = Some(now);
-                }
-                out.push(block);
-            }
+        match self.normalize(block) {
+            Some(block) => self.pacer.admit(block, now.into_std()),
+            None => Vec::new(),
         }
-        out
     }
 
     /// When the held append must go out, if one is held.
     pub(super) fn flush_at(&self) -> Option<Instant> {
-        self.flush_at
+        self.pacer.flush_at().map(Instant::from_std)
     }
 
     /// The held append, to publish now.
     pub(super) fn flush(&mut self, now: Instant) -> Option<Block> {
-        self.flush_at = None;
-        let held = self.held.take()?;
-        self.last_sent = Some(now);
-        Some(held)
+        self.pacer.flush(now.into_std())
     }
 
     /// `block` with its text chunk as an append, or `None` when it adds nothing.
@@ -117,7 +76,7 @@ impl Appends {
 
 #[cfg(test)]
 mod tests {
-    use terminull_protocol::blocks::{BlockKind, StreamedText, UserMessage};
+    use terminull_protocol::blocks::{BlockKind, StreamedText};
 
     use super::*;
 
@@ -142,11 +101,15 @@ mod tests {
         let mut out = Vec::new();
         for (i, t) in ["He", "Hello", "Hello", "Hello, world"].iter().enumerate() {
             // Far apart: no batching.
-            out.extend(
-                appends.admit(text(StreamedText::snapshot("m", *t, false)), start + APPEND_WINDOW * 3 * i as u32),
-            );
+            out.extend(appends.admit(
+                text(StreamedText::snapshot("m", *t, false)),
+                start + terminull_protocol::pacing::APPEND_WINDOW * 3 * i as u32,
+            ));
         }
-        out.extend(appends.admit(text(StreamedText::snapshot("m", "Hello, world", true)), start + APPEND_WINDOW * 20));
+        out.extend(appends.admit(
+            text(StreamedText::snapshot("m", "Hello, world", true)),
+            start + terminull_protocol::pacing::APPEND_WINDOW * 20,
+        ));
         assert_eq!(
             chunks(&out),
             [
@@ -159,40 +122,19 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_goes_out_as_its_first_append_then_one_joined_append() {
+    fn a_burst_of_full_text_chunks_leaves_as_two_appends() {
         let mut appends = Appends::default();
         let start = Instant::now();
         let mut out = Vec::new();
-        let mut offset = 0;
-        for i in 0..100u32 {
-            let piece = format!("{i:02} ");
-            out.extend(appends.admit(text(StreamedText::append("m", offset, &piece, false)), start));
-            offset += piece.len() as u64;
+        let mut whole = String::new();
+        for i in 0..50 {
+            whole.push_str(&format!("{i} "));
+            out.extend(appends.admit(text(StreamedText::snapshot("m", whole.as_str(), false)), start));
         }
-        assert_eq!(out.len(), 1, "only the first append of the burst went out at once");
-        assert_eq!(appends.flush_at(), Some(start + APPEND_WINDOW));
-        out.extend(appends.flush(start + APPEND_WINDOW));
-        let got = chunks(&out);
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[1].offset, Some(3));
-        let whole: String = got.iter().map(|c| c.text.as_str()).collect();
-        assert_eq!(whole.len() as u64, offset);
-    }
-
-    #[test]
-    fn any_other_block_sends_the_held_append_first_and_done_joins_it() {
-        let mut appends = Appends::default();
-        let start = Instant::now();
-        appends.admit(text(StreamedText::append("m", 0, "a", false)), start);
-        assert!(appends.admit(text(StreamedText::append("m", 1, "b", false)), start).is_empty());
-        let user = Block::now(BlockKind::UserMessage(UserMessage { text: "hi".into(), attachments: vec![] }));
-        let out = appends.admit(user, start);
-        assert_eq!(out.len(), 2);
-        assert_eq!(chunks(&out[..1]), [StreamedText::append("m", 1, "b", false)]);
-        // A closing chunk joins what is held and goes out at once.
-        appends.admit(text(StreamedText::append("m", 2, "c", false)), start);
-        let out = appends.admit(text(StreamedText::append("m", 3, "", true)), start);
-        assert_eq!(chunks(&out), [StreamedText::append("m", 2, "c", true)]);
-        assert_eq!(appends.flush_at(), None);
+        out.extend(appends.admit(text(StreamedText::snapshot("m", whole.as_str(), true)), start));
+        assert_eq!(
+            chunks(&out),
+            [StreamedText::append("m", 0, "0 ", false), StreamedText::append("m", 2, &whole[2..], true)]
+        );
     }
 }
