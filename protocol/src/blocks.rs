@@ -69,6 +69,9 @@ impl Block {
     /// `thinking` message and `next` continues it ([`crate::streamed::merge`]); the
     /// joined block keeps `next`'s header (`seq`, `ts`, `_meta`). Gives `next` back
     /// otherwise.
+    // The block given back is moved, not copied to the heap: boxing it would allocate
+    // on every join of a burst.
+    #[allow(clippy::result_large_err)]
     pub fn join(&mut self, next: Block) -> Result<(), Block> {
         let joined = match (&mut self.kind, &next.kind) {
             (BlockKind::Text(first), BlockKind::Text(piece))

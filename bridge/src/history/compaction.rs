@@ -77,22 +77,17 @@ impl Compactor {
         let earlier = self.last.get(&key).copied();
         let kept = match (earlier, head.is_streamed()) {
             (Some(earlier), true) => {
-                let Some(joined) = self.out[earlier].take().and_then(decoded) else {
+                let Some(mut joined) = self.out[earlier].take().and_then(decoded) else {
                     return self.keep(key, Kept::Line(line.to_vec()));
                 };
-                let joined = match parse_line(line) {
-                    Ok(piece) => join(joined, piece),
-                    Err(_) => Err(joined),
-                };
-                match joined {
-                    Ok(joined) => Kept::Joined(joined),
-                    Err(held) => {
-                        // A chunk that does not continue what is held (the log lost a
-                        // line): the message stays as far as it goes, never wrong.
-                        tracing::warn!(id = %key.1, seq = ?head.seq, "a streamed chunk does not continue its message in the log; skipped");
-                        self.out[earlier] = Some(Kept::Joined(held));
-                        return;
-                    }
+                if parse_line(line).is_ok_and(|piece| joined.join(piece).is_ok()) {
+                    Kept::Joined(joined)
+                } else {
+                    // A chunk that does not continue what is held (the log lost a line):
+                    // the message stays as far as it goes, never wrong.
+                    tracing::warn!(id = %key.1, seq = ?head.seq, "a streamed chunk does not continue its message in the log; skipped");
+                    self.out[earlier] = Some(Kept::Joined(joined));
+                    return;
                 }
             }
             (Some(earlier), false) => {
@@ -133,14 +128,6 @@ fn decoded(kept: Kept) -> Option<Block> {
     match kept {
         Kept::Joined(block) => Some(block),
         Kept::Line(line) => parse_line(&line).ok(),
-    }
-}
-
-/// `piece` joined to `held` ([`Block::join`]); `held` back when it does not continue it.
-fn join(mut held: Block, piece: Block) -> std::result::Result<Block, Block> {
-    match held.join(piece) {
-        Ok(()) => Ok(held),
-        Err(_) => Err(held),
     }
 }
 
@@ -214,7 +201,12 @@ pub(super) fn rewrite_without_superseded(
                 kept = match (&b.kind, is_last) {
                     (BlockKind::Text(_) | BlockKind::Thinking(_), _) => {
                         let joined = match joining.remove(&key) {
-                            Some(held) => join(held, b).unwrap_or_else(|held| held),
+                            Some(mut held) => {
+                                if held.join(b).is_err() {
+                                    tracing::warn!(id = %key.1, "a streamed chunk does not continue its message in the log; dropped");
+                                }
+                                held
+                            }
                             None => b,
                         };
                         if is_last {
