@@ -167,6 +167,12 @@ impl Transcript {
         out
     }
 
+    /// The message a `text` or `thinking` block belongs to, as rebuilt so far; `None`
+    /// for other blocks and for a message not held.
+    pub fn message(&self, block: &Block) -> Option<&Assembly> {
+        self.streams.get(&stream_key(block)?).map(|stream| &stream.assembly)
+    }
+
     /// Applies one block received for this session (live or history).
     pub fn apply(&mut self, block: Block) -> Applied {
         let Some(seq) = block.seq else {
