@@ -230,14 +230,18 @@ pub async fn chat(client: &mut Client, opts: &ChatOptions) -> Result<bool, Clien
 /// Attaches to an existing session, replaying its history first.
 pub async fn attach(client: &mut Client, session: &str, json: bool) -> Result<bool, ClientError> {
     let mut kept = Vec::new();
-    let resume = ControlMessage::SessionResume(SessionResume {
-        session_id: session.into(),
-        since_seq: Some(0),
+    client.call(resume_from(&SessionId(session.to_owned()), 0), &mut kept).await?;
+    converse(client, &SessionId(session.to_owned()), kept, None, json, None).await
+}
+
+/// `session_resume` of `session` from `since_seq` (0: its whole history).
+fn resume_from(session: &SessionId, since_seq: u64) -> ControlMessage {
+    ControlMessage::SessionResume(SessionResume {
+        session_id: session.clone(),
+        since_seq: Some(since_seq),
         since_ts: None,
         app_pubkey: String::new(),
-    });
-    client.call(resume, &mut kept).await?;
-    converse(client, &SessionId(session.to_owned()), kept, None, json, None).await
+    })
 }
 
 fn eprintln_note(text: &str) {
@@ -348,13 +352,7 @@ async fn converse(
             out(&renderer.render(&block));
             if let Some(since_seq) = renderer.take_resume() {
                 // A piece of a message went missing: fetch the session again from before it.
-                let resume = ControlMessage::SessionResume(SessionResume {
-                    session_id: session.clone(),
-                    since_seq: Some(since_seq),
-                    since_ts: None,
-                    app_pubkey: String::new(),
-                });
-                client.send(resume).await?;
+                client.send(resume_from(session, since_seq)).await?;
             }
         }
         if replaying {
