@@ -234,6 +234,12 @@ pub async fn attach(client: &mut Client, session: &str, json: bool) -> Result<bo
     converse(client, &SessionId(session.to_owned()), kept, None, json, None).await
 }
 
+/// `--json`'s line for `block`: the block as it came on the wire (an append keeps its
+/// `offset`), one NDJSON line.
+fn json_line(block: &Block) -> String {
+    format!("{}\n", serde_json::to_string(block).unwrap_or_default())
+}
+
 /// `session_resume` of `session` from `since_seq` (0: its whole history).
 fn resume_from(session: &SessionId, since_seq: u64) -> ControlMessage {
     ControlMessage::SessionResume(SessionResume {
@@ -347,7 +353,7 @@ async fn converse(
             _ => continue,
         };
         if json {
-            out(&format!("{}\n", serde_json::to_string(&block).unwrap_or_default()));
+            out(&json_line(&block));
         } else {
             out(&renderer.render(&block));
             if let Some(since_seq) = renderer.take_resume() {
@@ -477,6 +483,20 @@ mod tests {
             let mut r = Renderer::default();
             assert_eq!(render_all(&mut r, &blocks), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn json_mode_prints_appends_as_they_came() {
+        let line = json_line(&chunk(7, StreamedText::append("m", 3, "lo", false)));
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (value["offset"].as_u64(), value["text"].as_str(), value["seq"].as_u64()),
+            (Some(3), Some("lo"), Some(7))
+        );
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        let snapshot: serde_json::Value =
+            serde_json::from_str(&json_line(&chunk(8, StreamedText::snapshot("m", "hello", true)))).unwrap();
+        assert!(snapshot.get("offset").is_none(), "a snapshot has no offset");
     }
 
     #[test]
