@@ -234,3 +234,31 @@ fn random_splits_rebuild_exactly_or_report_a_gap() {
         }
     }
 }
+
+/// Whatever order the chunks arrive in (live, then older history), once all are held
+/// the message is exact and has no gap; before that it only ever shows a prefix.
+#[test]
+fn chunks_in_any_order_fold_in_seq_order() {
+    let text = "déjà €5 😀 fin";
+    let bounds: Vec<usize> = (0..=text.len()).filter(|b| text.is_char_boundary(*b)).collect();
+    let pieces: Vec<Block> = bounds
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| app(i as u64 + 1, w[0] as u64, &text[w[0]..w[1]], w[1] == text.len()))
+        .collect();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for round in 0..100 {
+        let mut order: Vec<Block> = pieces.clone();
+        for i in (1..order.len()).rev() {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let mut t = Transcript::new();
+        for b in order {
+            t.apply(b);
+            assert!(text.starts_with(&held_text(&t)), "round {round}");
+        }
+        assert_eq!(held_text(&t), text, "round {round}");
+        assert!(t.gaps().is_empty(), "round {round}");
+    }
+}

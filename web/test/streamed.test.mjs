@@ -150,3 +150,21 @@ test('snapshot-only streams work as before', () => {
   assert.deepEqual(t.entries(), [{ type: 'text', seq: 3, ts: 1, id: 'm', text: 'Hello!', done: true }]);
   assert.deepEqual(t.gaps(), []);
 });
+
+test('chunks arriving in any order fold in seq order: exact once all are held, a prefix before', () => {
+  const next = rng(23);
+  for (let round = 0; round < 200; round++) {
+    const pieces = randomAppends(TEXT, next).map((p, i) => chunk(i + 1, p));
+    for (let i = pieces.length - 1; i > 0; i--) {
+      const j = next(i + 1);
+      [pieces[i], pieces[j]] = [pieces[j], pieces[i]];
+    }
+    const t = new Transcript();
+    for (const p of pieces) {
+      t.apply(p);
+      assert.ok(TEXT.startsWith(t.entries()[0].text), `round ${round}`);
+    }
+    assert.equal(t.entries()[0].text, TEXT);
+    assert.deepEqual(t.gaps(), []);
+  }
+});
