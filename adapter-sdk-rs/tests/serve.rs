@@ -234,8 +234,25 @@ async fn wrong_protocol_version_is_refused_with_data() {
     match err {
         CallError::Rpc { error, .. } => {
             assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
-            assert_eq!(error.data, Some(json!({"supported": [1], "requested": 9})));
+            assert_eq!(error.data, Some(json!({"supported": [2], "requested": 9})));
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_bridge_of_version_1_only_is_refused_naming_both_versions() {
+    let b = started().await;
+    let params = json!({"protocol_version": 1, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
+    let err = b.peer.request_raw("initialize", params, T).await.unwrap_err();
+    match err {
+        CallError::Rpc { error, .. } => {
+            assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
+            assert_eq!(error.message, "this adapter speaks adapter protocol 2, the bridge 1");
+        }
+        other => panic!("{other:?}"),
+    }
+    let both = json!({"protocol_version": 1, "newest_protocol_version": 2, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
+    let declaration = b.peer.request_raw("initialize", both, T).await.unwrap();
+    assert_eq!(declaration["protocol_version"], 2);
 }

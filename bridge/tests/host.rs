@@ -54,7 +54,7 @@ async fn launch_fails(mode: &str, needles: &[&str]) -> HostError {
 
 #[tokio::test]
 async fn wrong_protocol_version_is_refused_naming_adapter_path_and_field() {
-    let needles = ["broken-wrong-protocol-version", "python3", "protocol_version must be 1"];
+    let needles = ["broken-wrong-protocol-version", "python3", "protocol_version must be 1 or 2"];
     let err = launch_fails("wrong-protocol-version", &needles).await;
     assert!(matches!(err, HostError::Refused { .. }), "{err}");
 }

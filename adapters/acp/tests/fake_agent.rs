@@ -476,11 +476,7 @@ async fn the_generic_host_takes_its_identity_from_the_override() {
     let declaration = b
         .peer
         .request::<proto::Initialize>(
-            &proto::InitializeParams {
-                protocol_version: 1,
-                bridge: proto::PeerInfo { name: "test".into(), version: "0".into() },
-                offered_init_params: vec![],
-            },
+            &proto::InitializeParams::from_bridge(proto::PeerInfo { name: "test".into(), version: "0".into() }, vec![]),
             T,
         )
         .await

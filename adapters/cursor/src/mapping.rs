@@ -158,8 +158,9 @@ impl TurnMapper {
                 && a.text.starts_with(open.text())
                 && a.text.len() <= MAX_TEXT_BYTES
             {
-                match open.replace(a.text) {
-                    Ok(chunk) => out.push(Action::Emit(chunk)),
+                // The whole text so far: what it adds is one append.
+                match open.update(&a.text) {
+                    Ok(chunk) => out.extend(chunk.map(Action::Emit)),
                     Err(e) => tracing::debug!("{e}"),
                 }
                 return;

@@ -1,8 +1,9 @@
 //! Tests of the pi mapping: events in, actions and blocks out.
 
-use terminull_adapter_sdk::testing::{assert_contract_so_far, blocks_of, describe_with};
+use terminull_adapter_sdk::testing::{assert_contract_so_far, blocks_of, describe_with, final_texts, rebuilt};
 
 use serde_json::json;
+use terminull_protocol::blocks::StreamedText;
 
 use super::*;
 use crate::events::parse_line;
@@ -366,36 +367,55 @@ fn exit_and_interrupt_close_what_is_open() {
 }
 
 #[test]
-fn streaming_is_throttled_and_bounded() {
-    // 64 KiB in 80-byte deltas (mock:long's shape): the bytes sent stay linear.
+fn every_delta_is_one_append_and_the_text_is_bounded() {
+    // 64 KiB in 80-byte deltas (mock:long's shape): one append each, the bytes sent
+    // are the text's.
     let mut stream = Stream::new(DeltaKind::Text, "s".into());
     let delta = "x".repeat(79) + "\n";
-    let (mut sent, mut chunks, mut total) = (0usize, 0usize, 0usize);
+    let mut chunks = Vec::new();
     for _ in 0..820 {
-        total += delta.len();
-        if let Some(BlockKind::Text(t)) = stream.push(&delta) {
-            sent += t.text.len();
-            chunks += 1;
-        }
+        chunks.extend(stream.push(&delta));
     }
-    let Some(BlockKind::Text(last)) = stream.finish() else { panic!() };
-    assert_eq!((last.text.len(), last.done), (total, true));
-    assert!(chunks < 100 && sent < 12 * total, "{chunks} chunks, {sent} bytes for {total}");
+    chunks.extend(stream.finish());
+    assert_eq!(chunks.len(), 821);
+    let sent: usize = chunks.iter().map(|c| streamed(c).text.len()).sum();
+    assert_eq!(sent, 820 * delta.len());
+    let last = streamed(chunks.last().unwrap());
+    assert_eq!((last.offset, last.text.as_str(), last.done), (Some(sent as u64), "", true));
+    assert_eq!(final_texts(&chunks), [delta.repeat(820)]);
     assert!(stream.finish().is_none() && stream.push("more").is_none());
 
-    // Beyond MAX_TEXT_BYTES the text is cut, with a note in the last chunk.
+    // Beyond MAX_TEXT_BYTES the text is cut, with a note in the done chunk.
     let mut stream = Stream::new(DeltaKind::Thinking, "t".into());
     let big = "é".repeat(1000);
+    let mut chunks = Vec::new();
     for _ in 0..600 {
-        stream.push(&big);
+        chunks.extend(stream.push(&big));
     }
-    let Some(BlockKind::Thinking(last)) = stream.finish() else { panic!() };
-    assert!(last.text.len() <= MAX_TEXT_BYTES + 64, "{}", last.text.len());
-    assert!(last.text.ends_with(&format!("[truncated: {} bytes in all]", 600 * big.len())));
+    chunks.extend(stream.finish());
+    assert!(streamed(chunks.last().unwrap()).done);
+    let whole = &rebuilt(&chunks)[0].text;
+    assert!(whole.len() <= MAX_TEXT_BYTES + 64, "{}", whole.len());
+    assert!(whole.ends_with(&format!("[truncated: {} bytes in all]", 600 * big.len())));
+
+    // The whole text at the end adds what the deltas missed.
+    let mut stream = Stream::new(DeltaKind::Text, "f".into());
+    let mut chunks: Vec<_> = stream.push("Hel").into_iter().collect();
+    stream.set_full("Hello");
+    chunks.extend(stream.finish());
+    assert_eq!(final_texts(&chunks), ["Hello"]);
+    assert_eq!(streamed(&chunks[1]), &StreamedText::append("f", 3, "lo", true));
 
     // An empty block that never showed anything sends nothing.
     let mut empty = Stream::new(DeltaKind::Text, "e".into());
     assert!(empty.finish().is_none());
+}
+
+fn streamed(kind: &BlockKind) -> &StreamedText {
+    match kind {
+        BlockKind::Text(t) | BlockKind::Thinking(t) => t,
+        other => panic!("not streamed text: {other:?}"),
+    }
 }
 
 #[test]
