@@ -310,7 +310,7 @@ impl TurnMapper {
             if !self.any_text && !result.result.trim().is_empty() {
                 // No assistant line was printed: the result holds the whole answer.
                 let mut answer = TextStreamer::new(StreamKind::Text, self.next_id("text"));
-                push_bounded(&mut answer, &result.result);
+                out.extend(push_bounded(&mut answer, &result.result).map(Action::Emit));
                 out.extend(answer.finish().map(Action::Emit));
             }
             out.push(Action::End(SessionEnd { reason: EndReason::Completed, usage, message: None }));

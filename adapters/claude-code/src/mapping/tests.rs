@@ -297,14 +297,7 @@ fn other_control_requests_are_answered_with_an_error() {
 fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
     let mut mapper = Mapper::new("2ac217bd-8da4-4710-9b98-19b104d15910");
     let actions = run(&mut mapper, fixture!("slow-interrupt.jsonl"), Some(5));
-    let last_text = blocks_of(&actions)
-        .into_iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) => Some(t.clone()),
-            _ => None,
-        })
-        .next_back()
-        .unwrap();
+    let last_text = rebuilt(&blocks_of(&actions)).pop().unwrap();
     assert_eq!(
         (last_text.id.as_str(), last_text.text.as_str(), last_text.done),
         ("msg_mock_000001-0", "Slow chunk 1. ", true)
