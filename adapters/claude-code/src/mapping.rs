@@ -18,9 +18,10 @@
 //!   offset it starts at), so the output stays linear in the message length however
 //!   many deltas there are. `content_block_stop` sends the one `done: true` chunk.
 //! - **`assistant` events** carry each block complete. A text/thinking block that was
-//!   streamed is reconciled (what its full text adds is appended; a full text that
-//!   rewrites the streamed one, should one ever, is sent as a snapshot); one that was not streamed is emitted whole with
-//!   `done: true`. A `tool_use` block starts a `tool_call` (status `running`, title from
+//!   streamed is reconciled: what its full text adds is appended (the interrupted case),
+//!   and a full text that rewrites the streamed one, should one ever, is sent as a
+//!   snapshot. One that was not streamed is emitted whole with `done: true`. A
+//!   `tool_use` block starts a `tool_call` (status `running`, title from
 //!   `input.description`), nested under the call its `parent_tool_use_id` names.
 //! - **Sub-agents**: a sub-agent's tool calls are nested (`parent_id`); its own
 //!   text and thinking (events with a `parent_tool_use_id`) are not shown: the
