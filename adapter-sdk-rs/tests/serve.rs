@@ -9,7 +9,7 @@ use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::{OnPermission, TestBridge, serve_in_memory};
 use terminull_protocol::adapter::{self as proto, Empty, PermissionResponseParams};
 use terminull_protocol::blocks::{PermissionOption, PermissionOptionKind, StreamedText};
-use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::jsonrpc::{RpcError, codes};
 use terminull_rpc::{CallError, Incoming};
 
 /// A test adapter whose behaviour is chosen by the message text.
@@ -226,16 +226,35 @@ async fn stop_answers_then_the_loop_ends() {
     b.wait_for_serve_end().await;
 }
 
+/// `initialize` with `versions` (the bridge's `protocol_version` and, when given, its
+/// `newest_protocol_version`): the declaration, or the error it was refused with.
+async fn initialize(b: &TestBridge, versions: (u32, Option<u32>)) -> Result<serde_json::Value, RpcError> {
+    let mut params =
+        json!({"protocol_version": versions.0, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
+    if let Some(newest) = versions.1 {
+        params["newest_protocol_version"] = json!(newest);
+    }
+    match b.peer.request_raw("initialize", params, T).await {
+        Ok(declaration) => Ok(declaration),
+        Err(CallError::Rpc { error, .. }) => Err(error),
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn wrong_protocol_version_is_refused_with_data() {
     let b = started().await;
-    let params = json!({"protocol_version": 9, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
-    let err = b.peer.request_raw("initialize", params, T).await.unwrap_err();
-    match err {
-        CallError::Rpc { error, .. } => {
-            assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
-            assert_eq!(error.data, Some(json!({"supported": [1], "requested": 9})));
-        }
-        other => panic!("{other:?}"),
-    }
+    let error = initialize(&b, (9, None)).await.unwrap_err();
+    assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
+    assert_eq!(error.data, Some(json!({"supported": [2], "requested": 9})));
+}
+
+#[tokio::test]
+async fn a_bridge_of_version_1_only_is_refused_naming_both_versions() {
+    let b = started().await;
+    let error = initialize(&b, (1, None)).await.unwrap_err();
+    assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
+    assert_eq!(error.message, "this adapter speaks adapter protocol 2, the bridge 1");
+    let declaration = initialize(&b, (1, Some(2))).await.unwrap();
+    assert_eq!(declaration["protocol_version"], 2);
 }
