@@ -31,6 +31,7 @@ pub mod child;
 pub mod detect;
 pub mod error;
 pub mod handoff;
+mod paced;
 pub mod per_turn;
 pub mod serve;
 pub mod session;

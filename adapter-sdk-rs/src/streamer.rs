@@ -154,7 +154,7 @@ impl TextStreamer {
         let Some(update) = update else { return Some(closing) };
         let (mut first, next) = (body_of(update), body_of(closing));
         // The closing chunk starts where the update ends, so they always merge.
-        let _ = merge(&mut first, next);
+        merge(&mut first, &next);
         Some(self.wrap(first))
     }
 

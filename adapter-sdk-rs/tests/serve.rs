@@ -48,6 +48,16 @@ impl Adapter for Scripted {
                 Ok(EndReason::Completed)
             }
             "fail" => Err(AdapterError::agent("the agent CLI crashed")),
+            "burst" => {
+                // A thousand tiny deltas at once, as an agent that prints word by word
+                // faster than anyone reads.
+                let mut t = TextStreamer::new_text("m");
+                for i in 0..1000 {
+                    turn.emit(t.push(&format!("{i} "))).await.unwrap();
+                }
+                turn.emit(t.finish().unwrap()).await.unwrap();
+                Ok(EndReason::Completed)
+            }
             "wait-interrupt" => {
                 turn.emit(TextStreamer::new_thinking("r").push("thinking")).await.unwrap();
                 turn.interrupted().await;
@@ -193,6 +203,16 @@ async fn input_during_a_turn_reaches_it_when_the_adapter_takes_it() {
     b.send("collect").await.unwrap();
     let blocks = say(&mut b, "more").await;
     assert!(matches!(&blocks[0], BlockKind::Text(t) if t.text == "extra: more"), "{blocks:?}");
+}
+
+#[tokio::test]
+async fn a_burst_of_deltas_goes_out_as_a_few_appends_that_rebuild_the_text() {
+    let mut b = started().await;
+    let blocks = say(&mut b, "burst").await;
+    let texts: Vec<_> = blocks.iter().filter(|k| matches!(k, BlockKind::Text(_))).collect();
+    assert!(texts.len() <= 5, "{} text chunks for 1000 deltas", texts.len());
+    let whole: String = (0..1000).map(|i| format!("{i} ")).collect();
+    assert_eq!(terminull_adapter_sdk::testing::final_texts(&blocks), [whole]);
 }
 
 #[tokio::test]
