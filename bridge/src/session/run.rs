@@ -130,13 +130,9 @@ impl Actor {
                 let history = match (since_seq, since_ts, &backlog) {
                     (None, Some(_), Ok(backlog)) => {
                         let first = backlog.first().and_then(|b| b.seq).unwrap_or(u64::MAX);
-                        let mut older: Vec<Block> = self
-                            .log
-                            .read_all()
-                            .unwrap_or_default()
-                            .into_iter()
-                            .filter(|b| b.seq.is_some_and(|s| s < first))
-                            .collect();
+                        // Compacted below the first live block only, so that a message the
+                        // live part continues (as an append) arrives here from its start.
+                        let mut older: Vec<Block> = self.log.read_before_seq(first).unwrap_or_default();
                         let skip = older.len().saturating_sub(OLDER_HISTORY_CAP);
                         older.drain(..skip);
                         older
