@@ -12,8 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use terminull_process::child::{AgentProcess, SpawnOptions};
 use terminull_protocol::adapter::{
-    self as proto, AdapterNotification, AdapterRequest, Declaration, HandoffHook, InitParam, PROTOCOL_VERSION,
-    check_declaration,
+    self as proto, AdapterNotification, AdapterRequest, Declaration, HandoffHook, InitParam, check_declaration,
 };
 use terminull_protocol::blocks::{self, BlockKind, EndReason, UserMessage};
 use terminull_protocol::jsonrpc::codes;
@@ -284,14 +283,10 @@ impl Checker {
     }
 
     async fn handshake(&mut self) -> Option<Declaration> {
-        let params = proto::InitializeParams {
-            protocol_version: PROTOCOL_VERSION,
-            bridge: proto::PeerInfo {
-                name: "terminull adapter check".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            offered_init_params: InitParam::ALL.to_vec(),
-        };
+        let params = proto::InitializeParams::from_bridge(
+            proto::PeerInfo { name: "terminull adapter check".into(), version: env!("CARGO_PKG_VERSION").into() },
+            InitParam::ALL.to_vec(),
+        );
         let raw = self
             .peer
             .request_raw(
@@ -523,6 +518,7 @@ impl Checker {
         let mut invalid_blocks = Vec::new();
         let mut undeclared = BTreeSet::new();
         let mut blocks_seen = 0usize;
+        let mut appends_reported = false;
         let mut ended = false;
         loop {
             // After session_end, linger briefly to catch blocks sent after it.
@@ -544,6 +540,9 @@ impl Checker {
                             }
                             if let Some(v) = tracker.observe(&block.kind) {
                                 invalid_blocks.push(format!("contract: {v}"));
+                            }
+                            if let Some(problem) = append_under_v1(d, &block.kind, &mut appends_reported) {
+                                invalid_blocks.push(problem);
                             }
                             if matches!(block.kind, BlockKind::SessionEnd(_)) {
                                 ended = true;
@@ -662,6 +661,22 @@ impl Checker {
 
 struct TurnOutcome {
     alive: bool,
+}
+
+/// An append (a chunk with `offset`) from an adapter that declared protocol version 1,
+/// which allows snapshots only; reported once per turn.
+fn append_under_v1(d: &Declaration, kind: &BlockKind, reported: &mut bool) -> Option<String> {
+    let (BlockKind::Text(chunk) | BlockKind::Thinking(chunk)) = kind else { return None };
+    if *reported || d.protocol_version >= 2 || !chunk.is_append() {
+        return None;
+    }
+    *reported = true;
+    Some(format!(
+        "contract: {} `{}`: an append (`offset`) from an adapter that declares protocol_version {}; appends need protocol_version 2",
+        kind.block_type(),
+        chunk.id,
+        d.protocol_version
+    ))
 }
 
 fn user_message(text: &str) -> UserMessage {

@@ -39,6 +39,13 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("stdout-garbage", "clean stdout", "debug: hello from stdout"),
     ("never-initializes", "handshake", "no answer to initialize within"),
     ("exits-mid-turn", "turn contract", "exited mid-turn (exit status: 3)"),
+    (
+        "wrong-protocol-version",
+        "declaration",
+        "protocol_version must be 1 or 2 (the versions this bridge speaks), found 3",
+    ),
+    ("append-out-of-place", "blocks validate", "an append at offset 5, but the text so far is 4 bytes"),
+    ("appends-under-v1", "blocks validate", "declares protocol_version 1"),
 ];
 
 #[tokio::test]

@@ -31,6 +31,7 @@ pub mod child;
 pub mod detect;
 pub mod error;
 pub mod handoff;
+mod paced;
 pub mod per_turn;
 pub mod serve;
 pub mod session;
@@ -59,7 +60,7 @@ pub mod prelude {
     pub use crate::handoff::{Handoff, SessionFiles};
     pub use crate::serve::serve;
     pub use crate::session::{Session, Turn, TurnError};
-    pub use crate::streamer::{TextStreamer, mint_id};
+    pub use crate::streamer::{StreamKind, TextStreamer, mint_id};
     pub use crate::tools::ToolCallTracker;
     pub use terminull_protocol::BlockKind;
     pub use terminull_protocol::adapter::{HandoffHook, InitParam, LeaseKind, ModelInfo, StartParams};

@@ -204,9 +204,9 @@ impl<A: Adapter> Loop<A> {
         let not_declared = || Err(RpcError::method_not_found(&request.method));
         Some(match request.method.as_str() {
             proto::Initialize::METHOD => match params::<proto::Initialize>(request) {
-                Ok(p) if p.protocol_version != PROTOCOL_VERSION => Err(RpcError::new(
+                Ok(p) if !p.accepts(PROTOCOL_VERSION) => Err(RpcError::new(
                     codes::PROTOCOL_VERSION_MISMATCH,
-                    format!("this adapter speaks protocol {PROTOCOL_VERSION}, the bridge {}", p.protocol_version),
+                    format!("this adapter speaks adapter protocol {PROTOCOL_VERSION}, the bridge {}", p.versions()),
                 )
                 .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": p.protocol_version}))),
                 Ok(_) => encode(Ok(self.declaration.as_ref().clone())),
@@ -494,11 +494,7 @@ mod tests {
         };
         let _server = tokio::spawn(serve_io_with::<Quiet, _, _>(ar, aw, overrides));
         let timeout = Some(std::time::Duration::from_secs(10));
-        let init = InitializeParams {
-            protocol_version: PROTOCOL_VERSION,
-            bridge: PeerInfo { name: "test".into(), version: "0".into() },
-            offered_init_params: vec![],
-        };
+        let init = InitializeParams::from_bridge(PeerInfo { name: "test".into(), version: "0".into() }, vec![]);
         assert_eq!(bridge.request::<proto::Initialize>(&init, timeout).await.unwrap(), want);
         let start = StartParams {
             session_id: "s".into(),

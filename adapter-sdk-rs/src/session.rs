@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use terminull_protocol::adapter::{Declaration, SessionIdNotification, SessionIdParams, Stream, StreamParams};
+use terminull_protocol::adapter::{Declaration, SessionIdNotification, SessionIdParams};
 use terminull_protocol::blocks::{Block, BlockKind, PermissionOption, PermissionRequest, UserMessage, now_ts};
 use terminull_protocol::ids::{AgentSessionId, PermissionRequestId, ToolCallId};
 use terminull_protocol::turn::{TurnTracker, TurnViolation};
@@ -13,6 +13,7 @@ use terminull_rpc::Peer;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::paced::PacedStream;
 use crate::streamer::mint_id;
 
 /// Why a turn operation failed.
@@ -80,6 +81,8 @@ pub(crate) struct TurnControl {
 #[derive(Debug)]
 pub struct Turn {
     session: Session,
+    /// Where the blocks go: stdout, appends paced.
+    out: PacedStream,
     tracker: TurnTracker,
     interrupt: CancellationToken,
     permissions: PermissionWaiters,
@@ -95,6 +98,7 @@ impl Turn {
         let permissions = PermissionWaiters::default();
         let (tx, rx) = mpsc::channel(TURN_INPUT_CAPACITY);
         let turn = Turn {
+            out: PacedStream::new(session.peer.clone()),
             session,
             tracker: TurnTracker::new(),
             interrupt: interrupt.clone(),
@@ -119,8 +123,7 @@ impl Turn {
         if let Some(violation) = self.tracker.observe(&kind) {
             return Err(TurnError::Contract(violation));
         }
-        let block = Block { seq: None, ts: now_ts(), meta: None, kind };
-        self.session.peer.notify::<Stream>(&StreamParams { block }).await.map_err(|_| TurnError::Closed)
+        self.out.send(Block { seq: None, ts: now_ts(), meta: None, kind }).await.map_err(|_| TurnError::Closed)
     }
 
     /// [`emit`](Self::emit) for blocks a mapper produced: a block the turn contract
@@ -197,9 +200,9 @@ impl Turn {
             tracing::warn!("closing what the turn left open: {left_open:?}");
         }
         for kind in self.tracker.close(reason, error) {
-            let block = Block { seq: None, ts: now_ts(), meta: None, kind };
-            self.session.peer.notify::<Stream>(&StreamParams { block }).await.map_err(|_| TurnError::Closed)?;
+            self.out.send(Block { seq: None, ts: now_ts(), meta: None, kind }).await.map_err(|_| TurnError::Closed)?;
         }
-        Ok(())
+        // Nothing of the turn may follow the answer to `send`.
+        self.out.flush().await.map_err(|_| TurnError::Closed)
     }
 }

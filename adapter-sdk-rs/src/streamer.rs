@@ -1,5 +1,10 @@
-//! Streaming `text` and `thinking` blocks by the protocol's rule: every chunk holds the
-//! full text so far under one stable id, and exactly one `done: true` chunk closes it.
+//! Streaming `text` and `thinking` blocks as appends: each chunk carries only the new
+//! text and the UTF-8 byte offset it starts at, under one stable id, and exactly one
+//! `done: true` chunk closes it (docs/block-protocol.md has the full rule).
+//!
+//! An append costs the bytes it adds, so every delta an agent reports can be streamed
+//! as it comes, however long the answer: no throttle is needed to bound the cost.
+//! Adapters that stream appends declare adapter protocol version 2.
 //!
 //! ```
 //! use terminull_adapter_sdk::streamer::{TextStreamer, mint_id};
@@ -7,11 +12,12 @@
 //!
 //! let mut s = TextStreamer::new_text(mint_id("msg"));
 //! let BlockKind::Text(chunk) = s.push("Hello") else { unreachable!() };
-//! assert_eq!((chunk.text.as_str(), chunk.done), ("Hello", false));
+//! assert_eq!((chunk.offset, chunk.text.as_str(), chunk.done), (Some(0), "Hello", false));
 //! let BlockKind::Text(chunk) = s.push(", world") else { unreachable!() };
-//! assert_eq!(chunk.text, "Hello, world");
+//! assert_eq!((chunk.offset, chunk.text.as_str()), (Some(5), ", world"));
 //! let BlockKind::Text(last) = s.finish().unwrap() else { unreachable!() };
-//! assert_eq!((last.text.as_str(), last.done), ("Hello, world", true));
+//! assert_eq!((last.offset, last.text.as_str(), last.done), (Some(12), "", true));
+//! assert_eq!(s.text(), "Hello, world");
 //! assert!(s.finish().is_none());
 //! ```
 
@@ -21,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::StreamedText;
 use terminull_protocol::ids::BlockId;
+use terminull_protocol::streamed::merge;
 
 /// Which block type a [`TextStreamer`] produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +52,17 @@ pub enum StreamerError {
 
 /// Accumulates one streamed `text` or `thinking` message and produces its chunks.
 ///
-/// Every chunk carries the full text so far (never a delta) under the same id, with
-/// `done: false`; [`finish`](Self::finish) produces the single `done: true` chunk.
+/// [`push`](Self::push) gives an append of the delta alone; [`replace`](Self::replace)
+/// a snapshot of the whole text (for a rewrite); [`update`](Self::update) whichever of
+/// the two a new full text needs; [`finish`](Self::finish) the single `done: true`
+/// chunk, in the form the message was last streamed in.
 #[derive(Debug, Clone)]
 pub struct TextStreamer {
     id: BlockId,
     kind: StreamKind,
     text: String,
+    /// True when the last chunk returned was a snapshot, so the closing chunk is one too.
+    snapshots: bool,
     finished: bool,
 }
 
@@ -68,56 +79,86 @@ impl TextStreamer {
 
     /// A streamer of the given kind under `id`.
     pub fn new(kind: StreamKind, id: impl Into<BlockId>) -> Self {
-        Self { id: id.into(), kind, text: String::new(), finished: false }
+        Self { id: id.into(), kind, text: String::new(), snapshots: false, finished: false }
     }
 
-    /// Appends `delta` and returns the chunk to stream: the full text so far, `done: false`.
+    /// Appends `delta` and returns the chunk to stream: an append of `delta` at the
+    /// offset where the text ended, `done: false`.
     ///
     /// After [`finish`](Self::finish) no chunk may follow, so a late delta is dropped
     /// (logged as a warning) and the closing `done: true` chunk is returned again
-    /// unchanged; a client that sees it replaces the message with identical content.
+    /// unchanged, which a receiver takes as a repeat.
     /// Use [`try_push`](Self::try_push) to treat a late delta as an error instead.
     pub fn push(&mut self, delta: &str) -> BlockKind {
         match self.try_push(delta) {
             Ok(kind) => kind,
             Err(_) => {
                 tracing::warn!(id = %self.id, "delta pushed after the streamed block was finished; dropped");
-                self.chunk(true)
+                self.closing()
             }
         }
     }
 
     /// Like [`push`](Self::push), but refuses a delta that arrives after `finish`.
     pub fn try_push(&mut self, delta: &str) -> Result<BlockKind, StreamerError> {
-        if self.finished {
-            return Err(StreamerError::Finished { id: self.id.clone() });
-        }
+        self.refuse_if_finished()?;
+        let offset = self.len();
         self.text.push_str(delta);
-        Ok(self.chunk(false))
+        self.snapshots = false;
+        Ok(self.wrap(StreamedText::append(self.id.clone(), offset, delta, false)))
     }
 
-    /// Replaces the whole text (for agents that report snapshots rather than deltas) and
-    /// returns the `done: false` chunk; refused after `finish` like [`try_push`](Self::try_push).
+    /// Replaces the whole text (an agent rewrote its message) and returns a snapshot
+    /// chunk of it, `done: false`; refused after `finish` like [`try_push`](Self::try_push).
     pub fn replace(&mut self, full_text: impl Into<String>) -> Result<BlockKind, StreamerError> {
-        if self.finished {
-            return Err(StreamerError::Finished { id: self.id.clone() });
-        }
+        self.refuse_if_finished()?;
         self.text = full_text.into();
-        Ok(self.chunk(false))
+        self.snapshots = true;
+        Ok(self.wrap(StreamedText::snapshot(self.id.clone(), self.text.clone(), false)))
     }
 
-    /// Closes the id: returns the one `done: true` chunk carrying the full text, or `None`
-    /// when it was already returned. Finishing a streamer that never got a delta yields a
-    /// `done: true` chunk with empty text; check [`text`](Self::text) first to skip it.
+    /// Takes the whole text so far from an agent that reports snapshots: an append of
+    /// what it adds when it extends the text held (the usual case), a snapshot when it
+    /// rewrites it, `None` when nothing changed. Refused after `finish`.
+    pub fn update(&mut self, full_text: &str) -> Result<Option<BlockKind>, StreamerError> {
+        self.refuse_if_finished()?;
+        match full_text.strip_prefix(self.text.as_str()) {
+            Some("") => Ok(None),
+            Some(added) => self.try_push(added).map(Some),
+            None => self.replace(full_text).map(Some),
+        }
+    }
+
+    /// Closes the id: returns the one `done: true` chunk, or `None` when it was already
+    /// returned. After appends it is an empty append where the text ends; after a
+    /// snapshot, a snapshot of the whole text. Finishing a streamer that never got a
+    /// delta yields an empty append at offset 0; check [`text`](Self::text) first to skip it.
     pub fn finish(&mut self) -> Option<BlockKind> {
         if self.finished {
             return None;
         }
         self.finished = true;
-        Some(self.chunk(true))
+        Some(self.closing())
     }
 
-    /// The full text so far.
+    /// Closes the id with the whole text `full` in one `done: true` chunk: an append of
+    /// what `full` adds to the text streamed (empty when nothing), or a snapshot should
+    /// it rewrite it or nothing was streamed yet. `None` when already finished.
+    pub fn finish_with(&mut self, full: &str) -> Option<BlockKind> {
+        if self.finished {
+            return None;
+        }
+        let opened = self.text.is_empty() && !self.snapshots;
+        let update = if opened { self.replace(full).ok() } else { self.update(full).ok().flatten() };
+        let closing = self.finish()?;
+        let Some(update) = update else { return Some(closing) };
+        let (mut first, next) = (body_of(update), body_of(closing));
+        // The closing chunk starts where the update ends, so they always merge.
+        merge(&mut first, &next);
+        Some(self.wrap(first))
+    }
+
+    /// The full text so far (what a receiver rebuilds from the chunks).
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -137,12 +178,36 @@ impl TextStreamer {
         self.finished
     }
 
-    fn chunk(&self, done: bool) -> BlockKind {
-        let body = StreamedText::snapshot(self.id.clone(), self.text.clone(), done);
+    fn refuse_if_finished(&self) -> Result<(), StreamerError> {
+        if self.finished { Err(StreamerError::Finished { id: self.id.clone() }) } else { Ok(()) }
+    }
+
+    fn len(&self) -> u64 {
+        self.text.len() as u64
+    }
+
+    fn closing(&self) -> BlockKind {
+        let body = if self.snapshots {
+            StreamedText::snapshot(self.id.clone(), self.text.clone(), true)
+        } else {
+            StreamedText::append(self.id.clone(), self.len(), "", true)
+        };
+        self.wrap(body)
+    }
+
+    fn wrap(&self, body: StreamedText) -> BlockKind {
         match self.kind {
             StreamKind::Text => BlockKind::Text(body),
             StreamKind::Thinking => BlockKind::Thinking(body),
         }
+    }
+}
+
+fn body_of(kind: BlockKind) -> StreamedText {
+    match kind {
+        BlockKind::Text(body) | BlockKind::Thinking(body) => body,
+        // A streamer only ever builds text and thinking blocks.
+        other => unreachable!("not a streamed block: {other:?}"),
     }
 }
 
@@ -175,6 +240,8 @@ fn process_nonce() -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use terminull_protocol::streamed::{Applied, Assembly};
+
     use super::*;
 
     fn body(kind: &BlockKind) -> &StreamedText {
@@ -184,20 +251,39 @@ mod tests {
         }
     }
 
+    /// What a receiver rebuilds from `chunks`, checking every one is taken.
+    fn rebuilt(chunks: &[BlockKind]) -> Assembly {
+        let mut a = Assembly::default();
+        for c in chunks {
+            assert_eq!(a.apply(body(c)), Applied::Taken, "{c:?}");
+        }
+        a
+    }
+
     #[test]
-    fn chunks_carry_the_full_text_and_exactly_one_done() {
+    fn pushes_are_appends_at_the_running_offset_and_exactly_one_done() {
         let mut s = TextStreamer::new_text("m1");
-        let mut chunks = vec![s.push("Run"), s.push("ning "), s.push(""), s.push("tests")];
+        let mut chunks = vec![s.push("Run"), s.push("ning "), s.push("tésts")];
         chunks.extend(s.finish());
         assert!(s.finish().is_none(), "a second finish yields nothing");
-        assert!(chunks.iter().all(|c| c.block_type() == "text"));
-        let texts: Vec<_> = chunks.iter().map(|c| body(c).text.as_str()).collect();
-        assert_eq!(texts, ["Run", "Running ", "Running ", "Running tests", "Running tests"]);
-        let dones: Vec<_> = chunks.iter().map(|c| body(c).done).collect();
-        assert_eq!(dones, [false, false, false, false, true]);
-        assert!(chunks.iter().all(|c| body(c).id.as_str() == "m1"));
+        assert!(chunks.iter().all(|c| c.block_type() == "text" && body(c).id.as_str() == "m1"));
+        let pieces: Vec<_> = chunks.iter().map(|c| (body(c).offset, body(c).text.as_str(), body(c).done)).collect();
+        assert_eq!(
+            pieces,
+            [(Some(0), "Run", false), (Some(3), "ning ", false), (Some(8), "tésts", false), (Some(14), "", true)]
+        );
+        let a = rebuilt(&chunks);
+        assert_eq!((a.text(), a.is_done()), ("Running tésts", true));
         assert!(s.is_finished());
-        assert_eq!(s.text(), "Running tests");
+        assert_eq!(s.text(), "Running tésts");
+    }
+
+    #[test]
+    fn an_empty_delta_is_an_empty_append_a_receiver_ignores() {
+        let mut s = TextStreamer::new_text("m");
+        s.push("a");
+        let empty = s.push("");
+        assert_eq!(body(&empty), &StreamedText::append("m", 1, "", false));
     }
 
     #[test]
@@ -206,33 +292,83 @@ mod tests {
         assert_eq!(s.kind(), StreamKind::Thinking);
         assert_eq!(s.push("hmm").block_type(), "thinking");
         let last = s.finish().unwrap();
-        assert_eq!(last, BlockKind::Thinking(StreamedText::snapshot("t1", "hmm", true)));
+        assert_eq!(last, BlockKind::Thinking(StreamedText::append("t1", 3, "", true)));
     }
 
     #[test]
-    fn finishing_an_empty_streamer_closes_it_with_empty_text() {
+    fn finishing_an_empty_streamer_closes_it_with_an_empty_append() {
         let mut s = TextStreamer::new_text("e");
-        assert_eq!(body(&s.finish().unwrap()), &StreamedText::snapshot("e", String::new(), true));
+        let last = s.finish().unwrap();
+        assert_eq!(body(&last), &StreamedText::append("e", 0, "", true));
+        assert_eq!(rebuilt(&[last]).text(), "");
     }
 
     #[test]
     fn late_deltas_never_reopen_a_finished_id() {
         let mut s = TextStreamer::new_text("m");
-        s.push("final");
-        s.finish().unwrap();
+        let first = s.push("final");
+        let last = s.finish().unwrap();
         assert_eq!(s.try_push("x"), Err(StreamerError::Finished { id: "m".into() }));
-        assert!(s.replace("y").is_err());
+        assert!(s.replace("y").is_err() && s.update("finally").is_err());
         let again = s.push("late");
-        assert_eq!(body(&again), &StreamedText::snapshot("m", "final", true));
+        assert_eq!(again, last, "the closing chunk again");
+        let mut a = rebuilt(&[first, last]);
+        assert_eq!(a.apply(body(&again)), Applied::Repeat);
         assert_eq!(s.text(), "final");
     }
 
     #[test]
-    fn replace_sets_the_whole_text() {
+    fn replace_sends_a_snapshot_and_later_pushes_continue_from_it() {
+        let mut s = TextStreamer::new_text("r");
+        let mut chunks = vec![s.push("draft")];
+        chunks.push(s.replace("snapshot").unwrap());
+        assert_eq!(body(&chunks[1]), &StreamedText::snapshot("r", "snapshot", false));
+        chunks.push(s.push("!"));
+        assert_eq!(body(&chunks[2]), &StreamedText::append("r", 8, "!", false));
+        chunks.extend(s.finish());
+        assert_eq!(body(&chunks[3]), &StreamedText::append("r", 9, "", true));
+        assert_eq!(rebuilt(&chunks).text(), "snapshot!");
+    }
+
+    #[test]
+    fn a_message_streamed_as_snapshots_closes_with_a_snapshot() {
+        let mut s = TextStreamer::new_text("r");
+        s.replace("whole").unwrap();
+        assert_eq!(body(&s.finish().unwrap()), &StreamedText::snapshot("r", "whole", true));
+    }
+
+    #[test]
+    fn update_appends_what_a_growing_snapshot_adds_and_rewrites_otherwise() {
+        let mut s = TextStreamer::new_text("u");
+        let mut chunks = vec![s.update("Hel").unwrap().unwrap(), s.update("Hello").unwrap().unwrap()];
+        assert_eq!(body(&chunks[1]), &StreamedText::append("u", 3, "lo", false));
+        assert_eq!(s.update("Hello").unwrap(), None, "nothing new");
+        chunks.push(s.update("Help").unwrap().unwrap());
+        assert_eq!(body(&chunks[2]), &StreamedText::snapshot("u", "Help", false));
+        chunks.extend(s.finish());
+        let a = rebuilt(&chunks);
+        assert_eq!((a.text(), a.is_done()), ("Help", true));
+    }
+
+    #[test]
+    fn finish_with_closes_in_one_chunk() {
+        let mut s = TextStreamer::new_text("f");
+        let first = s.push("Hel");
+        let last = s.finish_with("Hello").unwrap();
+        assert_eq!(body(&last), &StreamedText::append("f", 3, "lo", true));
+        assert_eq!(rebuilt(&[first, last]).text(), "Hello");
+        assert!(s.finish_with("Hello!").is_none());
+
+        let mut s = TextStreamer::new_text("w");
+        assert_eq!(body(&s.finish_with("whole").unwrap()), &StreamedText::snapshot("w", "whole", true));
+
         let mut s = TextStreamer::new_text("r");
         s.push("draft");
-        assert_eq!(body(&s.replace("snapshot").unwrap()).text, "snapshot");
-        assert_eq!(body(&s.push("!")).text, "snapshot!");
+        assert_eq!(body(&s.finish_with("other").unwrap()), &StreamedText::snapshot("r", "other", true));
+
+        let mut s = TextStreamer::new_text("same");
+        s.push("x");
+        assert_eq!(body(&s.finish_with("x").unwrap()), &StreamedText::append("same", 1, "", true));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - [`fake_cli_script`], [`executable`], [`start_params`]: a fake agent CLI (a script
 //!   replaying recorded output) and the `start` that runs it.
 //! - [`assert_contract`], [`session_end`], [`first_error`], [`tool_calls`],
-//!   [`tool_results`], [`final_texts`]: checks on a collected turn and the blocks a
+//!   [`tool_results`], [`final_texts`], [`rebuilt`]: checks on a collected turn and the blocks a
 //!   test looks at.
 //! - [`map_turn`], [`assert_contract_so_far`], [`describe`], [`blocks_of`]: a mapper fed
 //!   recorded lines, its [`Action`]s as lines for tables of expected actions, and as
@@ -19,7 +19,9 @@ use std::time::Duration;
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{self as proto, PermissionResponseParams, StartParams, StartResult};
 use terminull_protocol::blocks::{ErrorBlock, SessionEnd, ToolCall, ToolResult, Usage, UserMessage};
+use terminull_protocol::ids::BlockId;
 use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::streamed::{Applied, Assembly};
 use terminull_protocol::turn::TurnTracker;
 use terminull_rpc::{CallError, Incoming, Peer, PeerConfig, PeerTasks};
 use tokio::sync::mpsc;
@@ -28,6 +30,7 @@ use crate::action::Action;
 use crate::adapter::Adapter;
 use crate::per_turn::EventMapper;
 use crate::serve::{DeclarationOverride, serve_io_with};
+use crate::streamer::StreamKind;
 
 /// How long a request to the adapter, or the next message from it, may take.
 pub const TIMEOUT: Duration = Duration::from_secs(40);
@@ -303,16 +306,54 @@ pub fn tool_results(blocks: &[BlockKind]) -> Vec<&ToolResult> {
     blocks.iter().filter_map(|b| if let BlockKind::ToolResult(r) = b { Some(r) } else { None }).collect()
 }
 
-/// The text of every finished (`done`) text block, in order: the answer as the user
+/// The text of every finished (`done`) text message, rebuilt from its chunks
+/// (snapshots and appends) and in the order they finished: the answer as the user
 /// reads it.
-pub fn final_texts(blocks: &[BlockKind]) -> Vec<&str> {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) if t.done => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect()
+pub fn final_texts(blocks: &[BlockKind]) -> Vec<String> {
+    rebuilt(blocks).into_iter().filter(|m| m.kind == StreamKind::Text && m.done).map(|m| m.text).collect()
+}
+
+/// One streamed `text` or `thinking` message as a receiver rebuilds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// `text` or `thinking`.
+    pub kind: StreamKind,
+    /// The message's id.
+    pub id: BlockId,
+    /// The whole text.
+    pub text: String,
+    /// True once its `done: true` chunk came.
+    pub done: bool,
+}
+
+/// Every streamed message of `blocks` rebuilt from its chunks, in the order each
+/// finished (unfinished ones last, in the order they started). Panics on a chunk a
+/// receiver could not apply (a gap, or one after `done`): an adapter must never send it.
+pub fn rebuilt(blocks: &[BlockKind]) -> Vec<Rebuilt> {
+    let mut open: Vec<(StreamKind, BlockId, Assembly)> = Vec::new();
+    let mut finished = Vec::new();
+    for block in blocks {
+        let (kind, chunk) = match block {
+            BlockKind::Text(t) => (StreamKind::Text, t),
+            BlockKind::Thinking(t) => (StreamKind::Thinking, t),
+            _ => continue,
+        };
+        let at = match open.iter().position(|(k, id, _)| *k == kind && *id == chunk.id) {
+            Some(at) => at,
+            None => {
+                open.push((kind, chunk.id.clone(), Assembly::default()));
+                open.len() - 1
+            }
+        };
+        let applied = open[at].2.apply(chunk);
+        assert!(matches!(applied, Applied::Taken | Applied::Repeat), "{applied:?} for {chunk:?}");
+        if open[at].2.is_done() {
+            let (kind, id, assembly) = open.remove(at);
+            finished.push(Rebuilt { kind, id, text: assembly.text().to_owned(), done: true });
+        }
+    }
+    finished.extend(open.into_iter().map(|(kind, id, a)| Rebuilt { kind, id, text: a.text().to_owned(), done: false }));
+    finished
 }
 
 /// How a turn fed to a mapper by [`map_turn`] ends after its recorded lines.
@@ -409,8 +450,10 @@ fn describe_usage(u: &Usage) -> String {
 /// One line for a block (see [`describe`]).
 pub fn describe_block(kind: &BlockKind) -> String {
     match kind {
-        BlockKind::Text(t) => format!("text {} done={} {:?}", t.id, t.done, t.text),
-        BlockKind::Thinking(t) => format!("thinking {} done={} {:?}", t.id, t.done, t.text),
+        BlockKind::Text(t) | BlockKind::Thinking(t) => {
+            let at = t.offset.map(|o| format!(" @{o}")).unwrap_or_default();
+            format!("{} {}{at} done={} {:?}", kind.block_type(), t.id, t.done, t.text)
+        }
         BlockKind::ToolCall(c) => format!(
             "tool_call {} {} {:?} {} title={:?}",
             c.id,

@@ -9,7 +9,7 @@ use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::{OnPermission, TestBridge, serve_in_memory};
 use terminull_protocol::adapter::{self as proto, Empty, PermissionResponseParams};
 use terminull_protocol::blocks::{PermissionOption, PermissionOptionKind, StreamedText};
-use terminull_protocol::jsonrpc::codes;
+use terminull_protocol::jsonrpc::{RpcError, codes};
 use terminull_rpc::{CallError, Incoming};
 
 /// A test adapter whose behaviour is chosen by the message text.
@@ -48,6 +48,16 @@ impl Adapter for Scripted {
                 Ok(EndReason::Completed)
             }
             "fail" => Err(AdapterError::agent("the agent CLI crashed")),
+            "burst" => {
+                // A thousand tiny deltas at once, as an agent that prints word by word
+                // faster than anyone reads.
+                let mut t = TextStreamer::new_text("m");
+                for i in 0..1000 {
+                    turn.emit(t.push(&format!("{i} "))).await.unwrap();
+                }
+                turn.emit(t.finish().unwrap()).await.unwrap();
+                Ok(EndReason::Completed)
+            }
             "wait-interrupt" => {
                 turn.emit(TextStreamer::new_thinking("r").push("thinking")).await.unwrap();
                 turn.interrupted().await;
@@ -196,6 +206,16 @@ async fn input_during_a_turn_reaches_it_when_the_adapter_takes_it() {
 }
 
 #[tokio::test]
+async fn a_burst_of_deltas_goes_out_as_a_few_appends_that_rebuild_the_text() {
+    let mut b = started().await;
+    let blocks = say(&mut b, "burst").await;
+    let texts: Vec<_> = blocks.iter().filter(|k| matches!(k, BlockKind::Text(_))).collect();
+    assert!(texts.len() <= 5, "{} text chunks for 1000 deltas", texts.len());
+    let whole: String = (0..1000).map(|i| format!("{i} ")).collect();
+    assert_eq!(terminull_adapter_sdk::testing::final_texts(&blocks), [whole]);
+}
+
+#[tokio::test]
 async fn a_block_that_breaks_the_contract_is_refused_and_not_sent() {
     let mut b = started().await;
     let blocks = say(&mut b, "break-contract").await; // which checks the turn contract
@@ -226,16 +246,35 @@ async fn stop_answers_then_the_loop_ends() {
     b.wait_for_serve_end().await;
 }
 
+/// `initialize` with `versions` (the bridge's `protocol_version` and, when given, its
+/// `newest_protocol_version`): the declaration, or the error it was refused with.
+async fn initialize(b: &TestBridge, versions: (u32, Option<u32>)) -> Result<serde_json::Value, RpcError> {
+    let mut params =
+        json!({"protocol_version": versions.0, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
+    if let Some(newest) = versions.1 {
+        params["newest_protocol_version"] = json!(newest);
+    }
+    match b.peer.request_raw("initialize", params, T).await {
+        Ok(declaration) => Ok(declaration),
+        Err(CallError::Rpc { error, .. }) => Err(error),
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn wrong_protocol_version_is_refused_with_data() {
     let b = started().await;
-    let params = json!({"protocol_version": 9, "bridge": {"name": "x", "version": "0"}, "offered_init_params": []});
-    let err = b.peer.request_raw("initialize", params, T).await.unwrap_err();
-    match err {
-        CallError::Rpc { error, .. } => {
-            assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
-            assert_eq!(error.data, Some(json!({"supported": [1], "requested": 9})));
-        }
-        other => panic!("{other:?}"),
-    }
+    let error = initialize(&b, (9, None)).await.unwrap_err();
+    assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
+    assert_eq!(error.data, Some(json!({"supported": [2], "requested": 9})));
+}
+
+#[tokio::test]
+async fn a_bridge_of_version_1_only_is_refused_naming_both_versions() {
+    let b = started().await;
+    let error = initialize(&b, (1, None)).await.unwrap_err();
+    assert_eq!(error.code, codes::PROTOCOL_VERSION_MISMATCH);
+    assert_eq!(error.message, "this adapter speaks adapter protocol 2, the bridge 1");
+    let declaration = initialize(&b, (1, Some(2))).await.unwrap();
+    assert_eq!(declaration["protocol_version"], 2);
 }

@@ -5,11 +5,20 @@
 //! tool calls with their status, diffs, plans and errors; a permission request is
 //! answered with y/n on the next input line; Ctrl-C interrupts the running turn and a
 //! second Ctrl-C leaves. JSON mode prints every block the client receives as one
-//! NDJSON line and answers permission requests from a flag.
+//! NDJSON line, as it came on the wire (a streamed append stays an append, with its
+//! `offset`, so a script sees what a device sees and rebuilds the text itself), and
+//! answers permission requests from a flag.
+//!
+//! Text mode rebuilds streamed text from snapshots and appends with the client's
+//! [`Transcript`]: an append prints its new piece, a snapshot that extends what was
+//! printed prints the rest, and one that rewrites it prints the whole text again. A
+//! piece that does not fit (a gap) prints nothing and resumes the session from before
+//! that message, whose replay the transcript takes idempotently.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 
+use terminull_client::transcript::{Applied, Transcript};
 use terminull_protocol::blocks::{
     Block, BlockKind, EndReason, PermissionOptionKind, PermissionRequest, PlanStatus, ToolStatus,
 };
@@ -53,40 +62,57 @@ pub struct ChatOptions {
 /// Renders blocks for a person, printing only what is new in streamed text.
 #[derive(Debug, Default)]
 pub struct Renderer {
+    /// The session as received: streamed text rebuilt, repeats by `seq` dropped.
+    transcript: Transcript,
     /// Text printed so far per streamed id.
     printed: HashMap<String, String>,
     /// The id whose text was printed last (to know whether a newline is due).
     open_line: Option<String>,
+    /// Where to resume the session from to repair a gap, once asked.
+    resume: Option<u64>,
 }
 
 impl Renderer {
     /// The text to print for `block`.
     pub fn render(&mut self, block: &Block) -> String {
         let mut out = String::new();
+        match self.transcript.apply(block.clone()) {
+            Applied::Duplicate => return out,
+            Applied::Gap { since_seq } => {
+                self.resume = Some(self.resume.map_or(since_seq, |held| held.min(since_seq)));
+                return out;
+            }
+            Applied::Added | Applied::Rebuilt => {}
+        }
         match &block.kind {
             BlockKind::Text(t) | BlockKind::Thinking(t) => {
+                let Some(message) = self.transcript.message(block) else { return out };
+                let (text, done) = (message.text(), message.is_done());
                 let key = format!("{}:{}", block.block_type(), t.id);
-                let before = self.printed.get(&key).cloned().unwrap_or_default();
+                let before = self.printed.get(&key).map(String::as_str).unwrap_or_default();
+                if before == text && !(done && self.open_line.as_deref() == Some(key.as_str())) {
+                    return out;
+                }
                 if self.open_line.as_deref() != Some(key.as_str()) {
-                    self.close_line(&mut out);
+                    close_line(&mut self.open_line, &mut out);
                     if matches!(block.kind, BlockKind::Thinking(_)) {
                         out.push_str("(thinking) ");
                     }
                 }
-                if let Some(rest) = t.text.strip_prefix(before.as_str()) {
+                if let Some(rest) = text.strip_prefix(before) {
                     out.push_str(rest);
                 } else {
                     // Not an extension of what was shown: show the whole text again.
-                    out.push_str(&format!("\n{}", t.text));
+                    out.push_str(&format!("\n{text}"));
                 }
-                self.printed.insert(key.clone(), t.text.clone());
+                self.printed.insert(key.clone(), text.to_owned());
                 self.open_line = Some(key);
-                if t.done {
-                    self.close_line(&mut out);
+                if done {
+                    close_line(&mut self.open_line, &mut out);
                 }
             }
             other => {
-                self.close_line(&mut out);
+                close_line(&mut self.open_line, &mut out);
                 if let Some(line) = describe(other) {
                     out.push_str(&line);
                     out.push('\n');
@@ -96,10 +122,17 @@ impl Renderer {
         out
     }
 
-    fn close_line(&mut self, out: &mut String) {
-        if self.open_line.take().is_some() {
-            out.push('\n');
-        }
+    /// The `seq` to resume the session from when a streamed message met a gap since
+    /// the last call (a piece of it missing); `None` otherwise.
+    pub fn take_resume(&mut self) -> Option<u64> {
+        self.resume.take()
+    }
+}
+
+/// Ends the streamed line that is open, if any.
+fn close_line(open_line: &mut Option<String>, out: &mut String) {
+    if open_line.take().is_some() {
+        out.push('\n');
     }
 }
 
@@ -197,14 +230,24 @@ pub async fn chat(client: &mut Client, opts: &ChatOptions) -> Result<bool, Clien
 /// Attaches to an existing session, replaying its history first.
 pub async fn attach(client: &mut Client, session: &str, json: bool) -> Result<bool, ClientError> {
     let mut kept = Vec::new();
-    let resume = ControlMessage::SessionResume(SessionResume {
-        session_id: session.into(),
-        since_seq: Some(0),
+    client.call(resume_from(&SessionId(session.to_owned()), 0), &mut kept).await?;
+    converse(client, &SessionId(session.to_owned()), kept, None, json, None).await
+}
+
+/// `--json`'s line for `block`: the block as it came on the wire (an append keeps its
+/// `offset`), one NDJSON line.
+fn json_line(block: &Block) -> String {
+    format!("{}\n", serde_json::to_string(block).unwrap_or_default())
+}
+
+/// `session_resume` of `session` from `since_seq` (0: its whole history).
+fn resume_from(session: &SessionId, since_seq: u64) -> ControlMessage {
+    ControlMessage::SessionResume(SessionResume {
+        session_id: session.clone(),
+        since_seq: Some(since_seq),
         since_ts: None,
         app_pubkey: String::new(),
-    });
-    client.call(resume, &mut kept).await?;
-    converse(client, &SessionId(session.to_owned()), kept, None, json, None).await
+    })
 }
 
 fn eprintln_note(text: &str) {
@@ -310,9 +353,13 @@ async fn converse(
             _ => continue,
         };
         if json {
-            out(&format!("{}\n", serde_json::to_string(&block).unwrap_or_default()));
+            out(&json_line(&block));
         } else {
             out(&renderer.render(&block));
+            if let Some(since_seq) = renderer.take_resume() {
+                // A piece of a message went missing: fetch the session again from before it.
+                client.send(resume_from(session, since_seq)).await?;
+            }
         }
         if replaying {
             continue;
@@ -386,6 +433,85 @@ mod tests {
         let mut r = Renderer::default();
         let printed: String = [text("m", "abc", false), text("m", "xyz", true)].iter().map(|b| r.render(b)).collect();
         assert_eq!(printed, "abc\nxyz\n");
+    }
+
+    fn chunk(seq: u64, chunk: StreamedText) -> Block {
+        Block { seq: Some(seq), ..Block::now(BlockKind::Text(chunk)) }
+    }
+
+    fn render_all(r: &mut Renderer, blocks: &[Block]) -> String {
+        blocks.iter().map(|b| r.render(b)).collect()
+    }
+
+    #[test]
+    fn streamed_text_prints_each_new_piece_once() {
+        let append = |seq, offset, t: &str, done| chunk(seq, StreamedText::append("m", offset, t, done));
+        let snapshot = |seq, t: &str, done| chunk(seq, StreamedText::snapshot("m", t, done));
+        let cases: Vec<(&str, Vec<Block>, &str)> = vec![
+            (
+                "appends in order",
+                vec![append(1, 0, "Hé", false), append(2, 3, "llo 😀", false), append(3, 11, "", true)],
+                "Héllo 😀\n",
+            ),
+            (
+                "a repeated seq prints nothing",
+                vec![append(1, 0, "ab", false), append(1, 0, "ab", false), append(2, 2, "c", true)],
+                "abc\n",
+            ),
+            (
+                "a snapshot extending what was printed prints the rest",
+                vec![append(1, 0, "ab", false), snapshot(2, "abcd", true)],
+                "abcd\n",
+            ),
+            (
+                "a snapshot rewriting it prints the whole text again",
+                vec![append(1, 0, "ab", false), snapshot(2, "xy", true)],
+                "ab\nxy\n",
+            ),
+            (
+                "a gap prints nothing until the replay's snapshot",
+                vec![append(1, 0, "ab", false), append(3, 4, "ef", false), snapshot(3, "abcdef", true)],
+                "abcdef\n",
+            ),
+            (
+                "snapshot-only streams as before",
+                vec![snapshot(1, "Hel", false), snapshot(2, "Hello", false), snapshot(3, "Hello!", true)],
+                "Hello!\n",
+            ),
+        ];
+        for (name, blocks, expected) in cases {
+            let mut r = Renderer::default();
+            assert_eq!(render_all(&mut r, &blocks), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn json_mode_prints_appends_as_they_came() {
+        let line = json_line(&chunk(7, StreamedText::append("m", 3, "lo", false)));
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (value["offset"].as_u64(), value["text"].as_str(), value["seq"].as_u64()),
+            (Some(3), Some("lo"), Some(7))
+        );
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        let snapshot: serde_json::Value =
+            serde_json::from_str(&json_line(&chunk(8, StreamedText::snapshot("m", "hello", true)))).unwrap();
+        assert!(snapshot.get("offset").is_none(), "a snapshot has no offset");
+    }
+
+    #[test]
+    fn a_gap_asks_to_resume_from_before_the_message_once() {
+        let mut r = Renderer::default();
+        let user = Block {
+            seq: Some(1),
+            ..Block::now(BlockKind::UserMessage(serde_json::from_value(serde_json::json!({"text": "hi"})).unwrap()))
+        };
+        r.render(&user);
+        r.render(&chunk(2, StreamedText::append("m", 0, "ab", false)));
+        assert_eq!(r.take_resume(), None);
+        assert_eq!(r.render(&chunk(4, StreamedText::append("m", 4, "ef", false))), "");
+        assert_eq!(r.take_resume(), Some(1));
+        assert_eq!(r.take_resume(), None);
     }
 
     #[test]

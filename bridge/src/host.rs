@@ -23,8 +23,7 @@ use std::time::Duration;
 
 use terminull_process::child::{AgentProcess, ShutdownOutcome, SpawnOptions};
 use terminull_protocol::adapter::{
-    self as proto, AdapterNotification, AdapterRequest, ContractViolation, Declaration, InitParam, PROTOCOL_VERSION,
-    check_declaration,
+    self as proto, AdapterNotification, AdapterRequest, ContractViolation, Declaration, InitParam, check_declaration,
 };
 use terminull_protocol::blocks::{self, Block};
 use terminull_protocol::ids::AgentSessionId;
@@ -169,11 +168,10 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
     let (tx, events) = mpsc::channel(EVENT_QUEUE);
     tokio::spawn(dispatch(incoming, tx, peer.clone(), label.clone()));
     tracing::debug!(adapter = %label, pid = process.pid(), "handshake");
-    let params = proto::InitializeParams {
-        protocol_version: PROTOCOL_VERSION,
-        bridge: proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
-        offered_init_params: InitParam::ALL.to_vec(),
-    };
+    let params = proto::InitializeParams::from_bridge(
+        proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
+        InitParam::ALL.to_vec(),
+    );
     let answer = peer
         .request_raw(
             proto::Initialize::METHOD,

@@ -44,10 +44,10 @@ pub struct LinkContext {
     pub service: Service,
     /// The reasons of the latest refusals (tests and diagnostics read them).
     pub refusals: Refusals,
-    /// Coalesce streamed chunks under back-pressure (on by default; the benchmark
-    /// turns it off to measure what it saves). See [`superseded`].
+    /// Join streamed chunks under back-pressure (on by default; the benchmark turns it
+    /// off to measure what it saves). See [`coalesce`].
     pub coalesce_chunks: bool,
-    /// Chunks not sent because the next queued message replaced them.
+    /// Chunks not sent on their own because they were joined into the one before.
     pub coalesced: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -253,48 +253,55 @@ fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<O
     Ok(Some(Inbound::Control { control, attach: Some(app_key) }))
 }
 
-/// Messages read ahead from the dispatcher's queue to find superseded chunks.
+/// Messages read ahead from the dispatcher's queue to find chunks to join.
 const COALESCE_WINDOW: usize = 256;
 
-/// True when `message` is a non-final `text` or `thinking` chunk and `next` is a chunk
-/// of the same id, session and replay flag. Each chunk carries the full text so far, so
-/// `next` holds everything `message` does; and since nothing is queued between them,
-/// dropping `message` changes no block's position (docs/block-protocol.md allows it:
-/// "the bridge may coalesce the chunks of one id"). A `done: true` chunk is never
-/// superseded.
-pub fn superseded(message: &BridgeMessage, next: Option<&BridgeMessage>) -> bool {
-    use terminull_protocol::blocks::BlockKind;
+/// Joins `next` into `message` when both are chunks of one streamed `text`/`thinking`
+/// message of the same session and replay flag and `next` continues `message` (an append
+/// where it ends, or a snapshot): the joined chunk carries the text of both and the
+/// header (`seq`, `ts`) of `next`. Nothing is lost (docs/block-protocol.md: "the bridge
+/// may merge the chunks of one id"), and since nothing is queued between them no block
+/// changes its position. Gives `next` back when they do not join.
+// The message given back is moved, not boxed: a box would allocate on every join.
+#[allow(clippy::result_large_err)]
+pub fn coalesce(message: &mut BridgeMessage, next: BridgeMessage) -> Result<(), BridgeMessage> {
     let (
         BridgeMessage::Block { session_id, block, replay },
-        Some(BridgeMessage::Block { session_id: next_session, block: next_block, replay: next_replay }),
-    ) = (message, next)
+        BridgeMessage::Block { session_id: next_session, replay: next_replay, .. },
+    ) = (&mut *message, &next)
     else {
-        return false;
+        return Err(next);
     };
-    let open_chunk = match &block.kind {
-        BlockKind::Text(t) | BlockKind::Thinking(t) => !t.done,
-        _ => false,
-    };
-    open_chunk
-        && session_id == next_session
-        && replay == next_replay
-        && block.kind.replace_key().is_some()
-        && block.kind.replace_key() == next_block.kind.replace_key()
+    if session_id != next_session || replay != next_replay {
+        return Err(next);
+    }
+    let BridgeMessage::Block { session_id, block: next_block, replay } = next else { unreachable!("matched above") };
+    block.join(next_block).map_err(|block| BridgeMessage::Block { session_id, block, replay })
 }
 
-/// True when `message` is a chunk that the next queued message replaces ([`superseded`]).
-fn superseded_outbound(message: &Outbound<AppKey>, next: Option<&Outbound<AppKey>>) -> bool {
-    match (message, next) {
-        (Outbound::Message(message), Some(Outbound::Message(next))) => superseded(message, Some(next)),
-        _ => false,
+/// Joins the queued chunks that continue `message` into it ([`coalesce`]); how many
+/// were joined.
+fn coalesce_ahead(message: &mut Outbound<AppKey>, ahead: &mut std::collections::VecDeque<Outbound<AppKey>>) -> u64 {
+    let Outbound::Message(message) = message else { return 0 };
+    let mut joined = 0;
+    while let Some(Outbound::Message(_)) = ahead.front() {
+        let Some(Outbound::Message(next)) = ahead.pop_front() else { unreachable!("checked above") };
+        match coalesce(message, next) {
+            Ok(()) => joined += 1,
+            Err(next) => {
+                ahead.push_front(Outbound::Message(next));
+                break;
+            }
+        }
     }
+    joined
 }
 
 /// Seals the connection loop's messages for the device. While the transport keeps up,
 /// one message is read and sent at a time; when it falls behind (sealing, the socket),
-/// the messages that queued meanwhile are read ahead and a chunk replaced by the next
-/// one is skipped (counted in `coalesced`, when given) — so a slow link receives
-/// fewer, larger-but-current chunks instead of every full-text-so-far copy.
+/// the messages that queued meanwhile are read ahead and the chunks of one streamed
+/// message that follow each other are joined into one (counted in `coalesced`, when
+/// given) — so a slow link receives fewer, larger chunks and no text is dropped.
 async fn seal_outgoing(
     ctx: LinkContext,
     device_id: DeviceId,
@@ -319,11 +326,8 @@ async fn seal_outgoing(
                     Err(_) => break,
                 }
             }
-            let Some(message) = ahead.pop_front() else { continue };
-            if superseded_outbound(&message, ahead.front()) {
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                continue;
-            }
+            let Some(mut message) = ahead.pop_front() else { continue };
+            counter.fetch_add(coalesce_ahead(&mut message, &mut ahead), std::sync::atomic::Ordering::Relaxed);
             ahead.push_front(message);
         }
         let Some(message) = ahead.pop_front() else { continue };
@@ -455,21 +459,51 @@ mod tests {
         assert_eq!(control.id, None);
     }
 
+    fn append(session: &str, id: &str, offset: u64, text: &str, done: bool, replay: bool) -> BridgeMessage {
+        let kind = BlockKind::Text(StreamedText::append(id, offset, text, done));
+        BridgeMessage::Block { session_id: SessionId(session.into()), block: Block::now(kind), replay }
+    }
+
+    fn text_of(message: &BridgeMessage) -> StreamedText {
+        match message {
+            BridgeMessage::Block { block: Block { kind: BlockKind::Text(t), .. }, .. } => t.clone(),
+            other => panic!("not a text block: {other:?}"),
+        }
+    }
+
     #[test]
-    fn only_an_open_chunk_followed_by_its_own_next_chunk_is_superseded() {
-        let a1 = chunk("s", "a", "He", false, false);
-        let a2 = chunk("s", "a", "Hello", false, false);
-        let a_done = chunk("s", "a", "Hello", true, false);
-        assert!(superseded(&a1, Some(&a2)));
-        assert!(superseded(&a2, Some(&a_done)));
-        // The final chunk is never dropped, whatever follows.
-        assert!(!superseded(&a_done, Some(&chunk("s", "a", "Hello", true, false))));
-        // Another id, session or replay flag in between keeps the chunk.
-        assert!(!superseded(&a1, Some(&chunk("s", "b", "x", false, false))));
-        assert!(!superseded(&a1, Some(&chunk("t", "a", "Hello", false, false))));
-        assert!(!superseded(&a1, Some(&chunk("s", "a", "Hello", false, true))));
-        assert!(!superseded(&a1, None));
-        let done = BridgeMessage::ReplayDone { session_id: SessionId("s".into()), last_seq: None };
-        assert!(!superseded(&a1, Some(&done)));
+    fn only_chunks_that_continue_each_other_are_joined() {
+        let mut first = append("s", "a", 0, "He", false, false);
+        assert!(coalesce(&mut first, append("s", "a", 2, "llo", false, false)).is_ok());
+        assert!(coalesce(&mut first, append("s", "a", 5, "", true, false)).is_ok());
+        assert_eq!(text_of(&first), StreamedText::append("a", 0, "Hello", true));
+        // Nothing joins a closed message, and only a piece where the text ends joins.
+        assert!(coalesce(&mut first, append("s", "a", 5, "!", false, false)).is_err());
+        let mut open = append("s", "a", 0, "He", false, false);
+        assert!(coalesce(&mut open, append("s", "a", 3, "lo", false, false)).is_err());
+        // A snapshot replaces what it follows (a full-text chunk of an old adapter).
+        assert!(coalesce(&mut open, chunk("s", "a", "Hello", false, false)).is_ok());
+        assert_eq!(text_of(&open), StreamedText::snapshot("a", "Hello", false));
+        // Another id, session or replay flag, or another kind of message, is kept.
+        for other in [
+            append("s", "b", 5, "x", false, false),
+            append("t", "a", 5, "x", false, false),
+            append("s", "a", 5, "x", false, true),
+            BridgeMessage::ReplayDone { session_id: SessionId("s".into()), last_seq: None },
+        ] {
+            assert!(coalesce(&mut open, other).is_err());
+        }
+    }
+
+    #[test]
+    fn a_joined_chunk_takes_the_header_of_the_last_one() {
+        let mut first = append("s", "a", 0, "a", false, false);
+        let mut next = append("s", "a", 1, "b", false, false);
+        if let BridgeMessage::Block { block, .. } = &mut next {
+            block.seq = Some(9);
+        }
+        coalesce(&mut first, next).unwrap();
+        let BridgeMessage::Block { block, .. } = &first else { unreachable!() };
+        assert_eq!(block.seq, Some(9));
     }
 }

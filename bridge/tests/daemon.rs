@@ -48,7 +48,7 @@ fn chat_prompt_json_prints_every_block_and_exits_by_the_turn_outcome() {
     assert_eq!(blocks[0]["type"], "agent_info");
     assert_eq!(blocks.last().unwrap()["type"], "session_end");
     assert_eq!(blocks.last().unwrap()["reason"], "completed");
-    assert!(blocks.iter().any(|b| b["type"] == "text" && b["done"] == true && b["text"] == "You said: hi there"));
+    assert!(support::rebuilt_texts(&blocks).contains(&("You said: hi there".to_owned(), true)));
 
     let out = terminull()
         .args(["chat", "broken-exits-mid-turn", "-p", "hi", "--json", "--home"])
@@ -117,7 +117,7 @@ fn a_daemon_killed_mid_turn_leaves_history_intact_and_the_session_resumes() {
     );
     // The Python adapter refuses a resume id it did not mint: a completed turn shows the
     // agent's own session id came back.
-    assert!(replayed.iter().any(|b| b["type"] == "text" && b["done"] == true && b["text"] == "You said: still me"));
+    assert!(support::rebuilt_texts(&replayed).contains(&("You said: still me".to_owned(), true)));
     assert_eq!(replayed.last().unwrap()["reason"], "completed");
 }
 
@@ -136,8 +136,8 @@ fn permission_requests_are_answered_by_the_flag_and_denied_without_one() {
         assert!(out.status.success(), "{flag:?}: {}", String::from_utf8_lossy(&out.stderr));
         let blocks = parse_lines(&out.stdout);
         assert!(blocks.iter().any(|b| b["type"] == "permission_request"), "{blocks:#?}");
-        let last_text = blocks.iter().rev().find(|b| b["type"] == "text").unwrap();
-        assert!(last_text["text"].as_str().unwrap().ends_with(expected), "{flag:?}: {last_text}");
+        let (last_text, _) = support::rebuilt_texts(&blocks).pop().unwrap();
+        assert!(last_text.ends_with(expected), "{flag:?}: {last_text}");
     }
 }
 
@@ -156,7 +156,7 @@ fn the_echo_adapter_asks_before_echoing_a_message_that_starts_with_ask() {
         let options: Vec<&str> =
             asked["options"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
         assert_eq!(options, ["allow", "deny"]);
-        let last_text = blocks.iter().rev().find(|b| b["type"] == "text").unwrap();
-        assert_eq!(last_text["text"], expected, "{flag}");
+        let (last_text, _) = support::rebuilt_texts(&blocks).pop().unwrap();
+        assert_eq!(last_text, expected, "{flag}");
     }
 }

@@ -76,11 +76,21 @@ struct TurnSeen {
 async fn run_turn(hosted: &mut HostedAdapter, text: &str, within: Duration) -> TurnSeen {
     hosted.call::<proto::Send>(&UserMessage { text: text.into(), attachments: vec![] }).await.unwrap();
     let mut seen = TurnSeen::default();
+    // The message being streamed, rebuilt from its chunks (appends or snapshots).
+    let mut message = terminull_protocol::streamed::Assembly::default();
     loop {
         match tokio::time::timeout(within, hosted.next_event()).await.unwrap() {
             Some(AdapterEvent::Block(b)) => match b.kind {
                 BlockKind::ToolResult(r) => seen.tool_output = Some(r.output),
-                BlockKind::Text(t) if t.done => seen.text = t.text,
+                BlockKind::Text(t) => {
+                    if message.is_done() {
+                        message = Default::default();
+                    }
+                    message.apply(&t);
+                    if message.is_done() {
+                        seen.text = message.text().to_owned();
+                    }
+                }
                 BlockKind::SessionEnd(end) => {
                     assert_eq!(end.reason, EndReason::Completed);
                     return seen;

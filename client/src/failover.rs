@@ -10,6 +10,13 @@
 //! deliver a few while the new one replays). The caller sees one [`Connection`] whose
 //! [`LinkInfo::path`] says where it is.
 //!
+//! A move resumes from the last block delivered, so the bridge continues a message
+//! streamed as appends with one append from where the caller left off. A caller whose
+//! [`crate::transcript::Transcript`] reports a gap (a piece of a message missing)
+//! sends its own `session_resume` from [`crate::transcript::Transcript::resume_seq`]:
+//! the link then follows the session from that earlier `seq`, so the replay is not
+//! taken for a repeat.
+//!
 //! A control message the old path took but did not answer is resent on the new path
 //! when it is safe to repeat (`session_resume`, `list_*`); any other gets an error
 //! reply saying it may or may not have been carried out, rather than being sent twice.

@@ -7,7 +7,8 @@
 //!   the relay, presenting the bridge's messages decrypted and verified.
 //! - [`mdns`]: the LAN path's mDNS as a device uses it: browsing for a paired bridge
 //!   (the bridge's advertising is in `terminull-net`).
-//! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule.
+//! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule, streamed
+//!   text rebuilt from snapshots and appends, and the gaps to resume from.
 //! - [`net`]: TCP/TLS, WebSocket and minimal HTTP to the relay.
 
 #![warn(missing_docs)]

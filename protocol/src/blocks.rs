@@ -65,6 +65,26 @@ impl BlockKind {
 }
 
 impl Block {
+    /// Joins `next` into this block when both are chunks of one streamed `text` or
+    /// `thinking` message and `next` continues it ([`crate::streamed::merge`]); the
+    /// joined block keeps `next`'s header (`seq`, `ts`, `_meta`). Gives `next` back
+    /// otherwise.
+    // The block given back is moved, not copied to the heap: boxing it would allocate
+    // on every join of a burst.
+    #[allow(clippy::result_large_err)]
+    pub fn join(&mut self, next: Block) -> Result<(), Block> {
+        let joined = match (&mut self.kind, &next.kind) {
+            (BlockKind::Text(first), BlockKind::Text(piece))
+            | (BlockKind::Thinking(first), BlockKind::Thinking(piece)) => crate::streamed::merge(first, piece),
+            _ => false,
+        };
+        if !joined {
+            return Err(next);
+        }
+        (self.seq, self.ts, self.meta) = (next.seq, next.ts, next.meta);
+        Ok(())
+    }
+
     /// A block stamped with the current time and no `seq` yet.
     pub fn now(kind: BlockKind) -> Self {
         Self { seq: None, ts: now_ts(), meta: None, kind }

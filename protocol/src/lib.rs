@@ -26,6 +26,7 @@ pub mod ids;
 pub mod jsonrpc;
 pub mod lan;
 pub mod ndjson;
+pub mod pacing;
 pub mod relay;
 pub mod samples;
 pub mod schema;

@@ -194,25 +194,23 @@ impl AppendWriter {
     }
 }
 
-/// Merges `next` into `first` when both are chunks of one message and `next` starts
-/// where `first` ends (so one chunk stands for both); gives `next` back otherwise.
-/// Coalescing a slow link's queue and compacting a replay both rely on it.
-pub fn merge(first: &mut StreamedText, next: StreamedText) -> Result<(), StreamedText> {
+/// Joins `next` into `first` when both are chunks of one message and `next` continues
+/// it (an append where `first` ends, or a snapshot, which replaces), so that one chunk
+/// stands for both; false, and nothing changed, otherwise. Coalescing a slow link's
+/// queue, batching a burst of appends and compacting a replay all rely on it.
+pub fn merge(first: &mut StreamedText, next: &StreamedText) -> bool {
     if first.id != next.id || first.done {
-        return Err(next);
+        return false;
     }
     match next.offset {
-        None => {
-            *first = next;
-            Ok(())
-        }
+        None => first.clone_from(next),
         Some(offset) if offset == first.end() => {
             first.text.push_str(&next.text);
             first.done = next.done;
-            Ok(())
         }
-        Some(_) => Err(next),
+        Some(_) => return false,
     }
+    true
 }
 
 #[cfg(test)]
@@ -297,11 +295,12 @@ mod tests {
     #[test]
     fn merge_joins_contiguous_pieces_only() {
         let mut first = StreamedText::append("m", 0, "ab", false);
-        assert!(merge(&mut first, StreamedText::append("m", 2, "cd", true)).is_ok());
+        assert!(merge(&mut first, &StreamedText::append("m", 2, "cd", true)));
         assert_eq!(first, StreamedText::append("m", 0, "abcd", true));
         let mut open = StreamedText::append("m", 0, "ab", false);
-        assert!(merge(&mut open, StreamedText::append("m", 3, "d", false)).is_err());
-        assert!(merge(&mut open, StreamedText::append("n", 2, "c", false)).is_err());
+        assert!(!merge(&mut open, &StreamedText::append("m", 3, "d", false)));
+        assert!(!merge(&mut open, &StreamedText::append("n", 2, "c", false)));
+        assert!(!merge(&mut first, &StreamedText::append("m", 4, "e", false)), "nothing joins a closed message");
     }
 
     proptest! {

@@ -77,7 +77,8 @@ fn bad_declarations() -> Vec<(String, Value)> {
     }
     out.push(("without provides_usage, agent_id, cap_thinking".into(), three));
     for (field, value) in [
-        ("protocol_version", json!(2)),
+        ("protocol_version", json!(3)),
+        ("protocol_version", json!(0)),
         ("agent_id", json!("Upper")),
         ("agent_id", json!("")),
         ("display_name", json!(" ")),
@@ -115,6 +116,9 @@ fn declaration_schema_and_contract_check_agree() {
     ]);
     full["cli_binary"] = json!("echo");
     assert!(schema.is_valid(&full) && check_declaration(&full).is_ok());
+    let mut appends = good.clone();
+    appends["protocol_version"] = json!(2);
+    assert!(schema.is_valid(&appends) && check_declaration(&appends).is_ok(), "version 2 is accepted too");
 
     for (what, bad) in bad_declarations() {
         assert!(!schema.is_valid(&bad), "the JSON Schema accepts a declaration {what}");

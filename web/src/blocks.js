@@ -20,8 +20,8 @@ function renderCtx(s) {
   };
 }
 
-/** Puts one block's element in place: replacing the element of its id, or at its seq. */
-export function renderInto(s, block) {
+/** Puts one block's element in place: replacing the element of its id, or at `pos` (its seq). */
+export function renderInto(s, block, pos = block.seq) {
   let el;
   try {
     el = renderBlock(block, renderCtx(s));
@@ -56,8 +56,8 @@ export function renderInto(s, block) {
     s.elByKey.set(key, el);
     return;
   }
-  el.dataset.pos = String(block.seq);
-  insertByPos(s.container, el, block.seq);
+  el.dataset.pos = String(pos);
+  insertByPos(s.container, el, pos);
   if (key != null) s.elByKey.set(key, el);
 }
 

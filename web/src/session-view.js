@@ -5,7 +5,7 @@
 import { app, CURRENT_KEY } from './state.js';
 import { h, clear } from './dom.js';
 import { showView } from './views.js';
-import { sessionFor, loadSession, attach } from './sessions.js';
+import { sessionFor, loadSession, attach, resync } from './sessions.js';
 import { renderInto, refreshPermissionCards, isAtEnd, scrollToEnd } from './blocks.js';
 import { updateComposer, flushQueue } from './composer.js';
 
@@ -36,7 +36,10 @@ export function openSessionView(s) {
   if (!s.container) {
     s.container = h('div', { class: 'blocks', dataset: { sessionId: s.id } });
     s.elByKey = new Map();
-    for (const b of s.transcript.blocks()) renderInto(s, b);
+    // A streamed message once, at its first chunk, with the text its chunks rebuild.
+    for (const b of s.transcript.blocks()) {
+      if (s.transcript.isFirstOfStream(b)) renderInto(s, s.transcript.shown(b), b.seq);
+    }
   }
   ui.transcript.append(s.container);
   updateComposer(s);
@@ -53,12 +56,15 @@ function titleOf(s) {
 /** One block from the link (live or replayed) for session `sid`: held, saved, rendered if shown. */
 export function onBlock(sid, block, _replay) {
   const s = sessionFor(sid);
-  if (!s.transcript.apply(block)) return; // a seq already held: nothing to do
+  const applied = s.transcript.applyBlock(block);
+  if (applied.status === 'duplicate') return; // a seq already held: nothing to do
+  // A piece of a streamed message is missing: keep what is shown, fetch the message again.
+  if (applied.status === 'gap') resync(s, applied.since_seq);
   if (block.type === 'user_message' && s.awaiting > 0) s.awaiting -= 1;
   s.persist();
   if (s.container) {
     const atEnd = isAtEnd();
-    renderInto(s, block);
+    renderInto(s, s.transcript.shown(block));
     if (block.type === 'session_end') refreshPermissionCards(s);
     if (app.current === sid && atEnd) scrollToEnd(true);
   }

@@ -2,7 +2,7 @@
 // here, the composer's queue, and its copy in IndexedDB (so a reload resumes by seq).
 
 import { app } from './state.js';
-import { Transcript, replaceKey } from './transcript.js';
+import { Transcript } from './transcript.js';
 import { toast } from './status.js';
 
 const PERSIST_DELAY_MS = 150;
@@ -27,6 +27,8 @@ export class SessionState {
     this.container = null;
     /** The answer to continue_in_terminal shown in this view, or an error. */
     this.terminal = null;
+    /** The link, and the since_seqs of the resumes asked on it to repair a gap (each asked once per link). */
+    this.resynced = { link: null, asked: new Set() };
   }
 
   get agentInfo() {
@@ -51,13 +53,13 @@ export class SessionState {
     clearTimeout(this.persistTimer);
     this.persistTimer = null;
     if (!app.bridge) return Promise.resolve();
-    // Superseded chunks of a streamed id are dropped: the newest holds the full text.
+    // Superseded chunks of a streamed id are dropped: a message is saved as the text it rebuilds.
     return app.store
       .set(`s:${app.bridge.bridgeId}:${this.id}`, {
         id: this.id,
         agentId: this.agentId,
         cwd: this.cwd,
-        blocks: this.transcript.entries(replaceKey),
+        blocks: this.transcript.saved(),
         answered: Object.fromEntries(this.answered),
       })
       .catch((e) => console.warn(`cannot save the session: ${e}`));
@@ -90,15 +92,37 @@ export async function loadSession(id) {
   return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered });
 }
 
-/** session_resume from the newest block held. */
+/**
+ * session_resume from the newest block held, or from before a message that does not
+ * rebuild (a piece of it went missing), so the bridge sends that message again.
+ */
 export async function attach(s) {
   const link = app.link;
   if (!link) return;
   s.attachedOn = link;
+  const since = s.transcript.resumeSeq;
+  s.resynced = { link, asked: new Set() };
   try {
-    await link.request({ type: 'session_resume', session_id: s.id, since_seq: s.transcript.lastSeq });
+    await link.request({ type: 'session_resume', session_id: s.id, since_seq: since });
   } catch (e) {
     if (s.attachedOn === link) s.attachedOn = null;
     if (e.code !== 'link') toast(`Could not resume the session: ${e.message}`, 'warn');
   }
+}
+
+/**
+ * A block left a message with a gap: resume the session from `since` (the seq held
+ * before that message's first chunk). Blocks the replay repeats are skipped by seq;
+ * the message's snapshot takes its place. Asked once per link and seq, so a bridge
+ * that cannot repair it is not asked again and again.
+ */
+export function resync(s, since) {
+  const link = app.link;
+  if (!link || s.attachedOn !== link) return;
+  if (s.resynced.link !== link) s.resynced = { link, asked: new Set() };
+  if (s.resynced.asked.has(since)) return;
+  s.resynced.asked.add(since);
+  link.request({ type: 'session_resume', session_id: s.id, since_seq: since }).catch((e) => {
+    if (e.code !== 'link') toast(`Could not fetch the rest of a message: ${e.message}`, 'warn');
+  });
 }

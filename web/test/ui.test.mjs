@@ -2,8 +2,9 @@
 // (Playwright routes the page's HTTP and WebSocket traffic to tools/fake-bridge.mjs;
 // no server, no network): every block type rendered, the model picker, tool-call
 // cards, permission options, stop, the queue, the slash palette with the agent's
-// commands, hostile blocks counted, and a reload that resumes from the newest seq
-// held. Skipped where /usr/bin/chromium or playwright-core is missing.
+// commands, hostile blocks counted, a reload that resumes from the newest seq
+// held, and streamed appends rebuilt with a gap repaired by a resume. Skipped where
+// /usr/bin/chromium or playwright-core is missing.
 // Run: node --test web/test/
 
 import { test } from 'node:test';
@@ -386,6 +387,49 @@ test('handoff: terminal sessions attach, a parked session shows its banner and q
     assert.ok(await page.isDisabled(T('continue-in-terminal')));
     await page.screenshot({ path: join(shots, 'ui-handoff-continued.png') });
     assert.equal(await page.$$eval('.transcript b, .view-home b', (e) => e.length), 0, 'network text is never HTML');
+    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(failures, []);
+  } finally {
+    await close();
+  }
+});
+
+test('streamed appends: the page rebuilds the text, a gap resumes from before the message, the replay repairs it', { skip, timeout: 120000 }, async () => {
+  const bridge = new FakeBridge({ direct: true, agents: [{ agent_id: 'echo', display_name: 'Echo', provides_models: false }] });
+  const { page, failures, pageErrors, close } = await launch(bridge);
+  const shownText = () => page.$eval(`${T('block')}[data-block-type="text"]`, (e) => [e.dataset.seq, e.textContent]);
+  const bytes = (s) => new TextEncoder().encode(s).length;
+  try {
+    await page.goto(bridge.pairingLink(ORIGIN));
+    await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`);
+    await page.click(T('new-session'));
+    await until('the agents', () => page.$$eval(`${T('agent-picker')} option`, (os) => os.length === 1));
+    await page.fill(T('cwd'), '/home/ada');
+    await page.click(T('start-session'));
+    await until('the session_request', () => bridge.controls.find((m) => m.type === 'session_request'));
+    await page.waitForSelector(T('composer'), { state: 'visible' });
+    const at = (seq, x) => ({ seq, ts: 1767225600 + seq, ...x });
+    const piece = (seq, before, text, done = false) => at(seq, { type: 'text', id: 'm', offset: bytes(before), text, done });
+    bridge.emit('s-1', at(1, { type: 'user_message', text: 'hi' }));
+    bridge.emit('s-1', piece(2, '', 'Hé'));
+    bridge.emit('s-1', piece(3, 'Hé', 'llo € '));
+    await until('the appends', async () => (await shownText())[1] === 'Hé' + 'llo € ');
+    // seq 4 (`wörld`) is lost on the way; seq 5 does not fit: the prefix stays, the page resumes.
+    bridge.emit('s-1', piece(5, 'Héllo € wörld', ' 😀'));
+    const resume = await until('the session_resume', () => bridge.controls.find((m) => m.type === 'session_resume'));
+    assert.deepEqual([resume.session_id, resume.since_seq], ['s-1', 1], 'from the seq held before the message');
+    assert.deepEqual(await shownText(), ['5', 'Héllo € '], 'never a wrong text: the prefix held');
+    // The replay: what is held is skipped; the message comes as one snapshot at its newest seq.
+    bridge.emit('s-1', at(1, { type: 'user_message', text: 'hi' }), { replay: true });
+    bridge.emit('s-1', at(5, { type: 'text', id: 'm', text: 'Héllo € wörld 😀', done: false }), { replay: true });
+    await until('the repaired text', async () => (await shownText())[1] === 'Héllo € wörld 😀');
+    bridge.emit('s-1', piece(6, 'Héllo € wörld 😀', '!', true));
+    await until('the last piece', async () => (await shownText()).join() === '6,Héllo € wörld 😀!');
+    assert.equal((await page.$$(`${T('block')}[data-block-type="text"]`)).length, 1, 'one element per message');
+    // A reload shows the message as saved, rebuilt.
+    await page.evaluate(() => window.terminull.flush());
+    await page.reload();
+    await until('the restored text', async () => (await page.$(`${T('block')}[data-block-type="text"]`)) && (await shownText()).join() === '6,Héllo € wörld 😀!');
     assert.deepEqual(pageErrors, []);
     assert.deepEqual(failures, []);
   } finally {

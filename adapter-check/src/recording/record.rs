@@ -132,7 +132,8 @@ impl Recorder<'_> {
             .call(
                 "initialize",
                 Some(json!({
-                    "protocol_version": 1,
+                    "protocol_version": terminull_protocol::adapter::OLDEST_PROTOCOL_VERSION,
+                    "newest_protocol_version": terminull_protocol::adapter::PROTOCOL_VERSION,
                     "bridge": {"name": "terminull", "version": "transcript"},
                     "offered_init_params": OFFERED_INIT_PARAMS,
                 })),

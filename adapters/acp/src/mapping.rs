@@ -4,7 +4,7 @@
 //!
 //! | ACP | blocks |
 //! |---|---|
-//! | `agent_message_chunk` | `text`: the full text so far under one id per message |
+//! | `agent_message_chunk` | `text`: one append per chunk, under one id per message |
 //! | `agent_thought_chunk` | `thinking`, likewise |
 //! | `user_message_chunk` | nothing (the bridge already shows the user's message) |
 //! | `tool_call`, `tool_call_update` | `tool_call` `running`; at `completed`/`failed` the call re-sent `done`/`error`, one `diff` per `diff` item (completed only), then `tool_result` |

@@ -13,7 +13,7 @@ use terminull_adapter_sdk::DeclarationOverride;
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::OnPermission::Answer;
 use terminull_adapter_sdk::testing::{
-    FakeCliBridge, OnPermission, executable, final_texts, first_error, serve_in_memory, serve_in_memory_with,
+    FakeCliBridge, OnPermission, executable, final_texts, first_error, rebuilt, serve_in_memory, serve_in_memory_with,
     session_end as end, start_params,
 };
 use terminull_protocol::adapter as proto;
@@ -201,7 +201,10 @@ async fn a_plain_turn_streams_thinking_and_text_and_ends_with_usage() {
     let (mut b, _) = started(Kind::Persistent, "").await;
     let blocks = say(&mut b, "hello").await;
     assert_eq!(final_text(&blocks), "Hello there.");
-    assert!(blocks.iter().any(|k| matches!(k, BlockKind::Thinking(t) if t.done && t.text == "Let me see.")));
+    assert!(
+        rebuilt(&blocks).iter().any(|m| m.kind == StreamKind::Thinking && m.done && m.text == "Let me see."),
+        "{blocks:?}"
+    );
     let e = end(&blocks);
     assert_eq!(e.reason, EndReason::Completed);
     let usage = e.usage.clone().unwrap();
@@ -476,11 +479,7 @@ async fn the_generic_host_takes_its_identity_from_the_override() {
     let declaration = b
         .peer
         .request::<proto::Initialize>(
-            &proto::InitializeParams {
-                protocol_version: 1,
-                bridge: proto::PeerInfo { name: "test".into(), version: "0".into() },
-                offered_init_params: vec![],
-            },
+            &proto::InitializeParams::from_bridge(proto::PeerInfo { name: "test".into(), version: "0".into() }, vec![]),
             T,
         )
         .await

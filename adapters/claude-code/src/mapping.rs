@@ -14,14 +14,14 @@
 //! - **Streamed text/thinking**: `stream_event` `content_block_start` opens a block
 //!   keyed by (message id, index); its id is `<message id>-<index>` (a suffix `~N` is
 //!   added should that id already have been used in the session). Deltas are pushed into
-//!   a [`TextStreamer`]; chunks are sent for every delta while the text is short, then
-//!   only once the unsent part reaches an eighth of the text, which keeps the total
-//!   output linear in the message length. `content_block_stop` sends the one
-//!   `done: true` chunk.
+//!   a [`TextStreamer`], and every delta is sent as one append (the new text and the
+//!   offset it starts at), so the output stays linear in the message length however
+//!   many deltas there are. `content_block_stop` sends the one `done: true` chunk.
 //! - **`assistant` events** carry each block complete. A text/thinking block that was
-//!   streamed is reconciled (its full text replaces the streamed one if they differ,
-//!   which is the interrupted case); one that was not streamed is emitted whole with
-//!   `done: true`. A `tool_use` block starts a `tool_call` (status `running`, title from
+//!   streamed is reconciled: what its full text adds is appended (the interrupted case),
+//!   and a full text that rewrites the streamed one, should one ever, is sent as a
+//!   snapshot. One that was not streamed is emitted whole with `done: true`. A
+//!   `tool_use` block starts a `tool_call` (status `running`, title from
 //!   `input.description`), nested under the call its `parent_tool_use_id` names.
 //! - **Sub-agents**: a sub-agent's tool calls are nested (`parent_id`); its own
 //!   text and thinking (events with a `parent_tool_use_id`) are not shown: the
@@ -46,13 +46,6 @@ use crate::events::{
     ApiRetry, AssistantEvent, ContentBlock, ControlRequest, Delta, Event, ResultEvent, SseEvent, StreamEvent,
     SystemEvent, UserContent, UserEvent,
 };
-
-/// Up to this many bytes a streamed text is sent on every delta.
-const EAGER_BYTES: usize = 4096;
-
-/// Beyond [`EAGER_BYTES`], a chunk is sent once the unsent part is this fraction
-/// (1/N) of the text.
-const THROTTLE_DIVISOR: usize = 8;
 
 /// A tool's output longer than this is cut (the protocol caps a line at 8 MiB).
 pub const MAX_TOOL_OUTPUT_BYTES: usize = 1024 * 1024;
@@ -273,27 +266,25 @@ enum BlockState {
 #[derive(Debug)]
 struct OpenBlock {
     streamer: TextStreamer,
-    /// Bytes pushed since the last chunk was sent.
-    unsent: usize,
     /// True once a chunk of this id was sent (so its `done: true` must follow).
     sent_any: bool,
 }
 
 impl OpenBlock {
-    /// Pushes a delta; returns the chunk to send, if the throttle lets it through.
+    /// Pushes a delta; returns its append (nothing for an empty delta).
     fn push(&mut self, delta: &str) -> Option<BlockKind> {
-        let chunk = self.streamer.push(delta);
-        self.unsent += delta.len();
-        let len = self.streamer.text().len();
-        (len <= EAGER_BYTES || self.unsent * THROTTLE_DIVISOR >= len).then(|| self.sent(chunk))
-    }
-
-    /// Replaces the text with the complete one from an `assistant` event.
-    fn reconcile(&mut self, full: &str) -> Option<BlockKind> {
-        if self.streamer.text() == full {
+        if delta.is_empty() {
             return None;
         }
-        self.streamer.replace(full).ok().map(|chunk| self.sent(chunk))
+        let chunk = self.streamer.push(delta);
+        Some(self.sent(chunk))
+    }
+
+    /// Brings the text to the complete one from an `assistant` event: an append of what
+    /// it adds, a snapshot should it differ, nothing when it matches.
+    fn reconcile(&mut self, full: &str) -> Option<BlockKind> {
+        let chunk = self.streamer.update(full).ok().flatten()?;
+        Some(self.sent(chunk))
     }
 
     /// The `done: true` chunk, or nothing for a block that never had any text.
@@ -305,7 +296,6 @@ impl OpenBlock {
     }
 
     fn sent(&mut self, chunk: BlockKind) -> BlockKind {
-        self.unsent = 0;
         self.sent_any = true;
         chunk
     }
@@ -574,7 +564,7 @@ impl Mapper {
             return;
         }
         let id = self.fresh_id(format!("{}-{}", key.0, key.1));
-        let block = OpenBlock { streamer: TextStreamer::new(kind, id), unsent: 0, sent_any: false };
+        let block = OpenBlock { streamer: TextStreamer::new(kind, id), sent_any: false };
         self.blocks.insert(key.clone(), BlockState::Open(block));
         self.open_order.push(key);
     }

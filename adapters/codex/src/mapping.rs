@@ -321,20 +321,22 @@ impl TurnMapper {
         let block_id = self.id(item_id);
         let streamer = self.texts.entry(item_id.to_owned()).or_insert_with(|| TextStreamer::new(kind, block_id));
         let text = bounded(&text, MAX_TEXT_BYTES);
-        if !text.is_empty() && text != streamer.text() {
-            match streamer.replace(text) {
-                Ok(chunk) if !done => out.push(Action::Emit(chunk)),
-                Ok(_) => {}
-                Err(e) => tracing::debug!("{e}"),
+        if !done {
+            // Codex reports the whole text so far: what it adds is one append.
+            if !text.is_empty() {
+                match streamer.update(&text) {
+                    Ok(chunk) => out.extend(chunk.map(Action::Emit)),
+                    Err(e) => tracing::debug!("{e}"),
+                }
             }
+            return;
         }
-        if done {
-            let mut streamer = self.texts.remove(item_id).expect("inserted above");
-            if streamer.text().is_empty() {
-                return;
-            }
-            out.extend(streamer.finish().map(Action::Emit));
+        let mut streamer = self.texts.remove(item_id).expect("inserted above");
+        let whole = if text.is_empty() { streamer.text().to_owned() } else { text };
+        if whole.is_empty() {
+            return;
         }
+        out.extend(streamer.finish_with(&whole).map(Action::Emit));
     }
 
     fn start_tool(&mut self, id: &ToolCallId, name: &str, input: Value, title: Option<String>, out: &mut Vec<Action>) {

@@ -158,8 +158,9 @@ impl TurnMapper {
                 && a.text.starts_with(open.text())
                 && a.text.len() <= MAX_TEXT_BYTES
             {
-                match open.replace(a.text) {
-                    Ok(chunk) => out.push(Action::Emit(chunk)),
+                // The whole text so far: what it adds is one append.
+                match open.update(&a.text) {
+                    Ok(chunk) => out.extend(chunk.map(Action::Emit)),
                     Err(e) => tracing::debug!("{e}"),
                 }
                 return;
@@ -309,7 +310,7 @@ impl TurnMapper {
             if !self.any_text && !result.result.trim().is_empty() {
                 // No assistant line was printed: the result holds the whole answer.
                 let mut answer = TextStreamer::new(StreamKind::Text, self.next_id("text"));
-                push_bounded(&mut answer, &result.result);
+                out.extend(push_bounded(&mut answer, &result.result).map(Action::Emit));
                 out.extend(answer.finish().map(Action::Emit));
             }
             out.push(Action::End(SessionEnd { reason: EndReason::Completed, usage, message: None }));

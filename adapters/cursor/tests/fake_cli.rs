@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::testing::{
-    FakeCliBridge, OnPermission, fake_cli_script, final_texts, first_error, serve_in_memory, session_end as end,
-    start_params,
+    FakeCliBridge, OnPermission, fake_cli_script, final_texts, first_error, rebuilt, serve_in_memory,
+    session_end as end, start_params,
 };
 use terminull_cursor::Cursor;
 use terminull_protocol::adapter as proto;
@@ -120,9 +120,9 @@ async fn a_tool_turn_survives_junk_lines_and_reports_the_chat_usage_and_output()
     assert_eq!(end.reason, EndReason::Completed);
     assert_eq!(end.usage.as_ref().and_then(|u| u.input_tokens), Some(1450));
     assert!(
-        blocks
+        rebuilt(&blocks)
             .iter()
-            .any(|k| matches!(k, BlockKind::Thinking(t) if t.done && t.text == "The user wants me to run a command.")),
+            .any(|m| m.kind == StreamKind::Thinking && m.done && m.text == "The user wants me to run a command."),
         "{blocks:?}"
     );
     assert_eq!(final_texts(&blocks), ["I'll run the command.", "The command printed hello."], "repeats dropped");

@@ -12,7 +12,7 @@
 //!   under its own id and starting with `t=<unix ns at emit>;` so the receiver can
 //!   measure latency; PACE_US microseconds apart (0, the default: as fast as it can).
 //! - `bench stream TOTAL CHUNK`: one answer of TOTAL bytes streamed CHUNK bytes at a
-//!   time, each chunk the full text so far (as the spec asks), then `done: true`.
+//!   time, each chunk an append of the new bytes, then an empty `done: true` append.
 
 use std::process::ExitCode;
 use std::time::Duration;

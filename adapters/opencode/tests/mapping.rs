@@ -9,9 +9,10 @@
 use serde_json::Value;
 use terminull_acp::mapping::{Mapper, PromptEnd, keep_chunk};
 use terminull_acp::schema::{PermissionParams, PromptResult, SessionUpdate};
-use terminull_adapter_sdk::testing::{assert_contract, session_end, tool_calls, tool_results};
+use terminull_adapter_sdk::streamer::StreamKind;
+use terminull_adapter_sdk::testing::{Rebuilt, assert_contract, rebuilt, session_end, tool_calls, tool_results};
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{EndReason, PermissionOptionKind, StreamedText, ToolStatus};
+use terminull_protocol::blocks::{EndReason, PermissionOptionKind, ToolStatus};
 
 /// What one captured turn produced.
 struct Played {
@@ -60,15 +61,10 @@ fn play(fixture: &str, interrupted: bool) -> Played {
     Played { blocks, asked }
 }
 
-fn finished_texts(blocks: &[BlockKind], thinking: bool) -> Vec<&StreamedText> {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) if !thinking && t.done => Some(t),
-            BlockKind::Thinking(t) if thinking && t.done => Some(t),
-            _ => None,
-        })
-        .collect()
+/// The finished texts (or thoughts), each rebuilt from its chunks.
+fn finished_texts(blocks: &[BlockKind], thinking: bool) -> Vec<Rebuilt> {
+    let kind = if thinking { StreamKind::Thinking } else { StreamKind::Text };
+    rebuilt(blocks).into_iter().filter(|m| m.kind == kind && m.done).collect()
 }
 
 /// The shared expectations of a shell round trip: thinking, text, the call running then

@@ -11,7 +11,7 @@
 //! | `response` to `prompt`, accepted | a `get_state` probe (a prompt an extension handles runs nothing) |
 //! | `agent_start` | nothing (a retry's run clears the retry state) |
 //! | `message_start` assistant | a new message: its text/thinking ids are `<prefix>-m<n>-<content index>` |
-//! | `message_update` `text_*` / `thinking_*` | `text` / `thinking` chunks (throttled, bounded); `*_end` closes the block with its whole text |
+//! | `message_update` `text_*` / `thinking_*` | `text` / `thinking` appends, one per delta (bounded); `*_end` closes the block with its whole text |
 //! | `message_update` `toolcall_*`, `start`, `done`, `error` | nothing (the call shows when it executes) |
 //! | `message_end` assistant | closes its blocks with the final content; adds its usage; remembers its stop reason; the first one reports the session id |
 //! | `tool_execution_start` | `tool_call` running (id `<prefix>-<pi id>`, title from the command / path / pattern) |
@@ -30,11 +30,9 @@
 //! `agent_end` is answered after that `auto_retry_start`, so its answer tells the two
 //! cases apart without any timer.
 //!
-//! **Bounded output.** pi streams token deltas; each text/thinking chunk carries the
-//! full text so far (the block protocol's rule), so sending one per delta would be
-//! quadratic. Up to [`EAGER_BYTES`] every delta is sent; beyond, a chunk is sent once the
-//! unsent part is 1/[`THROTTLE_DIVISOR`] of the text, so the bytes sent stay linear in the
-//! answer's length. Text is cut at [`MAX_TEXT_BYTES`], tool output at
+//! **Bounded output.** pi streams token deltas, and each one is sent as one append (the
+//! new text and its offset), so the bytes sent stay linear in the answer's length
+//! however many deltas there are. Text is cut at [`MAX_TEXT_BYTES`], tool output at
 //! [`MAX_TOOL_OUTPUT_BYTES`], tool input at [`MAX_INPUT_BYTES`].
 
 use std::collections::BTreeMap;
@@ -42,10 +40,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 pub use terminull_adapter_sdk::bounds::bounded;
 use terminull_adapter_sdk::bounds::{bounded_input, cut, first_line};
+use terminull_adapter_sdk::streamer::{StreamKind, TextStreamer};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{EndReason, ErrorBlock, Progress, SessionEnd, StreamedText, Usage};
-use terminull_protocol::ids::BlockId;
+use terminull_protocol::blocks::{EndReason, ErrorBlock, Progress, SessionEnd, Usage};
 
 use crate::command;
 use crate::events::{Content, Delta, DeltaKind, Event, Message, PiUsage, Response, State};
@@ -54,10 +52,6 @@ use crate::events::{Content, Delta, DeltaKind, Event, Message, PiUsage, Response
 pub use terminull_adapter_sdk::bounds::{
     MAX_ERROR_BYTES, MAX_INPUT_BYTES, MAX_TEXT_BYTES, MAX_TITLE_CHARS, MAX_TOOL_OUTPUT_BYTES,
 };
-/// Up to this many bytes a streamed text is sent on every delta.
-pub const EAGER_BYTES: usize = 4096;
-/// Beyond [`EAGER_BYTES`], a chunk is sent once the unsent part is 1/N of the text.
-pub const THROTTLE_DIVISOR: usize = 8;
 
 /// What the adapter must do for one event: the SDK's actions, plus a command to write
 /// to pi's stdin (`Action::Agent`).
@@ -85,85 +79,77 @@ pub fn usage_of(u: &PiUsage) -> Usage {
     }
 }
 
-/// One streamed text or thinking block: its text so far (bounded), how much was sent.
+/// One streamed text or thinking block: its text so far (bounded) in a [`TextStreamer`].
 #[derive(Debug)]
 struct Stream {
-    kind: DeltaKind,
-    id: BlockId,
-    text: String,
-    /// Bytes the block has in all (more than `text` holds once it was cut).
+    streamer: TextStreamer,
+    /// Bytes the block has in all (more than the streamer holds once it was cut).
     seen: usize,
-    /// Bytes appended since the last chunk sent.
-    unsent: usize,
+    /// The block's whole text as pi reported it at its end, cut, not yet streamed.
+    full: Option<String>,
     emitted: bool,
-    finished: bool,
 }
 
 impl Stream {
     fn new(kind: DeltaKind, id: String) -> Self {
-        Stream { kind, id: id.into(), text: String::new(), seen: 0, unsent: 0, emitted: false, finished: false }
+        let kind = match kind {
+            DeltaKind::Text => StreamKind::Text,
+            DeltaKind::Thinking => StreamKind::Thinking,
+        };
+        Stream { streamer: TextStreamer::new(kind, id), seen: 0, full: None, emitted: false }
     }
 
-    fn chunk(&self, text: String, done: bool) -> BlockKind {
-        let body = StreamedText::snapshot(self.id.clone(), text, done);
-        match self.kind {
-            DeltaKind::Text => BlockKind::Text(body),
-            DeltaKind::Thinking => BlockKind::Thinking(body),
-        }
-    }
-
-    /// Appends a delta; the chunk to send when the throttle lets one through.
+    /// Appends a delta; the append to send (nothing once the text reached its bound).
     fn push(&mut self, delta: &str) -> Option<BlockKind> {
-        if self.finished {
+        if self.streamer.is_finished() {
             return None;
         }
         self.seen += delta.len();
-        let part = cut(delta, MAX_TEXT_BYTES.saturating_sub(self.text.len()));
+        let part = cut(delta, MAX_TEXT_BYTES.saturating_sub(self.streamer.text().len()));
         if part.is_empty() {
             return None;
         }
-        self.text.push_str(part);
-        self.unsent += part.len();
-        let len = self.text.len();
-        if len <= EAGER_BYTES || self.unsent * THROTTLE_DIVISOR >= len {
-            self.unsent = 0;
-            self.emitted = true;
-            Some(self.chunk(self.text.clone(), false))
-        } else {
-            None
-        }
+        self.emitted = true;
+        Some(self.streamer.push(part))
     }
 
-    /// Takes the block's whole text as pi reports it at its end.
+    /// Takes the block's whole text as pi reports it at its end; the `done: true` chunk
+    /// carries what it adds.
     fn set_full(&mut self, full: &str) {
-        if self.finished {
+        if self.streamer.is_finished() {
             return;
         }
-        let kept = cut(full, MAX_TEXT_BYTES);
-        if kept != self.text {
-            self.text = kept.to_owned();
-        }
+        self.full = Some(cut(full, MAX_TEXT_BYTES).to_owned());
         self.seen = full.len();
     }
 
-    /// The one `done: true` chunk (with a note when the text was cut); nothing for a
-    /// block that never showed anything.
+    /// The one `done: true` chunk: what the whole text adds to what was streamed, with
+    /// a note when the text was cut; nothing for a block that never showed anything.
     fn finish(&mut self) -> Option<BlockKind> {
-        if self.finished {
+        if self.streamer.is_finished() {
             return None;
         }
-        self.finished = true;
-        if !self.emitted && self.text.trim().is_empty() {
-            self.text = String::new();
+        let shown = self.full.take().unwrap_or_else(|| self.streamer.text().to_owned());
+        if !self.emitted && shown.trim().is_empty() {
+            self.close();
             return None;
         }
-        // The text is not needed any more; the stream stays (finished) so that its id is
-        // never reopened.
-        let mut text = std::mem::take(&mut self.text);
-        if self.seen > text.len() {
-            text = format!("{text}\n… [truncated: {} bytes in all]", self.seen);
-        }
-        Some(self.chunk(text, true))
+        let whole = if self.seen > shown.len() {
+            format!("{shown}\n… [truncated: {} bytes in all]", self.seen)
+        } else {
+            shown
+        };
+        let chunk = self.streamer.finish_with(&whole);
+        self.close();
+        chunk
+    }
+
+    /// Marks the block finished and lets its text go: the stream stays so that its id
+    /// is never reopened, and no chunk follows.
+    fn close(&mut self) {
+        let mut closed = TextStreamer::new(self.streamer.kind(), self.streamer.id().clone());
+        let _ = closed.finish();
+        self.streamer = closed;
     }
 }
 
@@ -423,9 +409,7 @@ impl TurnMapper {
                 if let Some(full) = content {
                     stream.set_full(&full);
                 }
-                if let Some(chunk) = stream.finish() {
-                    out.push(Action::Emit(chunk));
-                }
+                out.extend(stream.finish().map(Action::Emit));
             }
             Delta::Other { .. } => {}
         }
@@ -440,9 +424,7 @@ impl TurnMapper {
             };
             let stream = self.stream(kind, index);
             stream.set_full(full);
-            if let Some(chunk) = stream.finish() {
-                out.push(Action::Emit(chunk));
-            }
+            out.extend(stream.finish().map(Action::Emit));
         }
         self.finish_streams(out);
         if let Some(u) = &m.usage {
@@ -546,9 +528,7 @@ impl TurnMapper {
 
     fn finish_streams(&mut self, out: &mut Vec<Action>) {
         for stream in self.streams.values_mut() {
-            if let Some(chunk) = stream.finish() {
-                out.push(Action::Emit(chunk));
-            }
+            out.extend(stream.finish().map(Action::Emit));
         }
     }
 

@@ -268,6 +268,14 @@ impl SessionLog {
         self.read_from(start, &|_, ts| ts > after)
     }
 
+    /// Every block with `seq < before`, compacted over that range only: a message
+    /// whose chunks go on past `before` comes as what it was up to there (a snapshot
+    /// from its start, at the `seq` of its last chunk before `before`). What a resume by
+    /// time sends as the older history, below the blocks it sent live.
+    pub fn read_before_seq(&self, before: u64) -> Result<Vec<Block>> {
+        self.read_from(Start::Scan, &|seq, _| seq < before)
+    }
+
     /// The whole history, compacted.
     pub fn read_all(&self) -> Result<Vec<Block>> {
         self.read_from(Start::Scan, &|_, _| true)

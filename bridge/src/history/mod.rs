@@ -124,6 +124,8 @@
 //! `lines` reads the log by lines. What a session owes across a restart (its queue,
 //! whether a terminal holds it) is [`crate::handoff`]'s, stored in `meta.json`.
 
+#[cfg(test)]
+mod appends_tests;
 pub mod compaction;
 pub mod error;
 pub mod index;

@@ -14,6 +14,7 @@ use terminull_protocol::turn::TurnTracker;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::appends::Appends;
 use super::notices::{Notice, notice_for};
 use super::policy::{SessionPolicy, may_restart};
 use crate::handoff::PendingWork;
@@ -62,6 +63,8 @@ pub(super) struct Actor {
     /// When a parked session polls next (a deadline, so that commands arriving in
     /// between do not postpone it).
     pub(super) next_poll: Instant,
+    /// Streamed text on its way out: made appends, bursts joined.
+    pub(super) appends: Appends,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {
@@ -79,7 +82,22 @@ impl Actor {
         self.publish_block(block);
     }
 
+    /// Publishes `block`, or holds it back to join it with the appends that follow
+    /// ([`Appends`]); what was held goes out first.
     pub(super) fn publish_block(&mut self, block: Block) {
+        for block in self.appends.admit(block, Instant::now()) {
+            self.write_block(block);
+        }
+    }
+
+    /// Publishes the append held back, if any.
+    pub(super) fn flush_appends(&mut self) {
+        if let Some(block) = self.appends.flush(Instant::now()) {
+            self.write_block(block);
+        }
+    }
+
+    fn write_block(&mut self, block: Block) {
         // The terminal's own turns, mirrored, are not news for the user's devices.
         let mirrored =
             block.meta.as_ref().is_some_and(|m| m.get(MIRRORED_META) == Some(&serde_json::Value::Bool(true)));

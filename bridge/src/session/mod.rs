@@ -3,7 +3,8 @@
 //!
 //! Turn state: idle → running → awaiting_permission → running → idle. The actor:
 //! - appends every block to the session's history (which assigns `seq`) and
-//!   broadcasts it to the clients following the session;
+//!   broadcasts it to the clients following the session, streamed text as appends
+//!   with bursts joined (`appends`);
 //! - checks each block against the shared [`TurnTracker`](terminull_protocol::turn::TurnTracker): a block that breaks the
 //!   contract is logged and dropped; what the adapter leaves open when its own
 //!   `session_end` arrives is closed first;
@@ -27,11 +28,13 @@
 //! - [`notices`]: the push [`Notice`](notices::Notice) a session sends: which blocks
 //!   become one, and its wording.
 //! - `actor`: the actor's state and core (publish, start/stop the adapter, deliver).
+//! - `appends`: streamed text made appends, a burst joined into one.
 //! - `hooks`, `mirror`, `handoff`: the terminal handoff on top of the core.
 //! - `turn`: the turn contract (messages, adapter events).
 //! - `run`: starting an actor and its loop.
 
 mod actor;
+mod appends;
 pub mod handle;
 mod handoff;
 mod hooks;

@@ -42,6 +42,7 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         crashes: VecDeque::new(),
         ever_started: false,
         next_poll: Instant::now(),
+        appends: Default::default(),
     };
     if start_now {
         actor.ensure_adapter().await?;
@@ -70,6 +71,7 @@ impl Actor {
             let parked = self.pending.parked.is_some();
             let next_poll = self.next_poll;
             let deadline = self.last_output + self.spec.policy.liveness;
+            let flush_at = self.appends.flush_at();
             tokio::select! {
                 command = rx.recv() => match command {
                     Some(command) => {
@@ -85,6 +87,7 @@ impl Actor {
                 },
                 event = next_event(&mut self.adapter) => self.event(event).await,
                 () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
+                () = sleep_until_some(flush_at), if flush_at.is_some() => self.flush_appends(),
                 () = tokio::time::sleep_until(next_poll), if parked => {
                     self.poll_parked().await;
                     // From the end of this poll: a slow hook does not stack polls up.
@@ -96,6 +99,9 @@ impl Actor {
 
     /// Handles one command; true when the session is over.
     async fn command(&mut self, command: SessionCommand) -> bool {
+        // What a command reads (history for a follower, the last seq) includes the text
+        // held back for joining.
+        self.flush_appends();
         match command {
             SessionCommand::UserMessage(message, reply) => {
                 let result = self.user_message(message).await;
@@ -124,13 +130,9 @@ impl Actor {
                 let history = match (since_seq, since_ts, &backlog) {
                     (None, Some(_), Ok(backlog)) => {
                         let first = backlog.first().and_then(|b| b.seq).unwrap_or(u64::MAX);
-                        let mut older: Vec<Block> = self
-                            .log
-                            .read_all()
-                            .unwrap_or_default()
-                            .into_iter()
-                            .filter(|b| b.seq.is_some_and(|s| s < first))
-                            .collect();
+                        // Compacted below the first live block only, so that a message the
+                        // live part continues (as an append) arrives here from its start.
+                        let mut older: Vec<Block> = self.log.read_before_seq(first).unwrap_or_default();
                         let skip = older.len().saturating_sub(OLDER_HISTORY_CAP);
                         older.drain(..skip);
                         older
@@ -181,5 +183,13 @@ impl Actor {
             }
         }
         false
+    }
+}
+
+/// Sleeps until `at`; never wakes when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

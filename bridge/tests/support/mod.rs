@@ -142,3 +142,22 @@ pub fn acp_exe_dir() -> PathBuf {
     })
     .clone()
 }
+
+/// The `text` messages of a `chat --json` transcript (or any list of blocks as JSON),
+/// each rebuilt from its chunks (appends and snapshots) in order: `(text, done)`, in
+/// the order the messages began.
+#[allow(dead_code)] // Each test binary compiles this module; not all of them use it.
+pub fn rebuilt_texts(blocks: &[serde_json::Value]) -> Vec<(String, bool)> {
+    use terminull_protocol::streamed::{Assembly, StreamedText};
+    let mut order: Vec<String> = Vec::new();
+    let mut messages: std::collections::HashMap<String, Assembly> = std::collections::HashMap::new();
+    for block in blocks.iter().filter(|b| b["type"] == "text") {
+        let chunk: StreamedText = serde_json::from_value(block.clone()).expect("a text block");
+        let id = chunk.id.as_str().to_owned();
+        if !messages.contains_key(&id) {
+            order.push(id.clone());
+        }
+        messages.entry(id).or_default().apply(&chunk);
+    }
+    order.iter().map(|id| (messages[id].text().to_owned(), messages[id].is_done())).collect()
+}

@@ -13,17 +13,35 @@ use crate::blocks::json_type_name;
 use crate::capabilities::{CAP_FLAGS, Capabilities, SURFACE_FLAGS};
 use crate::ids::AgentId;
 
-/// The adapter protocol version this crate speaks (the declaration's `protocol_version`).
-/// The bridge refuses an adapter that declares another major version (error
-/// `PROTOCOL_VERSION_MISMATCH`).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The newest adapter protocol version this crate speaks: what adapters built on the SDK
+/// declare (`protocol_version`). Version 2 lets an adapter stream `text`/`thinking` as
+/// appends (chunks with an `offset`); version 1 adapters send full-text snapshots only.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The oldest adapter protocol version the bridge still accepts. It greets every adapter
+/// with it (`initialize.protocol_version`), so adapters written against version 1, which
+/// refuse any other number there, keep working unchanged.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 1;
+
+/// True for a version the bridge accepts in a declaration: 1 or 2. Anything else is
+/// refused at handshake with an error naming both.
+pub fn is_supported_version(version: u64) -> bool {
+    (u64::from(OLDEST_PROTOCOL_VERSION)..=u64::from(PROTOCOL_VERSION)).contains(&version)
+}
+
+/// The versions the bridge accepts, for error messages: `1 or 2`.
+fn supported_versions() -> String {
+    let all: Vec<String> = (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).map(|v| v.to_string()).collect();
+    all.join(" or ")
+}
 
 /// What an adapter is and can do. Every capability flag is required.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct Declaration {
-    /// The adapter protocol version it speaks; this bridge speaks `1`.
-    #[schemars(extend("const" = 1))]
+    /// The adapter protocol version it speaks: `1` (full-text snapshots only) or `2`
+    /// (appends allowed); this bridge accepts both.
+    #[schemars(extend("enum" = [1, 2]))]
     pub protocol_version: u32,
     /// Unique id: 1–64 of `a-z 0-9 _ -`, starting with a letter or digit.
     pub agent_id: AgentId,
@@ -233,7 +251,7 @@ fn missing(field: &str, shape: Shape) -> ContractViolation {
     let problem = match shape {
         Shape::Flag => "must be set explicitly to true or false".to_owned(),
         Shape::Lease => "must be set explicitly to \"per_turn\" or \"persistent\"".to_owned(),
-        Shape::Version => format!("is required (this bridge speaks {})", PROTOCOL_VERSION),
+        Shape::Version => format!("is required (this bridge speaks {})", supported_versions()),
         _ => "is required".to_owned(),
     };
     ContractViolation::new(field, problem)
@@ -244,8 +262,8 @@ fn check_shape(shape: Shape, v: &Value) -> Result<(), String> {
     match shape {
         Shape::Flag => v.as_bool().map(drop).ok_or_else(|| format!("must be true or false, {}", found())),
         Shape::Version => match v.as_u64() {
-            Some(n) if n == u64::from(PROTOCOL_VERSION) => Ok(()),
-            Some(n) => Err(format!("must be {} (the version this bridge speaks), found {n}", PROTOCOL_VERSION)),
+            Some(n) if is_supported_version(n) => Ok(()),
+            Some(n) => Err(format!("must be {} (the versions this bridge speaks), found {n}", supported_versions())),
             None => Err(format!("must be an integer, {}", found())),
         },
         Shape::AgentId => match v.as_str() {
@@ -363,7 +381,8 @@ mod tests {
     #[test]
     fn each_malformed_field_is_named() {
         let cases: Vec<(&str, Value)> = vec![
-            ("protocol_version", json!(2)),
+            ("protocol_version", json!(3)),
+            ("protocol_version", json!(0)),
             ("protocol_version", json!("1")),
             ("agent_id", json!("Echo")),
             ("agent_id", json!("")),
@@ -446,8 +465,25 @@ mod tests {
     }
 
     #[test]
-    fn schema_pins_the_protocol_version_this_crate_speaks() {
+    fn schema_lists_the_protocol_versions_this_crate_accepts() {
         let schema = schemars::schema_for!(Declaration);
-        assert_eq!(schema.as_value()["properties"]["protocol_version"]["const"], json!(PROTOCOL_VERSION));
+        let listed = &schema.as_value()["properties"]["protocol_version"]["enum"];
+        let accepted: Vec<u32> = (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).collect();
+        assert_eq!(listed, &json!(accepted));
+    }
+
+    #[test]
+    fn versions_one_and_two_are_accepted_and_others_named_with_both() {
+        for version in [1, 2] {
+            let d = check_declaration(&with(valid(), "protocol_version", json!(version))).unwrap();
+            assert_eq!(d.protocol_version, version);
+        }
+        let refused = check_declaration(&with(valid(), "protocol_version", json!(3))).unwrap_err();
+        assert_eq!(
+            refused[0].to_string(),
+            "protocol_version must be 1 or 2 (the versions this bridge speaks), found 3"
+        );
+        let missing = check_declaration(&without(valid(), &["protocol_version"])).unwrap_err();
+        assert_eq!(missing[0].to_string(), "protocol_version is required (this bridge speaks 1 or 2)");
     }
 }

@@ -18,8 +18,8 @@
 mod declaration;
 
 pub use declaration::{
-    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, PROTOCOL_VERSION, check_declaration,
-    is_valid_agent_id, known_fields, required_fields,
+    ContractViolation, Declaration, HandoffHook, InitParam, LeaseKind, OLDEST_PROTOCOL_VERSION, PROTOCOL_VERSION,
+    check_declaration, is_supported_version, is_valid_agent_id, known_fields, required_fields,
 };
 
 use std::time::Duration;
@@ -178,12 +178,43 @@ pub struct Empty {}
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct InitializeParams {
-    /// The bridge's protocol version ([`PROTOCOL_VERSION`]).
+    /// The oldest protocol version the bridge accepts ([`OLDEST_PROTOCOL_VERSION`], 1):
+    /// what an adapter written against version 1 checks for.
     pub protocol_version: u32,
+    /// The newest protocol version the bridge accepts ([`PROTOCOL_VERSION`], 2); absent
+    /// from a bridge that speaks `protocol_version` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_protocol_version: Option<u32>,
     /// The bridge's name and version, for the adapter's logs.
     pub bridge: PeerInfo,
     /// The init params the bridge can pass to `start`; the adapter accepts a subset.
     pub offered_init_params: Vec<InitParam>,
+}
+
+impl InitializeParams {
+    /// What this bridge sends: it greets in the oldest version it accepts and names the
+    /// newest, so adapters of either version find theirs.
+    pub fn from_bridge(bridge: PeerInfo, offered_init_params: Vec<InitParam>) -> Self {
+        Self {
+            protocol_version: OLDEST_PROTOCOL_VERSION,
+            newest_protocol_version: Some(PROTOCOL_VERSION),
+            bridge,
+            offered_init_params,
+        }
+    }
+
+    /// True when the bridge accepts an adapter that speaks `version`.
+    pub fn accepts(&self, version: u32) -> bool {
+        (self.protocol_version..=self.newest_protocol_version.unwrap_or(self.protocol_version)).contains(&version)
+    }
+
+    /// The versions the bridge accepts, for an error message: `1`, or `1 to 2`.
+    pub fn versions(&self) -> String {
+        match self.newest_protocol_version {
+            Some(newest) if newest != self.protocol_version => format!("{} to {newest}", self.protocol_version),
+            _ => self.protocol_version.to_string(),
+        }
+    }
 }
 
 /// A peer's name and version.

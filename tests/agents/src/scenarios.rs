@@ -370,12 +370,20 @@ fn end_usage(blocks: &[Block]) -> Option<terminull_protocol::blocks::Usage> {
     })
 }
 
-/// The last completed `text` of the turn.
+/// The last completed `text` of the turn, rebuilt from its chunks (snapshots or appends).
 fn final_text(blocks: &[Block]) -> Option<String> {
-    blocks.iter().rev().find_map(|b| match &b.kind {
-        BlockKind::Text(t) if t.done => Some(t.text.clone()),
-        _ => None,
-    })
+    let mut messages: std::collections::HashMap<&str, terminull_protocol::streamed::Assembly> = Default::default();
+    let mut last = None;
+    for b in blocks {
+        if let BlockKind::Text(t) = &b.kind {
+            let message = messages.entry(t.id.as_str()).or_default();
+            message.apply(t);
+            if message.is_done() {
+                last = Some(message.text().to_owned());
+            }
+        }
+    }
+    last
 }
 
 fn tool_results(blocks: &[Block]) -> Vec<(String, String, bool)> {

@@ -1,5 +1,6 @@
 use serde_json::json;
-use terminull_adapter_sdk::testing::{assert_contract, session_end as end};
+use terminull_adapter_sdk::streamer::StreamKind;
+use terminull_adapter_sdk::testing::{assert_contract, final_texts, rebuilt, session_end as end};
 use terminull_protocol::blocks::StreamedText;
 
 use super::*;
@@ -50,19 +51,17 @@ fn types(blocks: &[BlockKind]) -> Vec<&'static str> {
 }
 
 #[test]
-fn message_chunks_stream_the_full_text_under_one_id() {
+fn message_chunks_stream_as_appends_under_one_id() {
     let blocks = turn(vec![message("Hel"), message("lo"), message("!")], answered("end_turn"), false);
     let chunks = texts(&blocks, false);
     let shown: Vec<(&str, &str, bool)> = chunks.iter().map(|t| (t.id.as_str(), t.text.as_str(), t.done)).collect();
     assert_eq!(
         shown,
-        [
-            ("t-text1", "Hel", false),
-            ("t-text1", "Hello", false),
-            ("t-text1", "Hello!", false),
-            ("t-text1", "Hello!", true)
-        ]
+        [("t-text1", "Hel", false), ("t-text1", "lo", false), ("t-text1", "!", false), ("t-text1", "", true)]
     );
+    let offsets: Vec<Option<u64>> = chunks.iter().map(|t| t.offset).collect();
+    assert_eq!(offsets, [Some(0), Some(3), Some(5), Some(6)]);
+    assert_eq!(final_texts(&blocks), ["Hello!"]);
     assert_eq!(end(&blocks).reason, EndReason::Completed);
 }
 
@@ -101,7 +100,9 @@ fn a_thought_ends_where_the_answer_starts_and_a_tool_call_splits_messages() {
         ]
     );
     let thinking = texts(&blocks, true);
-    assert_eq!((thinking[2].text.as_str(), thinking[2].done), ("Let me think.", true));
+    assert!(thinking[2].done);
+    let thoughts = rebuilt(&blocks);
+    assert_eq!((thoughts[0].kind, thoughts[0].text.as_str()), (StreamKind::Thinking, "Let me think."));
     assert_ne!(thinking[0].id, thinking[3].id, "a new thought after the tool call has a new id");
     let text = texts(&blocks, false);
     assert_ne!(text[0].id, text[2].id);
@@ -112,9 +113,9 @@ fn a_thought_ends_where_the_answer_starts_and_a_tool_call_splits_messages() {
 fn a_new_message_id_starts_a_new_text_block() {
     let with_id = |text: &str, id: &str| json!({"sessionUpdate": "agent_message_chunk", "messageId": id, "content": {"type": "text", "text": text}});
     let blocks = turn(vec![with_id("a", "m1"), with_id("b", "m1"), with_id("c", "m2")], answered("end_turn"), false);
-    let text = texts(&blocks, false);
-    let done: Vec<(&str, &str)> = text.iter().filter(|t| t.done).map(|t| (t.id.as_str(), t.text.as_str())).collect();
-    assert_eq!(done, [("t-text1", "ab"), ("t-text2", "c")]);
+    let done: Vec<(String, String)> =
+        rebuilt(&blocks).into_iter().filter(|m| m.done).map(|m| (m.id.to_string(), m.text)).collect();
+    assert_eq!(done, [("t-text1".to_owned(), "ab".to_owned()), ("t-text2".to_owned(), "c".to_owned())]);
 }
 
 #[test]
@@ -425,9 +426,10 @@ fn a_huge_message_is_cut_once_and_stays_bounded() {
     }
     out.extend(mapper.end_turn(answered("end_turn"), false));
     assert_contract(&out);
-    let last = texts(&out, false).into_iter().last().unwrap();
-    assert!(last.done && last.text.ends_with("… [truncated]"));
-    assert!(last.text.len() <= limits::TEXT_BYTES + 20);
+    assert!(texts(&out, false).into_iter().last().unwrap().done);
+    let whole = &rebuilt(&out)[0].text;
+    assert!(whole.ends_with("… [truncated]"));
+    assert!(whole.len() <= limits::TEXT_BYTES + 20);
     assert_eq!(texts(&out, false).len(), 3, "two chunks, the cut one, then only the closing chunk");
 }
 

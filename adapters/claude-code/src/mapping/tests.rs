@@ -9,7 +9,7 @@ use serde_json::json;
 use terminull_protocol::blocks::ToolStatus;
 use terminull_protocol::turn::TurnTracker;
 
-use terminull_adapter_sdk::testing::{blocks_of, final_texts, first_error, tool_calls, tool_results};
+use terminull_adapter_sdk::testing::{blocks_of, final_texts, first_error, rebuilt, tool_calls, tool_results};
 
 use super::*;
 
@@ -188,14 +188,11 @@ fn tool_round_trip_details() {
     assert_eq!(call.parent_id, None);
     let result = tool_results(&blocks)[0];
     assert_eq!((result.output.as_str(), result.is_error), ("hello", false));
-    let done: Vec<_> = blocks
+    let messages = rebuilt(&blocks);
+    let done: Vec<_> = messages
         .iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) | BlockKind::Thinking(t) if t.done => {
-                Some((b.block_type(), t.id.as_str(), t.text.as_str()))
-            }
-            _ => None,
-        })
+        .filter(|m| m.done)
+        .map(|m| (if m.kind == StreamKind::Text { "text" } else { "thinking" }, m.id.as_str(), m.text.as_str()))
         .collect();
     assert_eq!(
         done,
@@ -300,14 +297,7 @@ fn other_control_requests_are_answered_with_an_error() {
 fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
     let mut mapper = Mapper::new("2ac217bd-8da4-4710-9b98-19b104d15910");
     let actions = run(&mut mapper, fixture!("slow-interrupt.jsonl"), Some(5));
-    let last_text = blocks_of(&actions)
-        .into_iter()
-        .filter_map(|b| match b {
-            BlockKind::Text(t) => Some(t.clone()),
-            _ => None,
-        })
-        .next_back()
-        .unwrap();
+    let last_text = rebuilt(&blocks_of(&actions)).pop().unwrap();
     assert_eq!(
         (last_text.id.as_str(), last_text.text.as_str(), last_text.done),
         ("msg_mock_000001-0", "Slow chunk 1. ", true)
@@ -337,7 +327,8 @@ fn an_interrupted_text_closes_with_the_assistant_events_full_text() {
             _ => None,
         })
         .collect();
-    assert_eq!(texts, [("Hel", false), ("Hello", false), ("Hello", true)]);
+    assert_eq!(texts, [("Hel", false), ("lo", false), ("", true)]);
+    assert_eq!(final_texts(&blocks), ["Hello"]);
 }
 
 #[test]
@@ -461,7 +452,7 @@ fn repeated_message_and_tool_ids_get_fresh_block_ids() {
 }
 
 #[test]
-fn long_texts_are_streamed_with_bounded_output() {
+fn every_delta_of_a_long_text_is_one_append() {
     let mut mapper = Mapper::new("s");
     mapper.begin_turn();
     let mut feed = vec![
@@ -483,12 +474,12 @@ fn long_texts_are_streamed_with_bounded_output() {
         })
         .collect();
     let full = line.repeat(deltas);
-    assert_eq!(chunks.last().map(|t| (t.text.as_str(), t.done)), Some((full.as_str(), true)));
+    assert_eq!(chunks.len(), deltas + 1, "one append per delta, then the done chunk");
     let sent: usize = chunks.iter().map(|t| t.text.len()).sum();
-    assert!(chunks.len() < 200, "{} chunks", chunks.len());
-    assert!(sent < 12 * full.len(), "{sent} bytes sent for {} bytes of text", full.len());
-    // Every chunk grows the text; none goes backwards.
-    assert!(chunks.windows(2).all(|w| w[0].text.len() <= w[1].text.len()));
+    assert_eq!(sent, full.len(), "each byte is sent once");
+    let last = chunks.last().unwrap();
+    assert_eq!((last.offset, last.text.as_str(), last.done), (Some(full.len() as u64), "", true));
+    assert_eq!(final_texts(&blocks_of(&actions)), [full]);
 }
 
 #[test]

@@ -105,14 +105,14 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
     let write_input = r##"{"fileText":"# README Summary\n\nThis project contains...","path":"summary.txt","toolCallId":"toolu_vrtx_01Q3VHVnWFSKygaRPT7WDxrv"}"##;
     let documented = vec![
         format!("session_id {sid}"),
-        "text p-text1 done=false \"I'll \"".to_owned(),
-        "text p-text1 done=false \"I'll read the README.md file\"".to_owned(),
-        "text p-text1 done=true \"I'll read the README.md file\"".to_owned(),
+        "text p-text1 @0 done=false \"I'll \"".to_owned(),
+        "text p-text1 @5 done=false \"read the README.md file\"".to_owned(),
+        "text p-text1 @28 done=true \"\"".to_owned(),
         format!("tool_call {tool} read Running {{\"path\":\"README.md\"}} title=\"README.md\""),
         format!("tool_call {tool} read Done {{\"path\":\"README.md\"}} title=\"README.md\""),
         format!("tool_result {tool} error=false \"# Project\\n\\nThis is a sample project...\""),
-        "text p-text2 done=false \" and create a summary\"".to_owned(),
-        "text p-text2 done=true \" and create a summary\"".to_owned(),
+        "text p-text2 @0 done=false \" and create a summary\"".to_owned(),
+        "text p-text2 @21 done=true \"\"".to_owned(),
         format!("tool_call {write} write Running {write_input} title=\"summary.txt\""),
         format!(
             "diff /Users/user/project/summary.txt for {write} {{\"format\":\"replace\",\"old_text\":null,\"new_text\":\"# README Summary\\n\\nThis project contains...\"}}"
@@ -124,12 +124,12 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
     // PARTIAL_SHELL up to its shell call; the cases differ in how the call ends.
     let shell_call_started = [
         "session_id s-1",
-        "thinking p-thinking1 done=false \"The user wants \"",
-        "thinking p-thinking1 done=false \"The user wants a command run.\"",
-        "thinking p-thinking1 done=true \"The user wants a command run.\"",
-        "text p-text2 done=false \"I'll run \"",
-        "text p-text2 done=false \"I'll run the command.\"",
-        "text p-text2 done=true \"I'll run the command.\"",
+        "thinking p-thinking1 @0 done=false \"The user wants \"",
+        "thinking p-thinking1 @15 done=false \"a command run.\"",
+        "thinking p-thinking1 @29 done=true \"\"",
+        "text p-text2 @0 done=false \"I'll run \"",
+        "text p-text2 @9 done=false \"the command.\"",
+        "text p-text2 @21 done=true \"\"",
         "tool_call p-call_1 shell Running {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
     ];
     #[rustfmt::skip]
@@ -140,20 +140,20 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
             ("partial output: pieces streamed, repeats dropped", PARTIAL_SHELL, None, Ending::None, [&shell_call_started[..], &[
                 "tool_call p-call_1 shell Done {\"command\":\"echo hello\",\"timeout\":30000,\"workingDirectory\":\"/w\"} title=\"echo hello\"",
                 "tool_result p-call_1 error=false \"hello\\n\"",
-                "text p-text3 done=false \"It printed \"",
-                "text p-text3 done=false \"It printed hello.\"",
-                "text p-text3 done=true \"It printed hello.\"",
+                "text p-text3 @0 done=false \"It printed \"",
+                "text p-text3 @11 done=false \"hello.\"",
+                "text p-text3 @17 done=true \"\"",
                 "session_end Completed in=Some(1200) out=Some(40) cache_read=Some(300) cache_write=None",
             ]].concat()),
             ("whole messages: the repeated final message is dropped", WHOLE_MESSAGES, None, Ending::None, vec![
                 "session_id s-2",
-                "text p-text1 done=false \"Listing files.\"",
-                "text p-text1 done=true \"Listing files.\"",
+                "text p-text1 @0 done=false \"Listing files.\"",
+                "text p-text1 @14 done=true \"\"",
                 "tool_call p-c-ls ls Running {\"ignore\":[],\"path\":\"/w\"} title=\"/w\"",
                 "tool_call p-c-ls ls Done {\"ignore\":[],\"path\":\"/w\"} title=\"/w\"",
                 "tool_result p-c-ls error=false \"{\\\"directoryTreeRoot\\\":{\\\"absPath\\\":\\\"/w\\\",\\\"childrenFiles\\\":[{\\\"name\\\":\\\"a.txt\\\"}]}}\"",
-                "text p-text2 done=false \"There is one file: a.txt.\"",
-                "text p-text2 done=true \"There is one file: a.txt.\"",
+                "text p-text2 @0 done=false \"There is one file: a.txt.\"",
+                "text p-text2 @25 done=true \"\"",
                 "session_end Completed",
             ]),
             ("tools: diffs, rejections, failures, functions", TOOLS, Some("s"), Ending::None, vec![
@@ -197,13 +197,14 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
                 "tool_call p-open ls Running {\"path\":\"/\"} title=\"/\"",
                 "tool_call p-open ls Error {\"path\":\"/\"} title=\"/\"",
                 "tool_result p-open error=true \"the turn ended before the tool call finished\"",
-                "text p-text2 done=true \"All done.\"",
+                "text p-text2 @0 done=false \"All done.\"",
+                "text p-text2 @9 done=true \"\"",
                 "session_end Completed in=Some(0) out=Some(7)",
             ]),
             ("a failed result: error block, session_end error", FAILED, None, Ending::None, vec![
                 "session_id s-4",
-                "text p-text1 done=false \"Let me\"",
-                "text p-text1 done=true \"Let me\"",
+                "text p-text1 @0 done=false \"Let me\"",
+                "text p-text1 @6 done=true \"\"",
                 "error agent_error recoverable=true \"Model provider returned 500\"",
                 "session_end Error \"Model provider returned 500\"",
             ]),
@@ -215,11 +216,11 @@ fn documented_and_synthetic_turns_map_to_these_blocks() {
                 "session_end Error \"cursor-agent exited with status 1 before finishing the turn:\\nError: boom\"",
             ]].concat()),
             ("interrupt closes open text and calls; no session_end of our own", &PARTIAL_SHELL[..PARTIAL_SHELL.find("{\"type\":\"assistant\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"the").unwrap()], Some("s-1"), Ending::Interrupt, vec![
-                "thinking p-thinking1 done=false \"The user wants \"",
-                "thinking p-thinking1 done=false \"The user wants a command run.\"",
-                "thinking p-thinking1 done=true \"The user wants a command run.\"",
-                "text p-text2 done=false \"I'll run \"",
-                "text p-text2 done=true \"I'll run \"",
+                "thinking p-thinking1 @0 done=false \"The user wants \"",
+                "thinking p-thinking1 @15 done=false \"a command run.\"",
+                "thinking p-thinking1 @29 done=true \"\"",
+                "text p-text2 @0 done=false \"I'll run \"",
+                "text p-text2 @9 done=true \"\"",
             ]),
         ];
     for (name, lines, known, ending, want) in cases {
@@ -247,15 +248,15 @@ fn repeats_are_recognised_only_for_non_pieces() {
     m.on_event(line("ha", piece));
     // A piece equal to the text so far is new text ("haha"), not a repeat.
     let got: Vec<String> = m.on_event(line("ha", piece)).iter().map(describe).collect();
-    assert_eq!(got, ["text p-text1 done=false \"haha\""]);
-    // A consolidated line that extends the open text replaces it.
+    assert_eq!(got, ["text p-text1 @2 done=false \"ha\""]);
+    // A consolidated line that extends the open text: what it adds is appended.
     let got: Vec<String> = m.on_event(line("haha!", r#"{"model_call_id": "m"}"#)).iter().map(describe).collect();
-    assert_eq!(got, ["text p-text1 done=false \"haha!\""]);
+    assert_eq!(got, ["text p-text1 @4 done=false \"!\""]);
     // Whitespace differences do not hide a repeat.
     assert!(m.on_event(line(" haha !\n", "{}")).is_empty());
     // A different whole message is appended.
     let got: Vec<String> = m.on_event(line(" Next.", "{}")).iter().map(describe).collect();
-    assert_eq!(got, ["text p-text1 done=false \"haha! Next.\""]);
+    assert_eq!(got, ["text p-text1 @5 done=false \" Next.\""]);
 }
 
 #[test]

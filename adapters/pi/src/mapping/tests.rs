@@ -1,8 +1,9 @@
 //! Tests of the pi mapping: events in, actions and blocks out.
 
-use terminull_adapter_sdk::testing::{assert_contract_so_far, blocks_of, describe_with};
+use terminull_adapter_sdk::testing::{assert_contract_so_far, blocks_of, describe_with, final_texts, rebuilt};
 
 use serde_json::json;
+use terminull_protocol::blocks::StreamedText;
 
 use super::*;
 use crate::events::parse_line;
@@ -85,17 +86,11 @@ fn folded(actions: &[Action]) -> Vec<String> {
     out
 }
 
-/// Every `done: false` chunk extends the previous text of its id, and the `done: true`
-/// chunk holds the last text.
+/// Every chunk of an id applies where the text so far ends (a receiver rebuilds the
+/// text without a gap); [`rebuilt`] panics otherwise.
 fn chunks_grow(actions: &[Action]) {
-    let mut last: BTreeMap<String, String> = BTreeMap::new();
-    for action in actions {
-        if let Action::Emit(BlockKind::Text(t) | BlockKind::Thinking(t)) = action {
-            let before = last.get(t.id.as_str()).cloned().unwrap_or_default();
-            assert!(t.text.starts_with(&before), "{} shrank: {:?} -> {:?}", t.id, before, t.text);
-            last.insert(t.id.as_str().to_owned(), t.text.clone());
-        }
-    }
+    let messages = rebuilt(&blocks_of(actions));
+    assert!(messages.iter().all(|m| m.done), "{messages:?}");
 }
 
 fn keeps_the_contract(name: &str, actions: &[Action]) {
@@ -125,31 +120,31 @@ fn recorded_turns() {
             ("tool round trip (mock:tool, command `sleep 30; echo finished`)", TOOL, false, vec![
                 "write {\"id\":\"t1-state-1\",\"type\":\"get_state\"}".into(),
                 "thinking p-m1-0 chunks=14".into(),
-                "thinking p-m1-0 done=true \"The user wants me to run a command; I will use the shell tool.\"".into(),
+                "thinking p-m1-0 @62 done=true \"\"".into(),
                 "text p-m1-1 chunks=4".into(),
-                "text p-m1-1 done=true \"I'll run the command.\"".into(),
+                "text p-m1-1 @21 done=true \"\"".into(),
                 "session_id sess-1".into(),
                 "tool_call p-toolu_mock_000001 bash Running {\"command\":\"sleep 30; echo finished\"} title=\"sleep 30; echo finished\"".into(),
                 "tool_call p-toolu_mock_000001 bash Done {\"command\":\"sleep 30; echo finished\"} title=\"sleep 30; echo finished\"".into(),
                 "tool_result p-toolu_mock_000001 error=false \"finished\\n\"".into(),
                 "thinking p-m2-0 chunks=6".into(),
-                "thinking p-m2-0 done=true \"The tool ran; summarise its output.\"".into(),
+                "thinking p-m2-0 @35 done=true \"\"".into(),
                 "text p-m2-1 chunks=7".into(),
-                "text p-m2-1 done=true \"Done. The command printed: finished (history=3 msgs)\"".into(),
+                "text p-m2-1 @52 done=true \"\"".into(),
                 "write {\"id\":\"t1-state-2\",\"type\":\"get_state\"}".into(),
                 "session_end Completed in=Some(2928) out=Some(53) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
             ("plain answer, session already reported", PLAIN, true, vec![
                 "write {\"id\":\"t2-state-1\",\"type\":\"get_state\"}".into(),
                 "text p-m1-0 chunks=12".into(),
-                "text p-m1-0 done=true \"Hello from the terminull model server. This is a short scripted answer.\"".into(),
+                "text p-m1-0 @71 done=true \"\"".into(),
                 "write {\"id\":\"t2-state-2\",\"type\":\"get_state\"}".into(),
                 "session_end Completed in=Some(1591) out=Some(18) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
             ("interrupt while the model streams (mock:slow, abort)", SLOW_INTERRUPT, true, vec![
                 "write {\"id\":\"t3-state-1\",\"type\":\"get_state\"}".into(),
                 "text p-m1-0 chunks=3".into(),
-                "text p-m1-0 done=true \"Slow chunk 1. Slow chunk 2. Slow chunk 3. \"".into(),
+                "text p-m1-0 @42 done=true \"\"".into(),
                 "write {\"id\":\"t3-state-2\",\"type\":\"get_state\"}".into(),
                 "session_end Interrupted in=Some(1640) out=Some(1) cache_read=Some(0) cache_write=Some(0) cost=Some(0.0)".into(),
             ]),
@@ -176,9 +171,9 @@ fn recorded_turns() {
             ("interrupt while a tool runs: pi kills it (`Command aborted`)", TOOL_INTERRUPT, true, vec![
                 "write {\"id\":\"t2-state-1\",\"type\":\"get_state\"}".into(),
                 "thinking p-m1-0 chunks=14".into(),
-                "thinking p-m1-0 done=true \"The user wants me to run a command; I will use the shell tool.\"".into(),
+                "thinking p-m1-0 @62 done=true \"\"".into(),
                 "text p-m1-1 chunks=4".into(),
-                "text p-m1-1 done=true \"I'll run the command.\"".into(),
+                "text p-m1-1 @21 done=true \"\"".into(),
                 "tool_call p-toolu_mock_000005 bash Running {\"command\":\"sleep 30; echo finished\"} title=\"sleep 30; echo finished\"".into(),
                 "tool_call p-toolu_mock_000005 bash Error {\"command\":\"sleep 30; echo finished\"} title=\"sleep 30; echo finished\"".into(),
                 "tool_result p-toolu_mock_000005 error=true \"Command aborted\"".into(),
@@ -268,8 +263,8 @@ fn synthetic_turns() {
                 "write {\"id\":\"t1-state-1\",\"type\":\"get_state\"}",
                 "write {\"id\":\"t1-state-2\",\"type\":\"get_state\"}",
                 "progress p-p1-retry done=false \"Model error (503 busy); retrying in 2 s (attempt 1 of 3)\"",
-                "text p-m2-0 done=false \"ok\"",
-                "text p-m2-0 done=true \"ok\"",
+                "text p-m2-0 @0 done=false \"ok\"",
+                "text p-m2-0 @2 done=true \"\"",
                 "progress p-p1-retry done=true \"Model error recovered after 1 retry\"",
                 "write {\"id\":\"t1-state-3\",\"type\":\"get_state\"}",
                 "session_end Completed in=Some(3) out=Some(2) cache_read=Some(0) cache_write=Some(0) cost=Some(0.5)",
@@ -303,8 +298,8 @@ fn synthetic_turns() {
                 line(json!({"type": "message_update", "assistantMessageEvent": {"type": "text_end", "contentIndex": 0, "content": "Hello"}})),
                 assistant_end(json!([{"type": "text", "text": "Hello"}]), "stop"),
             ], vec![
-                "text p-m1-0 done=false \"Hel\"",
-                "text p-m1-0 done=true \"Hello\"",
+                "text p-m1-0 @0 done=false \"Hel\"",
+                "text p-m1-0 @3 done=true \"lo\"",
             ]),
             ("extension dialogs are dismissed, notifications ignored, errors shown", vec![
                 line(json!({"type": "extension_ui_request", "id": "u1", "method": "confirm", "title": "Allow?"})),
@@ -345,7 +340,7 @@ fn exit_and_interrupt_close_what_is_open() {
     assert_eq!(
         got,
         [
-            "thinking p-m0-0 done=true \"hm\"",
+            "thinking p-m0-0 @2 done=true \"\"",
             "tool_call p-c1 bash Error {\"command\":\"sleep 9\"} title=\"sleep 9\"",
             "tool_result p-c1 error=true \"pi exited before the tool call finished\"",
             "error agent_exited recoverable=true \"pi exited with status 1:\\nboom\"",
@@ -366,36 +361,55 @@ fn exit_and_interrupt_close_what_is_open() {
 }
 
 #[test]
-fn streaming_is_throttled_and_bounded() {
-    // 64 KiB in 80-byte deltas (mock:long's shape): the bytes sent stay linear.
+fn every_delta_is_one_append_and_the_text_is_bounded() {
+    // 64 KiB in 80-byte deltas (mock:long's shape): one append each, the bytes sent
+    // are the text's.
     let mut stream = Stream::new(DeltaKind::Text, "s".into());
     let delta = "x".repeat(79) + "\n";
-    let (mut sent, mut chunks, mut total) = (0usize, 0usize, 0usize);
+    let mut chunks = Vec::new();
     for _ in 0..820 {
-        total += delta.len();
-        if let Some(BlockKind::Text(t)) = stream.push(&delta) {
-            sent += t.text.len();
-            chunks += 1;
-        }
+        chunks.extend(stream.push(&delta));
     }
-    let Some(BlockKind::Text(last)) = stream.finish() else { panic!() };
-    assert_eq!((last.text.len(), last.done), (total, true));
-    assert!(chunks < 100 && sent < 12 * total, "{chunks} chunks, {sent} bytes for {total}");
+    chunks.extend(stream.finish());
+    assert_eq!(chunks.len(), 821);
+    let sent: usize = chunks.iter().map(|c| streamed(c).text.len()).sum();
+    assert_eq!(sent, 820 * delta.len());
+    let last = streamed(chunks.last().unwrap());
+    assert_eq!((last.offset, last.text.as_str(), last.done), (Some(sent as u64), "", true));
+    assert_eq!(final_texts(&chunks), [delta.repeat(820)]);
     assert!(stream.finish().is_none() && stream.push("more").is_none());
 
-    // Beyond MAX_TEXT_BYTES the text is cut, with a note in the last chunk.
+    // Beyond MAX_TEXT_BYTES the text is cut, with a note in the done chunk.
     let mut stream = Stream::new(DeltaKind::Thinking, "t".into());
     let big = "é".repeat(1000);
+    let mut chunks = Vec::new();
     for _ in 0..600 {
-        stream.push(&big);
+        chunks.extend(stream.push(&big));
     }
-    let Some(BlockKind::Thinking(last)) = stream.finish() else { panic!() };
-    assert!(last.text.len() <= MAX_TEXT_BYTES + 64, "{}", last.text.len());
-    assert!(last.text.ends_with(&format!("[truncated: {} bytes in all]", 600 * big.len())));
+    chunks.extend(stream.finish());
+    assert!(streamed(chunks.last().unwrap()).done);
+    let whole = &rebuilt(&chunks)[0].text;
+    assert!(whole.len() <= MAX_TEXT_BYTES + 64, "{}", whole.len());
+    assert!(whole.ends_with(&format!("[truncated: {} bytes in all]", 600 * big.len())));
+
+    // The whole text at the end adds what the deltas missed.
+    let mut stream = Stream::new(DeltaKind::Text, "f".into());
+    let mut chunks: Vec<_> = stream.push("Hel").into_iter().collect();
+    stream.set_full("Hello");
+    chunks.extend(stream.finish());
+    assert_eq!(final_texts(&chunks), ["Hello"]);
+    assert_eq!(streamed(&chunks[1]), &StreamedText::append("f", 3, "lo", true));
 
     // An empty block that never showed anything sends nothing.
     let mut empty = Stream::new(DeltaKind::Text, "e".into());
     assert!(empty.finish().is_none());
+}
+
+fn streamed(kind: &BlockKind) -> &StreamedText {
+    match kind {
+        BlockKind::Text(t) | BlockKind::Thinking(t) => t,
+        other => panic!("not streamed text: {other:?}"),
+    }
 }
 
 #[test]
