@@ -412,3 +412,37 @@ fn jsonl_round_trips_and_bad_lines_are_named() {
         assert!(err.to_string().starts_with("transcript line 2: "), "{err}");
     }
 }
+
+#[tokio::test]
+async fn appends_split_differently_from_the_recording_still_match() {
+    // The golden file holds the answer as one joined append; a recording that splits it
+    // word by word (as a slower adapter run would) must match the same adapter.
+    let (program, args) = example("echo-rs");
+    let golden = load_golden("echo-rs").await;
+    let index = final_text_entry(&golden);
+    let Entry::FromAdapter(joined) = &golden[index] else { panic!("not a from_adapter entry") };
+    let text = joined["params"]["block"]["text"].as_str().unwrap().to_owned();
+    assert_eq!(joined["params"]["block"]["offset"], 0, "the golden file joins the whole answer");
+    let mut split = golden[..index].to_vec();
+    let mut offset = 0;
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    for (i, word) in words.iter().enumerate() {
+        let mut piece = joined.clone();
+        piece["params"]["block"]["offset"] = json!(offset);
+        piece["params"]["block"]["text"] = json!(word);
+        piece["params"]["block"]["done"] = json!(i + 1 == words.len());
+        split.push(Entry::FromAdapter(piece));
+        offset += word.len();
+    }
+    split.extend_from_slice(&golden[index + 1..]);
+    let report = replay(&split, &program, &args).await.unwrap();
+    assert!(report.is_match(), "{report}");
+
+    // A piece that does not add up is still a mismatch, reported inside the run.
+    let mut wrong = split.clone();
+    let Entry::FromAdapter(last_word) = &mut wrong[index + words.len() - 1] else { panic!() };
+    last_word["params"]["block"]["text"] = json!("transcripts");
+    let report = replay(&wrong, &program, &args).await.unwrap();
+    let mismatch = report.mismatch.expect("a wrong piece is reported");
+    assert!((index..index + words.len()).contains(&mismatch.entry), "{mismatch}");
+}

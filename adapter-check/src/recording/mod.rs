@@ -42,7 +42,11 @@
 //!   canonical form) becomes `<cwd>` wherever it occurs inside a string, `raw` lines
 //!   included;
 //! - in the result of `detect`, `path` becomes `<path>` and `version` becomes `<version>`
-//!   when present (they describe the machine, not the adapter).
+//!   when present (they describe the machine, not the adapter);
+//! - consecutive `stream` lines that append to one `text` or `thinking` message (each
+//!   starting where the one before ends) are stored as one line carrying their joined
+//!   text: where a burst of appends is split is timing, not behaviour (the SDK joins a
+//!   burst that arrives within 20 ms).
 //!
 //! JSON-RPC request ids are kept: the script numbers them 1, 2, 3, … Within one message,
 //! object keys are visited in sorted order, so the numbering does not depend on the
@@ -62,9 +66,11 @@
 //! `cwd` and walks the recording: a `to_adapter` entry is written (with `<cwd>` and the
 //! id placeholders turned back into this run's values), a `from_adapter` entry is
 //! compared with the next line the adapter writes, normalised by the same rules with
-//! fresh numbering. It stops at the first difference and reports it
+//! fresh numbering; a run of appends is compared as the text it adds up to, however
+//! either side split it. It stops at the first difference and reports it
 //! ([`Mismatch`]). After the last entry the adapter must write nothing more and exit.
 
+mod appends;
 mod driven;
 mod entry;
 mod error;

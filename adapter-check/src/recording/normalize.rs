@@ -196,5 +196,5 @@ impl Normalizer {
 /// Normalises the entries of one raw run whose session's working directory was `cwd`.
 pub fn normalize(entries: &[Entry], cwd: &Path) -> Vec<Entry> {
     let mut normalizer = Normalizer::new(cwd);
-    entries.iter().map(|e| normalizer.entry(e)).collect()
+    super::appends::join_appends(entries.iter().map(|e| normalizer.entry(e)).collect())
 }

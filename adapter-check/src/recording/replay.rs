@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::appends::AppendRun;
 use super::driven::{Driven, Line, Read, temp_cwd};
 use super::{Entry, Normalizer, RecordingError};
 
@@ -207,7 +208,8 @@ async fn drive(
     report: &mut ReplayReport,
 ) -> Option<(usize, MismatchKind)> {
     let mut normalizer = Normalizer::new(cwd);
-    for (index, expected) in recording.iter().enumerate() {
+    let mut index = 0;
+    while let Some(expected) = recording.get(index) {
         if let Entry::ToAdapter(msg) = expected {
             let actual = normalizer.denormalize(msg);
             normalizer.to_adapter(&actual);
@@ -216,21 +218,30 @@ async fn drive(
                 return Some((index, kind));
             }
             report.sent += 1;
+            index += 1;
             continue;
         }
-        let actual = match adapter.next(Instant::now() + opts.line_timeout).await {
-            Read::Line(Line::Json(v)) => Entry::FromAdapter(normalizer.from_adapter(&v)),
-            Read::Line(Line::Raw(raw)) => Entry::FromAdapterRaw(normalizer.raw(&raw)),
-            Read::Closed => return Some((index, MismatchKind::Closed { expected: expected.clone() })),
-            Read::TimedOut => {
-                let kind = MismatchKind::Timeout { expected: expected.clone(), waited: opts.line_timeout };
-                return Some((index, kind));
-            }
+        let actual = match read_entry(adapter, &mut normalizer, opts).await {
+            Ok(actual) => actual,
+            Err(kind) => return Some((index, kind(expected.clone()))),
         };
+        // Where appends of one message are split is timing (the SDK joins a burst), so
+        // a run of them is compared as the text it adds up to.
+        if let (Some(want), Some(got)) = (AppendRun::of(expected), AppendRun::of(&actual)) {
+            match compare_runs(recording, index, want, got, adapter, &mut normalizer, opts).await {
+                Ok(next) => {
+                    report.matched += next - index;
+                    index = next;
+                    continue;
+                }
+                Err((at, kind)) => return Some((at, kind)),
+            }
+        }
         if let Some(path) = entry_difference(expected, &actual) {
             return Some((index, MismatchKind::Different { expected: expected.clone(), actual, path }));
         }
         report.matched += 1;
+        index += 1;
     }
 
     // The recording is done: the adapter must write nothing more and exit.
@@ -253,6 +264,79 @@ async fn drive(
             None
         }
         None => Some((end, MismatchKind::NoExit { waited: opts.exit_timeout })),
+    }
+}
+
+/// What a failed read means, once the expected entry is known.
+type ReadFailure = Box<dyn FnOnce(Entry) -> MismatchKind + Send>;
+
+/// The adapter's next line as an entry (normalised).
+async fn read_entry(
+    adapter: &mut Driven,
+    normalizer: &mut Normalizer,
+    opts: &ReplayOptions,
+) -> Result<Entry, ReadFailure> {
+    match adapter.next(Instant::now() + opts.line_timeout).await {
+        Read::Line(Line::Json(v)) => Ok(Entry::FromAdapter(normalizer.from_adapter(&v))),
+        Read::Line(Line::Raw(raw)) => Ok(Entry::FromAdapterRaw(normalizer.raw(&raw))),
+        Read::Closed => Err(Box::new(|expected| MismatchKind::Closed { expected })),
+        Read::TimedOut => {
+            let waited = opts.line_timeout;
+            Err(Box::new(move |expected| MismatchKind::Timeout { expected, waited }))
+        }
+    }
+}
+
+/// Compares the run of appends starting at recording entry `start` with the adapter's
+/// lines from `got` on, joined on both sides until they end at the same place; the
+/// index after the recording's part of the run.
+async fn compare_runs(
+    recording: &[Entry],
+    start: usize,
+    mut want: AppendRun,
+    mut got: AppendRun,
+    adapter: &mut Driven,
+    normalizer: &mut Normalizer,
+    opts: &ReplayOptions,
+) -> Result<usize, (usize, MismatchKind)> {
+    let mut next = start + 1;
+    let differ = |at: usize, want: &AppendRun, got: &AppendRun| {
+        let (expected, actual) = (want.entry(), got.entry());
+        let path = entry_difference(&expected, &actual).unwrap_or_default();
+        (at, MismatchKind::Different { expected, actual, path })
+    };
+    loop {
+        if want.shape != got.shape || want.offset != got.offset {
+            return Err(differ(start, &want, &got));
+        }
+        if want.text.len() == got.text.len() {
+            if want.text != got.text || want.done != got.done {
+                return Err(differ(start, &want, &got));
+            }
+            if want.done || !recording.get(next).and_then(AppendRun::of).is_some_and(|n| n.shape == want.shape) {
+                return Ok(next);
+            }
+        }
+        if want.text.len() <= got.text.len() {
+            // The adapter joined more than the recording: take the recording's next piece.
+            match recording.get(next).and_then(AppendRun::of) {
+                Some(piece) if want.extend(&piece) => next += 1,
+                _ => return Err(differ(start, &want, &got)),
+            }
+        } else {
+            // The recording joined more: read the adapter's next piece.
+            let line = read_entry(adapter, normalizer, opts)
+                .await
+                .map_err(|kind| (next, kind(recording[next - 1].clone())))?;
+            match AppendRun::of(&line) {
+                Some(piece) if got.extend(&piece) => {}
+                _ => {
+                    let path = entry_difference(&recording[next - 1], &line).unwrap_or_default();
+                    let kind = MismatchKind::Different { expected: recording[next - 1].clone(), actual: line, path };
+                    return Err((next - 1, kind));
+                }
+            }
+        }
     }
 }
 
