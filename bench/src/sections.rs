@@ -369,6 +369,11 @@ pub async fn bridge_to_client(
     let relay = Helper::start(&tools.self_exe, &["relay-child", "--data", &data.path().display().to_string()]).await?;
     bridge.connect_relay(&relay.url);
     let (lan, _) = bridge.lan(true).await?;
+    // The adapter → dispatcher hop of this run: what a device path adds to it.
+    let mut in_process = bridge.in_process();
+    let session = setup::start_session(&mut in_process, cwd).await?;
+    let (dispatcher_rate, _) = blocks_turn(&mut in_process, &session, scale.flood_blocks, 0).await?;
+    drop(in_process);
     let mut rows = Vec::new();
     for path in ["relay", "LAN"] {
         let (mut client, _) = match path {
@@ -395,6 +400,12 @@ pub async fn bridge_to_client(
         rows.push(
             Row::new(hop, "1 KiB blocks/s vs a bare forwarder", rate, "blocks/s").floor("bare forwarder", floor.rate),
         );
+        let vs_dispatcher = Row::new(hop, "1 KiB blocks/s vs the adapter → dispatcher hop", rate, "blocks/s")
+            .floor("adapter → dispatcher, same run", dispatcher_rate);
+        rows.push(match path {
+            "LAN" => vs_dispatcher.target("≥ 50% of adapter → dispatcher", rate >= 0.5 * dispatcher_rate),
+            _ => vs_dispatcher,
+        });
         rows.extend(latency_rows(&format!("{hop} (from echo-rs's emit)"), lat, "bare forwarder", floor.latency));
         drop(client);
     }
