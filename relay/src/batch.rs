@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use terminull_protocol::crypto::CryptoError;
 use terminull_protocol::crypto::envelope::{BlockFields, verify_batch};
@@ -183,19 +183,17 @@ pub(crate) fn check_batch<'a>(
         count: blocks.len(),
         source,
     })?;
-    let blocks = blocks.into_iter().map(|(raw, b)| Forward { session_id: b.session_id, frame: block_frame(raw) }).collect();
+    let blocks =
+        blocks.into_iter().map(|(raw, b)| Forward { session_id: b.session_id, frame: block_frame(raw) }).collect();
     Ok(CheckedBatch { conn, blocks })
 }
 
 /// The borrowed view of a `batch` text.
 fn parse(text: &str) -> Result<BatchView<'_>, BatchError> {
-    let view: BatchView<'_> =
-        serde_json::from_str(text).map_err(|e| BatchError::Malformed(prefix_within(&e.to_string(), MAX_DETAIL).into()))?;
+    let view: BatchView<'_> = serde_json::from_str(text)
+        .map_err(|e| BatchError::Malformed(prefix_within(&e.to_string(), MAX_DETAIL).into()))?;
     if view.frame_type != "batch" {
-        return Err(BatchError::Malformed(format!(
-            "`type` is `{}`",
-            prefix_within(&view.frame_type, MAX_DETAIL)
-        )));
+        return Err(BatchError::Malformed(format!("`type` is `{}`", prefix_within(&view.frame_type, MAX_DETAIL))));
     }
     Ok(view)
 }

@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
+use terminull_protocol::BridgeId;
 use terminull_protocol::crypto::envelope::relay_auth_bytes;
 use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::BridgeId;
 use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame, version_mismatch};
 
 use crate::batch::check_batch;
@@ -92,12 +92,7 @@ fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, Public
 
 /// Handles one frame from an authenticated bridge. Returns false when the connection
 /// is over.
-fn handle_frame(
-    hub: &Arc<Hub>,
-    io: &mut ConnIo,
-    bridge_id: &BridgeId,
-    frame: RelayFrame,
-) -> bool {
+fn handle_frame(hub: &Arc<Hub>, io: &mut ConnIo, bridge_id: &BridgeId, frame: RelayFrame) -> bool {
     match frame {
         RelayFrame::Devices(devices) => match hub.replace_devices(bridge_id, devices.devices) {
             Ok(()) => true,

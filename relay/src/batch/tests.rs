@@ -12,8 +12,15 @@ fn blocks(n: usize) -> Vec<BlockEnvelope> {
     (0..n)
         .map(|i| {
             let json = format!(r#"{{"type":"text","text":"block {i}"}}"#);
-            seal_block(&mut sealer, &SessionId("s1".into()), "text", false, 1_767_225_611.25 + i as f64, json.as_bytes())
-                .unwrap()
+            seal_block(
+                &mut sealer,
+                &SessionId("s1".into()),
+                "text",
+                false,
+                1_767_225_611.25 + i as f64,
+                json.as_bytes(),
+            )
+            .unwrap()
         })
         .collect()
 }
@@ -42,20 +49,68 @@ fn batches_are_checked_as_a_whole_before_any_block_is_forwarded() {
         ("a valid batch of 3", good.clone(), Expect::Ok(3)),
         ("a valid batch of 1", batch_text(&bridge, 7, 1), Expect::Ok(1)),
         ("the most blocks a batch holds", batch_text(&bridge, 7, MAX_BATCH_BLOCKS), Expect::Ok(MAX_BATCH_BLOCKS)),
-        ("one enc altered", good.replacen(r#""enc":""#, r#""enc":"A"#, 1), Expect::Refused(RelayErrorCode::BadSignature, "batch for conn 7 (3 blocks)")),
-        ("conn altered", good.replacen(r#""conn":7"#, r#""conn":8"#, 1), Expect::Refused(RelayErrorCode::BadSignature, "the signature over the batch")),
-        ("replay flipped", good.replacen(r#""replay":false"#, r#""replay":true"#, 1), Expect::Refused(RelayErrorCode::BadSignature, "batch")),
-        ("signed by another bridge (its own client's conn)", batch_text(&other, 7, 3), Expect::Refused(RelayErrorCode::BadSignature, "batch for conn 7")),
+        (
+            "one enc altered",
+            good.replacen(r#""enc":""#, r#""enc":"A"#, 1),
+            Expect::Refused(RelayErrorCode::BadSignature, "batch for conn 7 (3 blocks)"),
+        ),
+        (
+            "conn altered",
+            good.replacen(r#""conn":7"#, r#""conn":8"#, 1),
+            Expect::Refused(RelayErrorCode::BadSignature, "the signature over the batch"),
+        ),
+        (
+            "replay flipped",
+            good.replacen(r#""replay":false"#, r#""replay":true"#, 1),
+            Expect::Refused(RelayErrorCode::BadSignature, "batch"),
+        ),
+        (
+            "signed by another bridge (its own client's conn)",
+            batch_text(&other, 7, 3),
+            Expect::Refused(RelayErrorCode::BadSignature, "batch for conn 7"),
+        ),
         ("sig not base64", with_sig(&good, "!!"), Expect::Refused(RelayErrorCode::BadSignature, "`sig`")),
         ("empty", with_blocks(&good, "[]"), Expect::Refused(RelayErrorCode::BadFrame, "`blocks` is empty")),
-        ("too many", batch_text(&bridge, 7, MAX_BATCH_BLOCKS + 1), Expect::Refused(RelayErrorCode::BadFrame, "257 blocks; a batch holds at most 256")),
-        ("far too many tiny ones", with_blocks(&good, &format!("[{}{{}}]", "{},".repeat(100_000))), Expect::Refused(RelayErrorCode::BadFrame, "100001 blocks")),
-        ("an unknown field in a block", good.replacen(r#""replay":false"#, r#""replay":false,"sig":"x""#, 1), Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a sealed block: unknown field `sig`")),
-        ("a `type` inside a block", good.replacen(r#""replay":false"#, r#""replay":false,"type":"x""#, 1), Expect::Refused(RelayErrorCode::BadFrame, "unknown field `type`")),
-        ("a block that is not an object", with_blocks(&good, r#"["block"]"#), Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a JSON object")),
-        ("a block missing a field", with_blocks(&good, r#"[{"session_id":"s1"}]"#), Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a sealed block: missing field")),
-        ("an unknown top-level field", good.replacen(r#""conn":7"#, r#""conn":7,"extra":1"#, 1), Expect::Refused(RelayErrorCode::BadFrame, "not a batch frame: unknown field `extra`")),
-        ("no conn", good.replacen(r#""conn":7,"#, "", 1), Expect::Refused(RelayErrorCode::BadFrame, "missing field `conn`")),
+        (
+            "too many",
+            batch_text(&bridge, 7, MAX_BATCH_BLOCKS + 1),
+            Expect::Refused(RelayErrorCode::BadFrame, "257 blocks; a batch holds at most 256"),
+        ),
+        (
+            "far too many tiny ones",
+            with_blocks(&good, &format!("[{}{{}}]", "{},".repeat(100_000))),
+            Expect::Refused(RelayErrorCode::BadFrame, "100001 blocks"),
+        ),
+        (
+            "an unknown field in a block",
+            good.replacen(r#""replay":false"#, r#""replay":false,"sig":"x""#, 1),
+            Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a sealed block: unknown field `sig`"),
+        ),
+        (
+            "a `type` inside a block",
+            good.replacen(r#""replay":false"#, r#""replay":false,"type":"x""#, 1),
+            Expect::Refused(RelayErrorCode::BadFrame, "unknown field `type`"),
+        ),
+        (
+            "a block that is not an object",
+            with_blocks(&good, r#"["block"]"#),
+            Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a JSON object"),
+        ),
+        (
+            "a block missing a field",
+            with_blocks(&good, r#"[{"session_id":"s1"}]"#),
+            Expect::Refused(RelayErrorCode::BadFrame, "blocks[0] is not a sealed block: missing field"),
+        ),
+        (
+            "an unknown top-level field",
+            good.replacen(r#""conn":7"#, r#""conn":7,"extra":1"#, 1),
+            Expect::Refused(RelayErrorCode::BadFrame, "not a batch frame: unknown field `extra`"),
+        ),
+        (
+            "no conn",
+            good.replacen(r#""conn":7,"#, "", 1),
+            Expect::Refused(RelayErrorCode::BadFrame, "missing field `conn`"),
+        ),
         ("not JSON", "{\"type\":\"batch\",".to_owned(), Expect::Refused(RelayErrorCode::BadFrame, "not a batch frame")),
     ];
     for (name, text, expect) in cases {

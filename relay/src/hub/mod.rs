@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use terminull_protocol::crypto::keys::{PublicIdentity, PublicKeys};
 use terminull_protocol::crypto::pairing::{PairRequest, PairResponse};
 use terminull_protocol::relay::{
-    AgentSummary, ConnClosed, DeviceRecord, PROTOCOL_VERSION, PairRequestFrame, PairResponseFrame, Register, Registered,
-    RelayErrorCode, RelayFrame, RelayStatus,
+    AgentSummary, ConnClosed, DeviceRecord, PROTOCOL_VERSION, PairRequestFrame, PairResponseFrame, Register,
+    Registered, RelayErrorCode, RelayFrame, RelayStatus,
 };
 use terminull_protocol::text::prefix_within;
 use terminull_protocol::{BridgeId, DeviceId, SessionId};
@@ -411,10 +411,13 @@ impl Hub {
             // The new connection never saw the old one's pairing requests.
             state.fail_pairings(&reg.bridge_id);
         }
-        send_to_bridge(&handle, &RelayFrame::Registered(Registered {
+        send_to_bridge(
+            &handle,
+            &RelayFrame::Registered(Registered {
                 bridge_id: reg.bridge_id.clone(),
                 protocol_version: PROTOCOL_VERSION,
-            }));
+            }),
+        );
         self.apply_devices(&mut state, &reg.bridge_id, reg.devices.clone(), active);
         self.broadcast_status(&mut state, &reg.bridge_id);
         tracing::info!(bridge_id = %reg.bridge_id, conn = handle.id, "bridge registered");
