@@ -242,4 +242,6 @@ fn block_frame(raw: &str) -> String {
 }
 
 #[cfg(test)]
+mod profile;
+#[cfg(test)]
 mod tests;

@@ -446,6 +446,9 @@ impl ConnIo {
     }
 }
 
+/// Most queued frames the writer hands the socket per flush.
+const WRITE_BATCH: usize = 64;
+
 /// Drains the queue into the socket, pings on schedule, and on kill sends the final
 /// `error` frame and close frame (bounded by `close_timeout`).
 async fn write_loop(
@@ -468,11 +471,23 @@ async fn write_loop(
             },
             _ = ping.tick() => Message::Ping(Default::default()),
         };
-        // A peer that stops reading blocks this send; the kill switch still ends it.
+        // What else is queued goes in the same write (up to WRITE_BATCH frames): one
+        // flush, one syscall, for a batch's worth of blocks instead of one per frame.
+        let write = async {
+            sink.feed(message).await?;
+            for _ in 1..WRITE_BATCH {
+                let Ok(text) = rx.try_recv() else { break };
+                sink.feed(Message::Text(text.into())).await?;
+            }
+            sink.flush().await
+        };
+        // A peer that stops reading blocks this write; the kill switch still ends it
+        // (frames fed but not flushed stay in the sink's buffer and go first in the
+        // farewell).
         tokio::select! {
             biased;
             _ = kill_rx.changed() => break,
-            sent = sink.send(message) => if sent.is_err() { return },
+            sent = write => if sent.is_err() { return },
         }
     }
     let kill = kill_rx.borrow().clone();
