@@ -10,7 +10,7 @@ use support::*;
 use terminull_protocol::SessionId;
 use terminull_protocol::crypto::b64;
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::relay::{BlockBatch, PROTOCOL_VERSION, RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{BlockBatch, PROTOCOL_VERSION, RelayErrorCode, RelayFrame, ReplayDoneFrame};
 
 /// The `batch` inside a frame.
 fn batch_of(frame: RelayFrame) -> BlockBatch {
@@ -271,5 +271,40 @@ async fn a_batch_counts_as_its_blocks_against_the_bridges_rate() {
     let message = expect_error(&mut bridge.ws, RelayErrorCode::RateLimited).await;
     assert!(message.contains("dropped"), "{message}");
     expect_silence(&mut phone, Duration::from_millis(100)).await;
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_batches_checked_aside_still_reach_the_device_in_the_order_sent_before_later_frames() {
+    let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &["s1"], |_| {}).await;
+    let (mut phone, _) = connect_device(&relay, &bridge.id(), &device).await;
+    send(&mut phone, &link_hello(&device)).await;
+    let conn = bridge.expect_link_hello().await;
+
+    // Large batches (checked on the blocking pool), small ones (inline unless a large
+    // one is still being checked), a forged one in the middle, then a `replay_done`.
+    let mut expected = Vec::new();
+    for round in 0..6 {
+        let n = if round % 2 == 0 { 24 } else { 1 };
+        let blocks: Vec<_> = (0..n).map(|_| bridge.block("s1", 1024)).collect();
+        let mut batch = batch_of(bridge.batch(conn, blocks.clone()));
+        if round == 4 {
+            batch.sig = b64(&Identity::generate().sign(b"forged"));
+        } else {
+            expected.extend(blocks.iter().map(|b| block_frame_text(&serde_json::to_string(b).unwrap())));
+        }
+        send_text(&mut bridge.ws, text_of(&batch)).await;
+    }
+    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(9), conn: Some(conn) };
+    bridge.send(&RelayFrame::ReplayDone(done)).await;
+    for (i, text) in expected.iter().enumerate() {
+        assert_eq!(&recv_text(&mut phone).await, text, "block {i} of {}", expected.len());
+    }
+    match recv(&mut phone).await {
+        RelayFrame::ReplayDone(d) => assert_eq!((d.last_seq, d.conn), (Some(9), None)),
+        other => panic!("expected replay_done after every block, got {other:?}"),
+    }
+    let message = expect_error(&mut bridge.ws, RelayErrorCode::BadSignature).await;
+    assert!(message.contains("24 blocks"), "{message}");
     relay.shutdown().await;
 }
