@@ -351,9 +351,12 @@ async fn flood(tx: &mut Ws, rx: Ws, frame: &str, per_frame: u64, blocks: u64) ->
     let start = Instant::now();
     for i in 0..sends {
         let sent = (i + 1) * per_frame;
-        if sent > FLOOD_WINDOW {
+        // Flush and wait only when the window is full, so that the flood still
+        // writes ~64 KiB per flush. The counter ends (u64::MAX) when the receiver
+        // stops early.
+        let in_flight = sent.saturating_sub(*received.borrow());
+        if in_flight > FLOOD_WINDOW {
             tx.flush().await?;
-            // The counter ends (u64::MAX) when the receiver stops early.
             received.wait_for(|r| sent.saturating_sub(*r) <= FLOOD_WINDOW).await?;
         }
         tx.feed(message.clone()).await?;

@@ -210,9 +210,11 @@ async fn flood(tx: &mut Ws, rx: &mut Ws, frame: &str, per_frame: u64, blocks: u6
     let send = async {
         for i in 0..sends {
             let sent = (i + 1) * per_frame;
-            if sent > WINDOW {
+            // Flush and wait only when the window is full: ~64 KiB per flush still.
+            let in_flight = sent.saturating_sub(*received.borrow());
+            if in_flight > WINDOW {
                 tx.flush().await?;
-                received.wait_for(|r| sent - r <= WINDOW).await?;
+                received.wait_for(|r| sent.saturating_sub(*r) <= WINDOW).await?;
             }
             tx.feed(message.clone()).await?;
             if i % flush_every == flush_every - 1 {
