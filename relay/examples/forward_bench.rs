@@ -340,6 +340,10 @@ async fn drive(blocks_n: u64, batch: usize, rounds: u64) -> Result<()> {
             floor_us / relay_us
         );
     }
+    let idle = (relay.cpu_ns(), Instant::now());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_share = (relay.cpu_ns() - idle.0) as f64 / idle.1.elapsed().as_nanos() as f64;
+    println!("relay CPU while idle after the floods: {:.1}% of a core", idle_share * 100.0);
     let (fp50, fp99) = round_trips(&mut source, &mut sink, &block_frame, rounds).await?;
     let (rp50, rp99) = round_trips(&mut bws, &mut dws, &single, rounds).await?;
     println!(

@@ -167,18 +167,6 @@ pub(crate) struct CheckedBatch<'a> {
     pub blocks: Vec<Forward<'a>>,
 }
 
-impl CheckedBatch<'_> {
-    /// The batch with nothing borrowed from its text (to hand it across tasks).
-    pub(crate) fn into_owned(self) -> CheckedBatch<'static> {
-        let blocks = self
-            .blocks
-            .into_iter()
-            .map(|b| Forward { session_id: Cow::Owned(b.session_id.into_owned()), frame: b.frame })
-            .collect();
-        CheckedBatch { conn: self.conn, blocks }
-    }
-}
-
 /// Reads `text` as a `batch` from bridge `bridge_id` (whose key is `key`), checks its
 /// size and its signature, and builds the device frames.
 pub(crate) fn check_batch<'a>(

@@ -2,7 +2,6 @@
 //! then sends sealed frames for its clients (blocks in signed `batch`es, read on the
 //! fast path of `crate::batch`), pushes, device lists and pairing answers.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -12,9 +11,8 @@ use terminull_protocol::crypto::envelope::relay_auth_bytes;
 use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
 use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame, version_mismatch};
-use tokio::task::{JoinError, JoinHandle};
 
-use crate::batch::{BatchError, CheckedBatch, check_batch};
+use crate::batch::check_batch;
 use crate::challenge::{Challenged, Side, challenge};
 use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
 use crate::hub::{ConnectionSlot, Hub};
@@ -42,53 +40,28 @@ pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
     }
     drop(register);
 
-    // Large batches are verified on the blocking pool while the next frames are read;
-    // everything is forwarded in the order it came.
-    let mut verifying: VecDeque<JoinHandle<Checked>> = VecDeque::new();
     loop {
-        let step = match verifying.front_mut() {
-            Some(front) => tokio::select! {
-                biased;
-                checked = front => Step::Checked(checked),
-                inbound = io.next_frame(None) => Step::Inbound(inbound),
-            },
-            None => Step::Inbound(io.next_frame(None).await),
-        };
-        let open = match step {
-            Step::Checked(checked) => {
-                verifying.pop_front();
-                forward(&hub, &mut io, &bridge_id, joined(checked)).await
-            }
-            Step::Inbound(Inbound::Ended) => break,
-            Step::Inbound(Inbound::Frame(frame)) => {
-                // A frame keeps its place behind the batches read before it.
-                drain(&hub, &mut io, &bridge_id, &mut verifying).await
-                    && handle_frame(&hub, &mut io, &bridge_id, *frame)
-            }
-            Step::Inbound(Inbound::Batch(text)) if verifying.is_empty() && text.len() < OFFLOAD_BYTES => {
-                let checked = check_batch(text.as_str(), &key, bridge_id.as_str());
-                forward(&hub, &mut io, &bridge_id, checked).await
-            }
-            Step::Inbound(Inbound::Batch(text)) => {
-                let id = bridge_id.clone();
-                verifying.push_back(tokio::task::spawn_blocking(move || {
-                    check_batch(text.as_str(), &key, id.as_str()).map(CheckedBatch::into_owned)
-                }));
-                match verifying.len() > MAX_VERIFYING {
-                    true => match verifying.pop_front() {
-                        Some(oldest) => forward(&hub, &mut io, &bridge_id, joined(oldest.await)).await,
-                        None => true,
-                    },
-                    false => true,
+        match io.next_frame(None).await {
+            Inbound::Ended => break,
+            Inbound::Frame(frame) => {
+                if !handle_frame(&hub, &mut io, &bridge_id, *frame) {
+                    break;
                 }
             }
-        };
-        if !open {
-            break;
+            Inbound::Batch(text) => {
+                let (open, blocks) = handle_batch(&hub, &mut io, &bridge_id, &key, text.as_str());
+                // Each forwarded block wakes a device's writer: charge the task budget
+                // per block (the reader charged one for the frame), so that the reader
+                // yields to those writers as often as it did when blocks came one by one.
+                for _ in 1..blocks {
+                    tokio::task::consume_budget().await;
+                }
+                if !open {
+                    break;
+                }
+            }
         }
     }
-    // What was read before the end is still forwarded, in order.
-    drain(&hub, &mut io, &bridge_id, &mut verifying).await;
     hub.bridge_gone(&bridge_id, id);
     io.finish().await;
 }
@@ -157,78 +130,23 @@ fn handle_frame(hub: &Arc<Hub>, io: &mut ConnIo, bridge_id: &BridgeId, frame: Re
     }
 }
 
-/// A `batch` text at least this long (about 10 sealed 1 KiB blocks) is verified on the
-/// blocking pool, in parallel with reading what follows; a shorter one (an idle
-/// bridge's batch of one) is verified inline, where a thread hand-off would cost more
-/// than the check and add latency.
-const OFFLOAD_BYTES: usize = 16 * 1024;
-
-/// Most batches of one bridge connection being verified at once; the reader waits for
-/// the oldest beyond that.
-const MAX_VERIFYING: usize = 4;
-
-/// A batch checked on the blocking pool.
-type Checked = Result<CheckedBatch<'static>, BatchError>;
-
-/// What the reader does next.
-enum Step {
-    /// The oldest batch being verified is done.
-    Checked(Result<Checked, JoinError>),
-    /// Something arrived.
-    Inbound(Inbound),
-}
-
-/// A verification's result (a check that panicked refuses its batch).
-fn joined(result: Result<Checked, JoinError>) -> Checked {
-    result.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "a batch check failed");
-        Err(BatchError::Malformed("the relay could not check this batch".into()))
-    })
-}
-
-/// Forwards the batches being verified, oldest first. Returns whether the connection
-/// is still open.
-async fn drain(
-    hub: &Hub,
-    io: &mut ConnIo,
-    bridge_id: &BridgeId,
-    verifying: &mut VecDeque<JoinHandle<Checked>>,
-) -> bool {
-    let mut open = true;
-    while let Some(oldest) = verifying.pop_front() {
-        let checked = joined(oldest.await);
-        open = open && forward(hub, io, bridge_id, checked).await;
-    }
-    open
-}
-
-/// Forwards a checked batch's blocks, or refuses the batch whole (none of its blocks
-/// forwarded) when a check failed. Returns whether the connection is still open.
-async fn forward(
-    hub: &Hub,
-    io: &mut ConnIo,
-    bridge_id: &BridgeId,
-    checked: Result<CheckedBatch<'_>, BatchError>,
-) -> bool {
-    match checked {
+/// Checks a `batch` and forwards its blocks; a batch that fails any check is refused
+/// whole, none of its blocks forwarded. Returns whether the connection is still open
+/// and how many blocks were forwarded.
+fn handle_batch(hub: &Hub, io: &mut ConnIo, bridge_id: &BridgeId, key: &PublicIdentity, text: &str) -> (bool, usize) {
+    match check_batch(text, key, bridge_id.as_str()) {
         Ok(batch) => {
             let blocks = batch.blocks.len();
             io.charge(blocks.saturating_sub(1));
             hub.route_batch(bridge_id, batch.conn, batch.blocks);
-            // Each forwarded block wakes a device's writer: charge the task budget per
-            // block (the reader charges one per frame), so that the reader yields to
-            // those writers as often as it did when blocks came one by one.
-            for _ in 1..blocks {
-                tokio::task::consume_budget().await;
-            }
-            true
+            (true, blocks)
         }
         Err(e) => {
             let Refusal { code, message } = e.refusal();
             if code == RelayErrorCode::BadSignature {
                 tracing::warn!(%bridge_id, reason = %message, "refusing a batch whose signature does not verify");
             }
-            io.refuse(code, &message, None)
+            (io.refuse(code, &message, None), 0)
         }
     }
 }

@@ -211,8 +211,6 @@ pub(crate) struct ConnIo {
     bucket: TokenBucket,
     malformed: u32,
     rate_dropped: u32,
-    /// A frame was returned: charge the task budget before reading the next.
-    owe_budget: bool,
     last_seen: Instant,
     config: Arc<RelayConfig>,
     stopping: CancellationToken,
@@ -242,7 +240,6 @@ impl ConnIo {
             bucket: TokenBucket::new(f64::from(limits.frames_per_sec), f64::from(limits.burst)),
             malformed: 0,
             rate_dropped: 0,
-            owe_budget: false,
             last_seen: Instant::now(),
             config,
             stopping,
@@ -251,20 +248,7 @@ impl ConnIo {
 
     /// The next frame, or [`Inbound::Ended`]. `deadline` bounds the wait (used for the
     /// challenge answer); the idle timeout always applies.
-    ///
-    /// Cancel-safe: a frame is only taken off the socket in the step that returns it (a
-    /// caller may race this against other work in a `select!`).
     pub(crate) async fn next_frame(&mut self, deadline: Option<Instant>) -> Inbound {
-        // One socket read holds dozens of frames, and frames already buffered cost tokio
-        // no budget, so a busy bridge's reader could run for ~8,000 frames without
-        // yielding while the device's writer it just woke waits in this worker's
-        // (unstealable) LIFO slot — until its queue overflows and the device is cut as a
-        // slow consumer. Charging one unit per frame (before reading the next, so that
-        // no frame is held across this await) makes the reader yield every 128.
-        if self.owe_budget {
-            tokio::task::consume_budget().await;
-            self.owe_budget = false;
-        }
         loop {
             if self.handle.is_killed() {
                 return Inbound::Ended;
@@ -318,15 +302,28 @@ impl ConnIo {
                         }
                         return Inbound::Ended;
                     }
-                    self.owe_budget = true;
                     if text.as_str().starts_with(BATCH_HEAD) {
+                        tokio::task::consume_budget().await;
                         return Inbound::Batch(text);
                     }
                     match serde_json::from_str::<RelayFrame>(text.as_str()) {
                         // A batch whose `type` is not its first field: the fast path
                         // reads it again, borrowed.
-                        Ok(RelayFrame::Batch(_)) => return Inbound::Batch(text),
-                        Ok(frame) => return Inbound::Frame(Box::new(frame)),
+                        Ok(RelayFrame::Batch(_)) => {
+                            tokio::task::consume_budget().await;
+                            return Inbound::Batch(text);
+                        }
+                        Ok(frame) => {
+                            // One socket read holds dozens of frames, and frames already
+                            // buffered cost tokio no budget, so a busy bridge's reader
+                            // could run for ~8,000 frames without yielding while the
+                            // device's writer it just woke waits in this worker's
+                            // (unstealable) LIFO slot — until its queue overflows and
+                            // the device is cut as a slow consumer. Charging one unit
+                            // per frame makes the reader yield every 128.
+                            tokio::task::consume_budget().await;
+                            return Inbound::Frame(Box::new(frame));
+                        }
                         Err(e) => {
                             let detail = format!("not a relay frame: {e}");
                             if !self.malformed(prefix_within(&detail, MAX_DETAIL)) {

@@ -275,14 +275,13 @@ async fn a_batch_counts_as_its_blocks_against_the_bridges_rate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_batches_checked_aside_still_reach_the_device_in_the_order_sent_before_later_frames() {
+async fn batches_large_and_small_reach_the_device_in_the_order_sent_before_later_frames() {
     let Paired { dir: _dir, relay, mut bridge, devices: [device] } = Paired::start(["phone"], &["s1"], |_| {}).await;
     let (mut phone, _) = connect_device(&relay, &bridge.id(), &device).await;
     send(&mut phone, &link_hello(&device)).await;
     let conn = bridge.expect_link_hello().await;
 
-    // Large batches (checked on the blocking pool), small ones (inline unless a large
-    // one is still being checked), a forged one in the middle, then a `replay_done`.
+    // Large batches and small ones, a forged one in the middle, then a `replay_done`.
     let mut expected = Vec::new();
     for round in 0..6 {
         let n = if round % 2 == 0 { 24 } else { 1 };
