@@ -43,8 +43,9 @@ pub struct RelayConfig {
     pub client_frames_per_sec: u32,
     /// The client token bucket's burst. Default 400.
     pub client_frames_burst: u32,
-    /// Frames per second a bridge connection may send. Default 5000 (history replays
-    /// come in bursts).
+    /// Frames per second a bridge connection may send, a `batch` counting as its number
+    /// of blocks (a batch larger than what is left puts the bucket in debt: the frames
+    /// after it wait). Default 5000 (history replays come in bursts).
     pub bridge_frames_per_sec: u32,
     /// The bridge token bucket's burst. Default 20 000.
     pub bridge_frames_burst: u32,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt as _, StreamExt as _};
 use terminull_protocol::SessionId;
@@ -39,6 +39,10 @@ pub(crate) mod close_code {
 
 /// How long a connection's last frames may take when the relay is shutting down.
 const SHUTDOWN_FAREWELL: Duration = Duration::from_millis(500);
+
+/// How a `batch` frame's text starts when `type` is its first field (as every
+/// serializer of the protocol's tagged frames writes it).
+const BATCH_HEAD: &str = r#"{"type":"batch""#;
 
 /// Longest `error.message` the relay builds from peer input.
 const MAX_DETAIL: usize = 240;
@@ -180,6 +184,10 @@ pub(crate) fn error_frame(
 pub(crate) enum Inbound {
     /// A well-formed frame, within the rate limit.
     Frame(Box<RelayFrame>),
+    /// A `batch` frame's text, within the rate limit (its first block's token is taken;
+    /// [`ConnIo::charge`] takes the rest once it is read): it goes the fast path
+    /// (`crate::batch`) that forwards its blocks' text without re-serialising them.
+    Batch(Utf8Bytes),
     /// The connection is over (closed by the peer, killed, timed out or failed).
     Ended,
 }
@@ -294,7 +302,17 @@ impl ConnIo {
                         }
                         return Inbound::Ended;
                     }
+                    if text.as_str().starts_with(BATCH_HEAD) {
+                        tokio::task::consume_budget().await;
+                        return Inbound::Batch(text);
+                    }
                     match serde_json::from_str::<RelayFrame>(text.as_str()) {
+                        // A batch whose `type` is not its first field: the fast path
+                        // reads it again, borrowed.
+                        Ok(RelayFrame::Batch(_)) => {
+                            tokio::task::consume_budget().await;
+                            return Inbound::Batch(text);
+                        }
                         Ok(frame) => {
                             // One socket read holds dozens of frames, and frames already
                             // buffered cost tokio no budget, so a busy bridge's reader
@@ -326,6 +344,13 @@ impl ConnIo {
                 }
             }
         }
+    }
+
+    /// Counts `blocks` more frames against the inbound rate bucket (a `batch` counts as
+    /// its number of blocks; its first was taken when it arrived). The bucket may go
+    /// into debt by at most one batch: the frames after it wait until it has refilled.
+    pub(crate) fn charge(&mut self, blocks: usize) {
+        self.bucket.take_debt(blocks as f64, std::time::Instant::now());
     }
 
     /// Answers a refused frame with `error` and counts it against the malformed budget
@@ -421,6 +446,9 @@ impl ConnIo {
     }
 }
 
+/// Most queued frames the writer hands the socket per flush.
+const WRITE_BATCH: usize = 64;
+
 /// Drains the queue into the socket, pings on schedule, and on kill sends the final
 /// `error` frame and close frame (bounded by `close_timeout`).
 async fn write_loop(
@@ -443,11 +471,23 @@ async fn write_loop(
             },
             _ = ping.tick() => Message::Ping(Default::default()),
         };
-        // A peer that stops reading blocks this send; the kill switch still ends it.
+        // What else is queued goes in the same write (up to WRITE_BATCH frames): one
+        // flush, one syscall, for a batch's worth of blocks instead of one per frame.
+        let write = async {
+            sink.feed(message).await?;
+            for _ in 1..WRITE_BATCH {
+                let Ok(text) = rx.try_recv() else { break };
+                sink.feed(Message::Text(text.into())).await?;
+            }
+            sink.flush().await
+        };
+        // A peer that stops reading blocks this write; the kill switch still ends it
+        // (frames fed but not flushed stay in the sink's buffer and go first in the
+        // farewell).
         tokio::select! {
             biased;
             _ = kill_rx.changed() => break,
-            sent = sink.send(message) => if sent.is_err() { return },
+            sent = write => if sent.is_err() { return },
         }
     }
     let kill = kill_rx.borrow().clone();
