@@ -38,6 +38,9 @@ pub struct HostileRelay {
     /// The resume tokens devices are given (`relay_status`), so a control naming a
     /// session goes at once.
     tokens: Shared<BTreeMap<SessionId, String>>,
+    /// The protocol version its `registered` and its `relay_status` name (this build's
+    /// unless a test says otherwise).
+    pub versions: Shared<(u32, u32)>,
 }
 
 /// A frame as a device receives it: no `conn`; a batch becomes its blocks.
@@ -72,6 +75,7 @@ impl HostileRelay {
             from_clients: Arc::default(),
             hold: Arc::default(),
             tokens: Arc::default(),
+            versions: Arc::new(Mutex::new((PROTOCOL_VERSION, PROTOCOL_VERSION))),
         };
         let bridge_rx = Arc::new(tokio::sync::Mutex::new(bridge_rx));
         let r = relay.clone();
@@ -106,8 +110,11 @@ impl HostileRelay {
         let send = |f: &RelayFrame| Message::text(serde_json::to_string(f).unwrap());
         ws.send(send(&RelayFrame::Challenge(Challenge { nonce: b64url(&[7; 32]) }))).await.unwrap();
         let Some(Ok(Message::Text(register))) = ws.next().await else { return };
-        let RelayFrame::Register(register) = serde_json::from_str(&register).unwrap() else { panic!("not register") };
-        let registered = Registered { bridge_id: register.bridge_id, protocol_version: PROTOCOL_VERSION };
+        let register: RelayFrame = serde_json::from_str(&register).unwrap();
+        self.from_bridge.lock().unwrap().push(register.clone());
+        let RelayFrame::Register(register) = register else { panic!("not register") };
+        let protocol_version = self.versions.lock().unwrap().0;
+        let registered = Registered { bridge_id: register.bridge_id, protocol_version };
         ws.send(send(&RelayFrame::Registered(registered))).await.unwrap();
         let mut injected = injected.lock().await;
         loop {
@@ -147,7 +154,7 @@ impl HostileRelay {
 
     fn status(&self) -> RelayStatus {
         RelayStatus {
-            protocol_version: PROTOCOL_VERSION,
+            protocol_version: self.versions.lock().unwrap().1,
             bridge_online: true,
             agents: vec![],
             resume_tokens: self.tokens.lock().unwrap().clone(),
