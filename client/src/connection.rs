@@ -10,7 +10,14 @@
 //!   the session's blocks are sealed under keys only this attachment can derive;
 //! - replies are opened with the link's bridge→app key, blocks with their session's
 //!   key; anything that fails (tampered, replayed, reordered, unknown session) is
-//!   refused, logged with its reason and counted, and never reaches the caller.
+//!   refused, logged with its reason and counted, and never reaches the caller;
+//! - replies and each session's blocks must arrive whole (consecutive counters): one
+//!   that shows an earlier one was dropped on the way is refused and ends the link
+//!   (its close reason says so), so a [`crate::failover`] link reconnects with new keys
+//!   and resumes each session from the last block delivered;
+//! - `auth` names the protocol version this device speaks, and a relay or LAN server
+//!   whose `relay_status` names another is refused with one sentence naming both
+//!   ([`ConnectError::Version`]).
 //!
 //! The caller sees the same [`BridgeMessage`]s as on the bridge's local socket.
 

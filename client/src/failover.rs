@@ -17,6 +17,12 @@
 //! the link then follows the session from that earlier `seq`, so the replay is not
 //! taken for a repeat.
 //!
+//! A link that ends because a block or reply was dropped on the way (the relay lost or
+//! withheld one: [`crate::connection`] refuses what follows) is lost like any other:
+//! the move re-attaches with new keys and resumes from the last block delivered, so
+//! nothing is silently missing. A server that speaks another protocol version is not
+//! retried: the error ([`ConnectError::Version`]) names both versions.
+//!
 //! A control message the old path took but did not answer is resent on the new path
 //! when it is safe to repeat (`session_resume`, `list_*`); any other gets an error
 //! reply saying it may or may not have been carried out, rather than being sent twice.
