@@ -795,28 +795,6 @@ export function sealBlock(sealer, sessionId, blockType, replay, serverTs, json) 
   };
 }
 
-/**
- * What the bridge signs for a `batch` (the relay verifies it; docs/encryption.md):
- * transcript("terminull/v2 batch", bridge_id, u64be(conn), u32be(n), then per block
- * session_id, block_type, u8(replay), f64be(server_ts), enc).
- */
-export function batchSigBytes(bridgeId, conn, blocks) {
-  const c64 = new Uint8Array(8);
-  new DataView(c64.buffer).setBigUint64(0, BigInt(conn), false);
-  const n = new Uint8Array(4);
-  new DataView(n.buffer).setUint32(0, blocks.length, false);
-  const parts = ['terminull/v2 batch', bridgeId, c64, n];
-  for (const b of blocks) parts.push(b.session_id, b.block_type, u8(b.replay), f64be(b.server_ts), b.enc);
-  return transcript(parts);
-}
-
-/** The relay's check of a batch's signature (for tests: a device never sees a batch). */
-export function verifyBatch(bridgeEd25519, bridgeId, batch) {
-  if (!batch || !Array.isArray(batch.blocks) || typeof batch.sig !== 'string') return false;
-  batch.blocks.forEach(checkBlockEnvelope);
-  return verify(bridgeEd25519, batchSigBytes(bridgeId, batch.conn, batch.blocks), fromB64(batch.sig, 'sig'));
-}
-
 // ---------------------------------------------------------------------------
 // Pushes
 
