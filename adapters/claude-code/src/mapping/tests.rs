@@ -533,6 +533,7 @@ fn a_dead_cli_closes_everything_it_left_open() {
 }
 
 #[test]
+#[allow(clippy::print_stdout, reason = "the figure is the point: docs/adapters/claude-code.md quotes it")]
 fn the_recorded_long_answer_goes_out_one_append_per_delta() {
     // The live test's recording of `mock:long` (tests/fixtures/agents/claude-code):
     // what the CLI printed, fed to the mapper as the adapter reads it.
