@@ -35,7 +35,9 @@ pub struct RelayConfig {
     /// The largest WebSocket message (and frame) accepted, in bytes. Default 1 MiB.
     pub max_message_bytes: usize,
     /// Frames queued toward one client connection before it is cut off as a slow
-    /// consumer. Default 1024.
+    /// consumer. Default 1024. A batch's blocks are queued together, and admitted
+    /// whole when the queue is empty, so a queue holds at most the larger of this and
+    /// one batch (`MAX_BATCH_BLOCKS` frames).
     pub client_queue_frames: usize,
     /// Frames queued toward one bridge connection. Default 8192.
     pub bridge_queue_frames: usize,

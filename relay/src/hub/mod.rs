@@ -569,6 +569,10 @@ impl Hub {
             tracing::debug!(%bridge_id, conn, "dropping a batch for a connection that is not this bridge's");
             return;
         };
+        // The frames go to the writer as one queue item (one channel operation, one
+        // wake-up), split only where a `relay_status` must go before a session's first
+        // block.
+        let mut frames: Vec<String> = Vec::with_capacity(blocks.len());
         // Blocks of a batch are mostly of one session: check a session once per run.
         let mut known: Option<usize> = None;
         for i in 0..blocks.len() {
@@ -586,17 +590,20 @@ impl Hub {
                     }
                     let status = self.status(bridge, bridge_id, &client.device_id, unix_now());
                     client.tokens_issued.insert(session_id);
-                    if !client.handle.send_text_or_cut_off(frame_json(&RelayFrame::RelayStatus(status))) {
+                    let before = std::mem::take(&mut frames);
+                    if (!before.is_empty() && !client.handle.send_texts_or_cut_off(before))
+                        || !client.handle.send_text_or_cut_off(frame_json(&RelayFrame::RelayStatus(status)))
+                    {
                         state.drop_client(conn, None);
                         return;
                     }
                 }
                 known = Some(i);
             }
-            if !client.handle.send_text_or_cut_off(std::mem::take(&mut blocks[i].frame)) {
-                state.drop_client(conn, None);
-                return;
-            }
+            frames.push(std::mem::take(&mut blocks[i].frame));
+        }
+        if !frames.is_empty() && !client.handle.send_texts_or_cut_off(frames) {
+            state.drop_client(conn, None);
         }
     }
 
