@@ -104,6 +104,9 @@
 //! replay has gaps in `seq`; a client resumes from the highest `seq` it has seen, as
 //! `docs/block-protocol.md` says. Compaction happens at replay time, so the file holds
 //! every chunk until [`SessionLog::compact`] rewrites it without the superseded ones.
+//! A session's task does that in the background after a replay that dropped more than
+//! half of what it read ([`SessionLog::compaction_job`] on a blocking thread, then
+//! [`SessionLog::install_compaction`], which gives up if the log grew meanwhile).
 //!
 //! # Timestamps
 //!
