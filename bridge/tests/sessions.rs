@@ -665,3 +665,50 @@ fn finished_texts(blocks: &[Block]) -> Vec<String> {
     }
     finished
 }
+
+/// The blocks of a `session_resume` from seq 0, up to its `replay_done`.
+async fn resume_from_zero(client: &mut Client, session: &str) -> Vec<Block> {
+    let mut kept = Vec::new();
+    let outcome = client
+        .call(json!({"type": "session_resume", "session_id": session, "since_seq": 0, "app_pubkey": "k"}), &mut kept)
+        .await;
+    assert!(matches!(outcome, ReplyOutcome::Ok { .. }), "{outcome:?}");
+    let mut replayed: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
+    loop {
+        match client.next().await {
+            BridgeMessage::ReplayDone { .. } => return replayed,
+            m => replayed.extend(block_of(m)),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_replay_that_drops_most_of_the_log_compacts_it_in_the_background_without_changing_the_next_replay() {
+    use terminull_bridge::history::{DATA_FILE, HistoryStore, SessionMeta, SyncPolicy};
+    let home = home();
+    let store = HistoryStore::open(Home::at(home.path()).sessions()).unwrap().with_sync_policy(SyncPolicy::Never);
+    let meta = SessionMeta::new("s-compact".into(), "echo".into(), home.path().display().to_string());
+    let mut log = store.create(meta).unwrap();
+    for block in terminull_protocol::samples::realistic_session(5_000) {
+        log.append(block).unwrap();
+    }
+    log.close().unwrap();
+    let data = home.path().join("sessions/s-compact").join(DATA_FILE);
+    let size_before = std::fs::metadata(&data).unwrap().len();
+
+    let service = service(home.path(), policy()).await;
+    let mut client = Client::in_process(&service);
+    let first = resume_from_zero(&mut client, "s-compact").await;
+    assert!(first.len() * 2 < 5_000, "the sample must be mostly superseded chunks: {}", first.len());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&data).unwrap().len() == size_before {
+        assert!(std::time::Instant::now() < deadline, "the log was not compacted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(std::fs::metadata(&data).unwrap().len() < size_before / 2);
+    assert_eq!(resume_from_zero(&mut client, "s-compact").await, first);
+    let last = first.last().and_then(|b| b.seq);
+    let blocks = client.turn("s-compact", "after the compaction").await;
+    assert_eq!(end_of(&blocks), EndReason::Completed, "{blocks:#?}");
+    assert!(blocks.iter().filter_map(|b| b.seq).all(|s| Some(s) > last), "{blocks:#?}");
+}

@@ -65,6 +65,8 @@ pub(super) struct Actor {
     pub(super) next_poll: Instant,
     /// Streamed text on its way out: made appends, bursts joined.
     pub(super) appends: Appends,
+    /// The log's compaction running in the background, if any ([`super::compact`]).
+    pub(super) compaction: Option<super::compact::Running>,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {
