@@ -4,16 +4,12 @@
 //! if nothing was appended meanwhile. So the next resume reads the compacted log.
 
 use terminull_protocol::control::SessionState;
-use tokio::task::JoinHandle;
 
-use super::actor::Actor;
+use super::actor::{Actor, RunningCompaction as Running};
 use crate::history::{PreparedCompaction, Result};
 
 /// A replay must have read at least this many lines for a compaction to be worth it.
 pub(super) const COMPACT_MIN_LINES: u64 = 2_000;
-
-/// A compaction running on a blocking thread.
-pub(super) type Running = JoinHandle<Result<PreparedCompaction>>;
 
 /// True when a replay that read `lines` lines of the log and returned `kept` blocks
 /// dropped more than half of them, and read enough for a rewrite to pay.
