@@ -139,28 +139,27 @@ async fn adapter_stdout(tools: &Tools, prompt: &str, total: usize) -> Result<Row
     let bytes = std::fs::metadata(&kept).with_context(|| format!("reading {}", kept.display()))?.len();
     let text = std::fs::read_to_string(&kept)?;
     let lines = text.lines().filter(|l| l.contains("\"stream\"")).count();
-    Ok(Row::new(
-        "streaming (adapter stdout)",
-        format!("bytes echo-rs writes for a {total} B answer, {lines} stream lines (whole session)"),
-        bytes as f64,
-        "B",
-    )
-    .floor("final text", total as f64)
-    .target("≤ 2× the final text", bytes as f64 <= 2.0 * total as f64))
+    let measure = format!("bytes echo-rs writes for a {total} B answer, {lines} stream lines (whole session)");
+    Ok(within_twice("streaming (adapter stdout)", measure, bytes, total))
+}
+
+/// A bytes row held to issue 18's "≤ 2× the final text".
+fn within_twice(hop: &str, measure: String, bytes: u64, total: usize) -> Row {
+    Row::new(hop, measure, bytes as f64, "B")
+        .floor("final text", total as f64)
+        .target("≤ 2× the final text", bytes as f64 <= 2.0 * total as f64)
 }
 
 /// What the session keeps of the answer on disk.
 fn stored_row(bridge: &Bridge, session: &SessionId, total: usize) -> Result<Row> {
     let log = bridge.home.sessions().join(session.as_str()).join(terminull_bridge::history::log::DATA_FILE);
     let stored = std::fs::metadata(&log).with_context(|| format!("reading {}", log.display()))?.len();
-    Ok(Row::new(
+    Ok(within_twice(
         "streaming (history)",
         format!("the session's blocks.jsonl after the {total} B answer"),
-        stored as f64,
-        "B",
-    )
-    .floor("final text", total as f64)
-    .target("≤ 2× the final text", stored as f64 <= 2.0 * total as f64))
+        stored,
+        total,
+    ))
 }
 
 /// Checks that the answer rebuilds exactly and gives the path's bytes row.

@@ -362,18 +362,7 @@ async fn a_restarted_bridge_replays_history_and_resumes_with_the_agent_session_i
     }
     let service = service(home.path(), policy()).await;
     let mut client = Client::in_process(&service);
-    let mut kept = Vec::new();
-    let outcome = client
-        .call(json!({"type": "session_resume", "session_id": session, "since_seq": 0, "app_pubkey": "k"}), &mut kept)
-        .await;
-    assert!(matches!(outcome, ReplyOutcome::Ok { .. }), "{outcome:?}");
-    let mut replayed: Vec<Block> = kept.into_iter().filter_map(block_of).collect();
-    loop {
-        match client.next().await {
-            BridgeMessage::ReplayDone { .. } => break,
-            m => replayed.extend(block_of(m)),
-        }
-    }
+    let replayed = resume_from_zero(&mut client, &session).await;
     // Everything before the restart comes back (chunks compacted: the final text once).
     assert_eq!(finished_texts(&replayed), finished_texts(&before));
     assert!(replayed.iter().filter(|b| matches!(b.kind, BlockKind::Text(_))).count() == 1, "{replayed:#?}");
