@@ -19,6 +19,7 @@ mod helpers;
 mod report;
 mod sections;
 mod setup;
+mod streaming;
 mod util;
 
 use std::path::PathBuf;
@@ -65,7 +66,7 @@ enum Section {
     Relay,
     /// session_resume → replay_done.
     Resume,
-    /// Wire bytes of a streamed answer.
+    /// A streamed answer's bytes on every hop (adapter stdout, history, each path).
     Streaming,
     /// Daemon and adapter RSS.
     Memory,
@@ -176,7 +177,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             (Section::Relay, _, Some(f), _) => sections::relay(&tools, &scale, f).await,
             (Section::Resume, _, _, _) => sections::resume(&tools, &scale, cwd.path()).await,
-            (Section::Streaming, Some(b), _, _) => sections::streaming(b, &scale, cwd.path()).await,
+            (Section::Streaming, Some(b), _, _) => streaming::streaming(&tools, b, &scale, cwd.path()).await,
             (Section::Memory, _, _, _) => sections::memory(&tools, &scale, cwd.path()).await,
             _ => Err(anyhow::anyhow!("the prerequisites of {section:?} were not started")),
         };
@@ -196,14 +197,18 @@ async fn run(cli: Cli) -> Result<()> {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned(),
         },
         sections,
-        crypto_one_core_us: crypto.map(|c| CryptoUs { seal_and_sign: c.seal_us, verify: c.verify_us, open: c.open_us }),
+        crypto_one_core_us: crypto.map(|c| CryptoUs {
+            seal_and_sign: c.seal_us + c.sign_us,
+            verify: c.verify_us,
+            open: c.open_us,
+        }),
         rows,
     };
     println!();
     print!("{}", report::markdown(&report.rows));
     if let Some(c) = &report.crypto_one_core_us {
         println!(
-            "\none core, 1 KiB block: seal+sign {:.1} µs, relay verify {:.1} µs, device open {:.1} µs",
+            "\none core, 1 KiB block (signed in batches of 64): seal+sign {:.1} µs, relay verify {:.1} µs, device open {:.1} µs",
             c.seal_and_sign, c.verify, c.open
         );
     }

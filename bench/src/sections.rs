@@ -12,13 +12,16 @@ use terminull_bridge::home::Home;
 use terminull_client::net::{self, Stream};
 use terminull_protocol::blocks::{Block, BlockKind, StreamedText};
 use terminull_protocol::crypto::channel::{Opener, Sealer, session_keys};
-use terminull_protocol::crypto::envelope::{link_hello_bytes, open_block, relay_auth_bytes, seal_block, verify_block};
+use terminull_protocol::crypto::envelope::{
+    BlockFields, link_hello_bytes, open_block, relay_auth_bytes, seal_block, sign_batch, verify_batch,
+};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{b64, b64url, from_b64url};
 use terminull_protocol::ids::{AgentId, SessionId};
-use terminull_protocol::relay::{Auth, DeviceRecord, LinkHello, PROTOCOL_VERSION, Register, RelayFrame};
+use terminull_protocol::relay::{
+    Auth, BlockBatch, BlockEnvelope, DeviceRecord, LinkHello, PROTOCOL_VERSION, Register, RelayFrame,
+};
 use terminull_protocol::samples::realistic_session;
-use terminull_protocol::streamed::{Applied, Assembly};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -201,9 +204,11 @@ pub async fn adapter_hop(tools: &Tools, bridge: &Bridge, scale: &Scale, cwd: &Pa
 /// What one 1 KiB block costs in envelope crypto on one core, in µs.
 #[derive(Debug, Clone, Copy)]
 pub struct Crypto {
-    /// The bridge: serialise, seal and sign.
+    /// The bridge: serialise and seal.
     pub seal_us: f64,
-    /// The relay: check the bridge's signature.
+    /// The bridge: sign the batch, per block (batches of [`FLOOD_BATCH`]).
+    pub sign_us: f64,
+    /// The relay: check the batch's signature, per block.
     pub verify_us: f64,
     /// The device: open.
     pub open_us: f64,
@@ -221,35 +226,46 @@ fn kib_block(i: u64) -> Block {
     }
 }
 
-/// The one-core crypto ceiling: sealing, verifying and opening 1 KiB blocks in a row
-/// on this thread, `ops` in all over five batches; each operation's best batch counts,
-/// so other load on this shared machine does not lower the ceiling.
+/// Blocks per `batch` in the throughput runs: what the bridge's writer holds in one
+/// flush under load (it drains up to 64 queued frames per flush).
+pub const FLOOD_BATCH: usize = 64;
+
+/// The one-core crypto ceiling: sealing, signing, verifying and opening 1 KiB blocks in
+/// a row on this thread, `ops` in all over five rounds; signing and verifying are per
+/// `batch` of [`FLOOD_BATCH`] blocks, counted per block. Each operation's best round
+/// counts, so other load on this shared machine does not lower the ceiling.
 pub fn crypto(ops: usize) -> Result<Crypto> {
     let bridge = Identity::from_bytes([1; 32], [2; 32]);
     let public = bridge.public();
+    let bridge_id = public.bridge_id();
     let session = SessionId(SESSION.into());
     let keys = session_keys(&[5; 32], session.as_str(), &[6; 32], &[7; 16]);
-    let batch = (ops / 5).max(1);
-    let blocks: Vec<Block> = (0..batch as u64).map(kib_block).collect();
-    let per = |d: Duration| d.as_secs_f64() * 1e6 / batch as f64;
-    let mut best = Crypto { seal_us: f64::MAX, verify_us: f64::MAX, open_us: f64::MAX };
+    let round = (ops / 5).max(FLOOD_BATCH);
+    let blocks: Vec<Block> = (0..round as u64).map(kib_block).collect();
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / round as f64;
+    let mut best = Crypto { seal_us: f64::MAX, sign_us: f64::MAX, verify_us: f64::MAX, open_us: f64::MAX };
     for _ in 0..5 {
         let mut sealer = Sealer::new(keys.bridge_to_app, "block");
         let start = Instant::now();
-        let mut envelopes = Vec::with_capacity(batch);
+        let mut envelopes = Vec::with_capacity(round);
         for block in &blocks {
             let json = serde_json::to_vec(block)?;
-            envelopes.push(seal_block(&mut sealer, &bridge, &session, block.block_type(), false, block.ts, &json)?);
+            envelopes.push(seal_block(&mut sealer, &session, block.block_type(), false, block.ts, &json)?);
         }
         best.seal_us = best.seal_us.min(per(start.elapsed()));
+        let chunks: Vec<Vec<BlockEnvelope>> = envelopes.chunks(FLOOD_BATCH).map(<[_]>::to_vec).collect();
         let start = Instant::now();
-        for e in &envelopes {
-            verify_block(&public, e)?;
+        let batches: Vec<BlockBatch> = chunks.into_iter().map(|chunk| sign_batch(&bridge, 7, chunk)).collect();
+        best.sign_us = best.sign_us.min(per(start.elapsed()));
+        let start = Instant::now();
+        for batch in &batches {
+            let fields: Vec<BlockFields<'_>> = batch.blocks.iter().map(BlockEnvelope::fields).collect();
+            verify_batch(&public, bridge_id.as_str(), batch.conn, &fields, &batch.sig)?;
         }
         best.verify_us = best.verify_us.min(per(start.elapsed()));
         let mut opener = Opener::new(keys.bridge_to_app, "block");
         let start = Instant::now();
-        for e in &envelopes {
+        for e in batches.iter().flat_map(|b| &b.blocks) {
             let json = open_block(&mut opener, e)?;
             std::hint::black_box(serde_json::from_slice::<Block>(&json)?);
         }
@@ -258,16 +274,30 @@ pub fn crypto(ops: usize) -> Result<Crypto> {
     Ok(best)
 }
 
-/// A sealed, signed 1 KiB `block` frame as the bridge sends it to the relay, for `conn`.
-pub fn sealed_frame(bridge: &Identity, conn: Option<u64>) -> Result<String> {
+/// `n` sealed 1 KiB blocks of one session, with consecutive counters.
+fn sealed_blocks(n: usize) -> Result<Vec<BlockEnvelope>> {
     let session = SessionId(SESSION.into());
     let keys = session_keys(&[5; 32], session.as_str(), &[6; 32], &[7; 16]);
-    let block = kib_block(1);
-    let json = serde_json::to_vec(&block)?;
-    let mut envelope =
-        seal_block(&mut Sealer::new(keys.bridge_to_app, "block"), bridge, &session, "text", false, block.ts, &json)?;
-    envelope.conn = conn;
-    Ok(serde_json::to_string(&RelayFrame::Block(envelope))?)
+    let mut sealer = Sealer::new(keys.bridge_to_app, "block");
+    (0..n as u64)
+        .map(|i| {
+            let block = kib_block(i);
+            let json = serde_json::to_vec(&block)?;
+            Ok(seal_block(&mut sealer, &session, "text", false, block.ts, &json)?)
+        })
+        .collect()
+}
+
+/// A sealed 1 KiB `block` frame as a device receives it (what the bare forwarder moves).
+pub fn sealed_frame() -> Result<String> {
+    let block = sealed_blocks(1)?.remove(0);
+    Ok(serde_json::to_string(&RelayFrame::Block(block))?)
+}
+
+/// A signed `batch` of `blocks` sealed 1 KiB blocks for `conn`, as the bridge sends it
+/// to the relay.
+pub fn sealed_batch(bridge: &Identity, conn: u64, blocks: usize) -> Result<String> {
+    Ok(serde_json::to_string(&RelayFrame::Batch(sign_batch(bridge, conn, sealed_blocks(blocks)?)))?)
 }
 
 type Ws = WebSocketStream<Stream>;
@@ -276,16 +306,33 @@ fn is_block(message: &Message) -> bool {
     matches!(message, Message::Text(t) if t.as_str().contains("\"type\":\"block\""))
 }
 
-/// Sends `frames` copies of `frame` on `tx` while a task counts the `block` frames
-/// arriving on `rx`; returns frames/s (first send to last receipt) and `rx` back.
-async fn flood(tx: &mut Ws, rx: Ws, frame: &str, frames: u64) -> Result<(f64, Ws)> {
+/// Most blocks a flood has sent and not yet seen arrive: half the device queue the
+/// bench's relay has (`client_queue_frames` 8192), so a flood measures throughput, not
+/// how soon the relay cuts off a device that reads slower than the bridge writes (a
+/// real bridge is paced by its adapter and by the relay's reading).
+const FLOOD_WINDOW: u64 = 4096;
+
+/// Sends copies of `frame` (which `rx` receives as `per_frame` `block` frames) on `tx`
+/// until `blocks` have gone, at most [`FLOOD_WINDOW`] in flight, while a task counts the
+/// `block` frames arriving on `rx`; returns blocks/s (first send to last receipt) and
+/// `rx` back.
+async fn flood(tx: &mut Ws, rx: Ws, frame: &str, per_frame: u64, blocks: u64) -> Result<(f64, Ws)> {
+    let per_frame = per_frame.max(1);
+    let sends = blocks.div_ceil(per_frame);
+    let blocks = sends * per_frame;
+    let (progress, mut received) = tokio::sync::watch::channel(0u64);
     let counter = tokio::spawn(async move {
         let mut rx = rx;
         let mut seen = 0u64;
         let mut ended = String::new();
-        while seen < frames {
+        while seen < blocks {
             match rx.next().await {
-                Some(Ok(m)) if is_block(&m) => seen += 1,
+                Some(Ok(m)) if is_block(&m) => {
+                    seen += 1;
+                    if seen.is_multiple_of(64) {
+                        progress.send_replace(seen);
+                    }
+                }
                 Some(Ok(m)) if m.is_text() || m.is_close() => ended = format!("{m}"),
                 Some(Ok(_)) => {}
                 other => {
@@ -294,13 +341,25 @@ async fn flood(tx: &mut Ws, rx: Ws, frame: &str, frames: u64) -> Result<(f64, Ws
                 }
             }
         }
+        progress.send_replace(u64::MAX);
         (seen, Instant::now(), rx, ended)
     });
     let message = Message::text(frame.to_owned());
+    // About 64 KiB per flush, whatever the frame's size.
+    let flush_every = (64 / per_frame).max(1);
     let start = Instant::now();
-    for i in 0..frames {
+    for i in 0..sends {
+        let sent = (i + 1) * per_frame;
+        // Flush and wait only when the window is full, so that the flood still
+        // writes ~64 KiB per flush. The counter ends (u64::MAX) when the receiver
+        // stops early.
+        let in_flight = sent.saturating_sub(*received.borrow());
+        if in_flight > FLOOD_WINDOW {
+            tx.flush().await?;
+            received.wait_for(|r| sent.saturating_sub(*r) <= FLOOD_WINDOW).await?;
+        }
         tx.feed(message.clone()).await?;
-        if i % 64 == 63 {
+        if i % flush_every == flush_every - 1 {
             tx.flush().await?;
         }
     }
@@ -308,10 +367,10 @@ async fn flood(tx: &mut Ws, rx: Ws, frame: &str, frames: u64) -> Result<(f64, Ws
     let (seen, end, rx, ended) = tokio::time::timeout(Duration::from_secs(300), counter)
         .await
         .context("forwarded frames did not arrive in 300 s")??;
-    if seen != frames {
-        bail!("{seen} of {frames} frames were forwarded; the receiver saw: {ended}");
+    if seen != blocks {
+        bail!("{seen} of {blocks} blocks were forwarded; the receiver saw: {ended}");
     }
-    Ok((frames as f64 / (end - start).as_secs_f64(), rx))
+    Ok((blocks as f64 / (end - start).as_secs_f64(), rx))
 }
 
 /// One frame at a time: send on `tx`, wait for it on `rx`; latencies in µs.
@@ -348,8 +407,8 @@ pub async fn forwarder(tools: &Tools, scale: &Scale) -> Result<Forwarder> {
     let helper = Helper::start(&tools.self_exe, &["forwarder-child"]).await?;
     let sink = net::websocket(&helper.url).await?;
     let mut source = net::websocket(&helper.url).await?;
-    let frame = sealed_frame(&Identity::generate(), None)?;
-    let (rate, mut sink) = flood(&mut source, sink, &frame, scale.forward_frames).await?;
+    let frame = sealed_frame()?;
+    let (rate, mut sink) = flood(&mut source, sink, &frame, 1, scale.forward_frames).await?;
     let latency = round_trips(&mut source, &mut sink, &frame, scale.forward_rounds).await?;
     helper.stop().await;
     Ok(Forwarder { rate, latency })
@@ -370,6 +429,11 @@ pub async fn bridge_to_client(
     let relay = Helper::start(&tools.self_exe, &["relay-child", "--data", &data.path().display().to_string()]).await?;
     bridge.connect_relay(&relay.url);
     let (lan, _) = bridge.lan(true).await?;
+    // The adapter → dispatcher hop of this run: what a device path adds to it.
+    let mut in_process = bridge.in_process();
+    let session = setup::start_session(&mut in_process, cwd).await?;
+    let (dispatcher_rate, _) = blocks_turn(&mut in_process, &session, scale.flood_blocks, 0).await?;
+    drop(in_process);
     let mut rows = Vec::new();
     for path in ["relay", "LAN"] {
         let (mut client, _) = match path {
@@ -382,10 +446,10 @@ pub async fn bridge_to_client(
         let (hop, ceiling_us, ceiling_name) = match path {
             "relay" => (
                 "bridge → relay → client",
-                crypto.seal_us + crypto.verify_us + crypto.open_us,
-                "crypto ceiling, 1 core: seal+sign, verify, open",
+                crypto.seal_us + crypto.sign_us + crypto.verify_us + crypto.open_us,
+                "crypto ceiling, 1 core: seal, sign and verify a batch of 64 per block, open",
             ),
-            _ => ("bridge → LAN → client", crypto.seal_us + crypto.open_us, "crypto ceiling, 1 core: seal+sign, open"),
+            _ => ("bridge → LAN → client", crypto.seal_us + crypto.open_us, "crypto ceiling, 1 core: seal, open"),
         };
         let ceiling = 1e6 / ceiling_us;
         rows.push(
@@ -396,6 +460,12 @@ pub async fn bridge_to_client(
         rows.push(
             Row::new(hop, "1 KiB blocks/s vs a bare forwarder", rate, "blocks/s").floor("bare forwarder", floor.rate),
         );
+        let vs_dispatcher = Row::new(hop, "1 KiB blocks/s vs the adapter → dispatcher hop", rate, "blocks/s")
+            .floor("adapter → dispatcher, same run", dispatcher_rate);
+        rows.push(match path {
+            "LAN" => vs_dispatcher.target("≥ 50% of adapter → dispatcher", rate >= 0.5 * dispatcher_rate),
+            _ => vs_dispatcher,
+        });
         rows.extend(latency_rows(&format!("{hop} (from echo-rs's emit)"), lat, "bare forwarder", floor.latency));
         drop(client);
     }
@@ -427,7 +497,8 @@ fn challenge(frame: RelayFrame) -> Result<Vec<u8>> {
 }
 
 /// A bridge speaking the relay protocol directly: registers `device` and sends
-/// pre-sealed frames, so the relay's own cost is measured without a bridge's.
+/// pre-sealed, pre-signed `batch` frames, so the relay's own cost is measured without a
+/// bridge's.
 async fn raw_bridge(url: &str, bridge: &Identity, device: &Identity) -> Result<Ws> {
     let mut ws = net::websocket(&format!("{url}/v1/bridge")).await?;
     let nonce = challenge(read_frame(&mut ws).await?)?;
@@ -471,16 +542,20 @@ async fn raw_device(url: &str, bridge: &Identity, device: &Identity, small: bool
     let bridge_id = bridge.public().bridge_id();
     let device_id = device.public().device_id();
     let sig = b64(&device.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &nonce)));
-    send_frame(&mut ws, &RelayFrame::Auth(Auth { bridge_id, device_id, sig })).await?;
+    send_frame(&mut ws, &RelayFrame::Auth(Auth { bridge_id, device_id, sig, protocol_version: PROTOCOL_VERSION }))
+        .await?;
     match read_frame(&mut ws).await? {
         RelayFrame::RelayStatus(_) => Ok(ws),
         other => bail!("the relay answered auth with {other:?}"),
     }
 }
 
-/// Relay forwarding (a raw bridge → the relay → a device, pre-sealed frames, so only
-/// the relay's work is timed: parse, verify the signature, route, re-serialise) against
-/// the bare forwarder; and the relay's RSS per idle authenticated connection.
+/// Relay forwarding (a raw bridge → the relay → a device, pre-sealed, pre-signed
+/// batches, so only the relay's work is timed: read the batch, verify its signature
+/// once, build each block's frame from its text, route, write) against the bare
+/// forwarder moving the same 1 KiB block frames one by one; and the relay's RSS per
+/// idle authenticated connection. The flood sends batches of [`FLOOD_BATCH`] blocks
+/// (a loaded bridge's flush), the round trips batches of 1 (an idle bridge's).
 pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec<Row>> {
     let data = tempfile::tempdir()?;
     let helper = Helper::start(&tools.self_exe, &["relay-child", "--data", &data.path().display().to_string()]).await?;
@@ -505,19 +580,17 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
             break h.conn.context("the relay forwarded link_hello without its conn")?;
         }
     };
-    let frame = sealed_frame(&bridge, Some(conn))?;
+    let single = sealed_batch(&bridge, conn, 1)?;
+    let flood_batch = sealed_batch(&bridge, conn, FLOOD_BATCH)?;
+    let per_batch = FLOOD_BATCH as u64;
     // The first block makes the session resumable and issues a token first; keep that
     // out of the timings.
-    round_trips(&mut bws, &mut dws, &frame, 1).await?;
+    round_trips(&mut bws, &mut dws, &single, 1).await?;
     let base_rss = rss_kib(pid)?;
-    let (rate, mut dws) = flood(&mut bws, dws, &frame, scale.forward_frames).await?;
-    let latency = round_trips(&mut bws, &mut dws, &frame, scale.forward_rounds).await?;
+    let (rate, mut dws) = flood(&mut bws, dws, &flood_batch, per_batch, scale.forward_frames).await?;
+    let latency = round_trips(&mut bws, &mut dws, &single, scale.forward_rounds).await?;
     let hop = "relay (forwarding only)";
-    let mut rows = vec![
-        Row::new(hop, "1 KiB frames/s, 1 connection", rate, "frames/s")
-            .floor("bare forwarder", floor.rate)
-            .target("≥ 70% of the bare forwarder", rate >= 0.7 * floor.rate),
-    ];
+    let mut rows = vec![forwarding_row(hop, "1 KiB frames/s, 1 connection".into(), rate, floor.rate)];
     rows.extend(latency_rows(hop, latency, "bare forwarder", floor.latency));
     let mut idle: Vec<Ws> = Vec::new();
     for &target in &scale.idle_connections {
@@ -538,19 +611,24 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
         let per = (rss.saturating_sub(base_rss)) as f64 * 1024.0 / target as f64;
         rows.push(Row::new(hop, format!("RSS with {target} idle connections"), rss as f64 / 1024.0, "MiB"));
         rows.push(Row::new(hop, format!("RSS per idle connection ({target})"), per / 1024.0, "KiB"));
-        let (rate_loaded, back) = flood(&mut bws, dws, &frame, scale.forward_frames).await?;
+        let (rate_loaded, back) = flood(&mut bws, dws, &flood_batch, per_batch, scale.forward_frames).await?;
         dws = back;
-        rows.push(
-            Row::new(hop, format!("1 KiB frames/s with {target} idle connections"), rate_loaded, "frames/s")
-                .floor("bare forwarder", floor.rate)
-                .target("≥ 70% of the bare forwarder", rate_loaded >= 0.7 * floor.rate),
-        );
+        let measure = format!("1 KiB frames/s with {target} idle connections");
+        rows.push(forwarding_row(hop, measure, rate_loaded, floor.rate));
     }
     drop(idle);
     drop(dws);
     drop(bws);
     helper.stop().await;
     Ok(rows)
+}
+
+/// A relay forwarding row: block frames delivered per second beside the bare
+/// forwarder, against issue 18's target (half the forwarder; 0.7 is the stretch).
+fn forwarding_row(hop: &str, measure: String, rate: f64, floor: f64) -> Row {
+    Row::new(hop, measure, rate, "frames/s")
+        .floor("bare forwarder", floor)
+        .target("≥ 50% of the bare forwarder (stretch: 70%)", rate >= 0.5 * floor)
 }
 
 /// Writes a session of `n` blocks under `home`; returns its id and the `ts` of its
@@ -615,8 +693,8 @@ pub async fn resume(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>
         }
         let lan_ms = median(lan_ms);
         let mut row = Row::new(hop, format!("{n} blocks from seq 0, through the LAN server"), lan_ms, "ms");
-        if let Some((t, met)) = target(lan_ms) {
-            row = row.target(t, met);
+        if n >= 100_000 {
+            row = row.target("≤ 150 ms for 100k blocks", lan_ms <= 150.0);
         }
         rows.push(row);
         let (recent, recent_sent) = setup::resume(&mut remote, &session, None, Some(last_turn_ts)).await?;
@@ -630,79 +708,6 @@ pub async fn resume(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>
     }
     lan.stop();
     Ok(rows)
-}
-
-/// Streaming: the wire bytes of one answer streamed in small appends to a LAN device,
-/// with and without coalescing, against the final text; the device rebuilds the answer
-/// and it must be the adapter's to the byte.
-pub async fn streaming(bridge: &Bridge, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
-    let hop = "streaming (LAN)";
-    let total = scale.stream_total;
-    let mut rows = Vec::new();
-    for coalesce in [false, true] {
-        let (lan, ctx) = bridge.lan(coalesce).await?;
-        let (mut client, stats) = bridge.open_lan(&lan).await?;
-        let session = setup::start_session(&mut client, cwd).await?;
-        setup::drain(&mut client, Duration::from_millis(50)).await;
-        let before = stats.bytes_in.load(std::sync::atomic::Ordering::Relaxed);
-        let received =
-            setup::turn(&mut client, &session, &format!("bench stream {total} {}", scale.stream_chunk)).await?;
-        let bytes = stats.bytes_in.load(std::sync::atomic::Ordering::Relaxed) - before;
-        let chunks: Vec<&StreamedText> = received
-            .iter()
-            .filter_map(|r| match &r.block.kind {
-                BlockKind::Text(t) => Some(t),
-                _ => None,
-            })
-            .collect();
-        // The device rebuilds the answer from its chunks; it must be the adapter's, exactly.
-        let mut answer = Assembly::default();
-        for chunk in &chunks {
-            if let Applied::Gap { held, offset } = answer.apply(chunk) {
-                bail!("a gap in the streamed answer: {held} bytes held, a chunk at {offset}");
-            }
-        }
-        if !answer.is_done() || answer.text() != expected_stream_text(total) {
-            bail!("the answer arrived wrong: done={}, {} of {total} bytes", answer.is_done(), answer.len());
-        }
-        if chunks.iter().filter(|c| c.done).count() != 1 {
-            bail!("the done=true chunk arrived {} times", chunks.iter().filter(|c| c.done).count());
-        }
-        let dropped = ctx.coalesced.load(std::sync::atomic::Ordering::Relaxed);
-        let label = if coalesce { "coalescing on (the default)" } else { "coalescing off (every chunk)" };
-        let mut row = Row::new(
-            hop,
-            format!(
-                "wire bytes, {total} B answer in {} B chunks, {label}: {} chunks sent, {dropped} coalesced",
-                scale.stream_chunk,
-                chunks.len()
-            ),
-            bytes as f64,
-            "B",
-        )
-        .floor("final text", total as f64);
-        let ratio = bytes as f64 / total as f64;
-        row = row.target("≤ 1.5× the final text", ratio <= 1.5);
-        rows.push(row);
-        if !coalesce {
-            // What the session keeps of the same answer on disk.
-            let log = bridge.home.sessions().join(session.as_str()).join(terminull_bridge::history::log::DATA_FILE);
-            let stored = std::fs::metadata(&log).with_context(|| format!("reading {}", log.display()))?.len();
-            rows.push(
-                Row::new(hop, format!("the session's blocks.jsonl after the {total} B answer"), stored as f64, "B")
-                    .floor("final text", total as f64)
-                    .target("≤ 2× the final text", stored as f64 <= 2.0 * total as f64),
-            );
-        }
-        drop(client);
-        lan.stop();
-    }
-    Ok(rows)
-}
-
-/// The answer of the echo adapter's `bench stream TOTAL CHUNK` (adapters/echo).
-fn expected_stream_text(total: usize) -> String {
-    "y".repeat(total)
 }
 
 /// Memory: the `terminull up` daemon's RSS with idle echo sessions, and the adapters'.

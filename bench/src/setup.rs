@@ -145,12 +145,29 @@ impl Bridge {
 
     /// Connects the bridge to the relay at `relay_url` (in the background, reconnecting).
     pub fn connect_relay(&mut self, relay_url: &str) {
+        self.connect_relay_with(relay_url, true);
+    }
+
+    /// [`Self::connect_relay`] with `coalesce` as [`LinkContext::coalesce_chunks`],
+    /// replacing any earlier relay connection; the links' context, to read what they
+    /// coalesced.
+    pub fn connect_relay_with(&mut self, relay_url: &str, coalesce: bool) -> LinkContext {
+        self.disconnect_relay();
+        let ctx = LinkContext { coalesce_chunks: coalesce, coalesced: Default::default(), ..self.ctx.clone() };
         self.relay_task = Some(tokio::spawn(relay_client::run(
-            self.ctx.clone(),
+            ctx.clone(),
             self.home.clone(),
             relay_url.to_owned(),
             Default::default(),
         )));
+        ctx
+    }
+
+    /// Ends the relay connection, if there is one.
+    pub fn disconnect_relay(&mut self) {
+        if let Some(task) = self.relay_task.take() {
+            task.abort();
+        }
     }
 
     /// A device link through the relay, retried while the bridge is not yet registered.
@@ -171,9 +188,7 @@ impl Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        if let Some(task) = self.relay_task.take() {
-            task.abort();
-        }
+        self.disconnect_relay();
     }
 }
 

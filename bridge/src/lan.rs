@@ -24,7 +24,9 @@ use terminull_protocol::crypto::envelope::relay_auth_bytes;
 use terminull_protocol::crypto::pairing::PairRequest;
 use terminull_protocol::crypto::{b64url, from_b64};
 use terminull_protocol::ids::DeviceId;
-use terminull_protocol::relay::{Challenge, RelayError, RelayErrorCode, RelayFrame, RelayStatus};
+use terminull_protocol::relay::{
+    Challenge, PROTOCOL_VERSION, RelayError, RelayErrorCode, RelayFrame, RelayStatus, version_mismatch,
+};
 use tokio::sync::mpsc;
 
 use crate::devices::handle_pair_request;
@@ -241,6 +243,14 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
             .await;
         return;
     };
+    if auth.protocol_version != PROTOCOL_VERSION {
+        let message =
+            version_mismatch("this device", auth.protocol_version, "this bridge's LAN server", PROTOCOL_VERSION);
+        lan.ctx.refusals.record(format!("refused a LAN connection of device {}: {message}", auth.device_id));
+        let _ = socket.send(frame_message(&refusal(RelayErrorCode::UnsupportedVersion, message))).await;
+        let _ = socket.close().await;
+        return;
+    }
     let device_id = auth.device_id.clone();
     let verified = lan.ctx.devices.active(&device_id).ok_or(RelayErrorCode::UnknownDevice).and_then(|device| {
         let sig = from_b64("sig", &auth.sig).map_err(|_| RelayErrorCode::BadSignature)?;
@@ -269,6 +279,7 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
         return;
     }
     let status = RelayStatus {
+        protocol_version: PROTOCOL_VERSION,
         bridge_online: true,
         agents: lan.ctx.service.agent_summaries().await,
         resume_tokens: Default::default(),

@@ -408,7 +408,7 @@ impl Sealing {
             .and_then(|json| {
                 // Live blocks carry the send time, history its original time (§1.3).
                 let server_ts = if replay { block.ts } else { now_ts() };
-                seal_block(sealer, &self.identity, &session_id, block.block_type(), replay, server_ts, &json)
+                seal_block(sealer, &session_id, block.block_type(), replay, server_ts, &json)
             });
         match sealed {
             Ok(envelope) => Some(RelayFrame::Block(envelope)),

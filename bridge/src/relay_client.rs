@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use terminull_net::transport as net;
-use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes};
+use terminull_protocol::crypto::envelope::{push_aad, relay_auth_bytes, sign_batch};
 use terminull_protocol::crypto::{b64, from_b64url};
 use terminull_protocol::ids::SessionId;
 use terminull_protocol::relay::{
-    CloseConn, ControlEnvelope, Devices, PROTOCOL_VERSION, PairResponseFrame, Push, Register, RelayFrame,
-    ResumableSessions,
+    BlockEnvelope, CloseConn, ControlEnvelope, Devices, MAX_BATCH_BLOCKS, PROTOCOL_VERSION, PairResponseFrame, Push,
+    Register, RelayErrorCode, RelayFrame, ResumableSessions, version_mismatch,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -29,6 +29,69 @@ use crate::service::Notice;
 const OUTBOX: usize = 8192;
 /// Control messages queued per device link.
 const LINK_INBOX: usize = 256;
+/// Queued frames written per flush (a flush's consecutive blocks for one connection
+/// go as one signed `batch`).
+const FLUSH_FRAMES: usize = MAX_BATCH_BLOCKS;
+/// Most `enc` text in one batch: a batch stays well under the relay's message limit.
+pub const MAX_BATCH_ENC_BYTES: usize = 512 * 1024;
+
+/// A frame queued toward the relay. A link's blocks keep their connection beside
+/// them (a [`BlockEnvelope`] has no `conn`: the `batch` carrying it has).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    /// One sealed block for relay connection `conn`.
+    Block {
+        /// The relay's connection number.
+        conn: u64,
+        /// The block.
+        block: BlockEnvelope,
+    },
+    /// Any other frame, its `conn` (if it has one) already set.
+    Frame(RelayFrame),
+}
+
+/// One write of a flush: a frame as it is, or consecutive blocks for one connection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A frame as it is.
+    Frame(RelayFrame),
+    /// 1 to `max_blocks` blocks for `conn`, in order, to be signed as one `batch`.
+    Batch {
+        /// The relay's connection number.
+        conn: u64,
+        /// The blocks, never empty.
+        blocks: Vec<BlockEnvelope>,
+    },
+}
+
+/// Groups a flush's queued frames: consecutive blocks for the same connection become
+/// one batch of at most `max_blocks` blocks and `max_enc_bytes` of `enc` text (a
+/// single larger block still goes, alone); every other frame stays where it was.
+/// Nothing is reordered, dropped or repeated, and no batch is empty.
+pub fn group(queued: Vec<Outgoing>, max_blocks: usize, max_enc_bytes: usize) -> Vec<Write> {
+    let mut writes: Vec<Write> = Vec::new();
+    let mut bytes = 0usize;
+    for item in queued {
+        match item {
+            Outgoing::Frame(frame) => writes.push(Write::Frame(frame)),
+            Outgoing::Block { conn, block } => {
+                let size = block.enc.len();
+                if let Some(Write::Batch { conn: open, blocks }) = writes.last_mut()
+                    && *open == conn
+                    && blocks.len() < max_blocks
+                    && bytes.saturating_add(size) <= max_enc_bytes
+                {
+                    bytes += size;
+                    blocks.push(block);
+                    continue;
+                }
+                bytes = size;
+                writes.push(Write::Batch { conn, blocks: vec![block] });
+            }
+        }
+    }
+    writes
+}
 
 /// Reconnection policy: exponential backoff from `min` to `max`, with up to 50 %
 /// random jitter so that bridges do not reconnect in lockstep after a relay restart.
@@ -96,6 +159,10 @@ enum RelayConnError {
     /// The relay answered the registration with an error.
     #[error("the relay refused the registration: {code:?}: {message}")]
     Refused { code: terminull_protocol::relay::RelayErrorCode, message: String },
+    /// The relay speaks another protocol version: the one sentence naming both
+    /// (the relay's own, or ours when its `registered` names another version).
+    #[error("{0}")]
+    Version(String),
     /// The relay was silent during the handshake.
     #[error("the relay did not answer within 15 s")]
     Timeout,
@@ -141,11 +208,22 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
     };
     write(&mut ws, &RelayFrame::Register(register)).await?;
     match read(&mut ws).await? {
+        RelayFrame::Registered(r) if r.protocol_version != PROTOCOL_VERSION => {
+            return Err(RelayConnError::Version(version_mismatch(
+                "the relay",
+                r.protocol_version,
+                "this bridge",
+                PROTOCOL_VERSION,
+            )));
+        }
         RelayFrame::Registered(_) => tracing::info!("registered with the relay {relay_url} as {bridge_id}"),
+        RelayFrame::Error(e) if e.code == RelayErrorCode::UnsupportedVersion => {
+            return Err(RelayConnError::Version(e.message));
+        }
         RelayFrame::Error(e) => return Err(RelayConnError::Refused { code: e.code, message: e.message }),
         other => return Err(RelayConnError::Unexpected { expected: "registered", got: other.frame_type() }),
     }
-    let (out_tx, mut out_rx) = mpsc::channel::<RelayFrame>(OUTBOX);
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(OUTBOX);
     let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
     let mut notices = ctx.service.notices();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -183,16 +261,15 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                                 tokio::spawn(async move {
                                     let run = open.run(rx, link_out);
                                     let forward = async {
-                                        while let Some(mut frame) = link_rx.recv().await {
-                                            set_conn(&mut frame, conn);
-                                            if out.send(frame).await.is_err() {
+                                        while let Some(frame) = link_rx.recv().await {
+                                            if out.send(with_conn(frame, conn)).await.is_err() {
                                                 return;
                                             }
                                         }
                                     };
                                     let (end, ()) = tokio::join!(run, forward);
                                     if let LinkEnd::Revoked(reason) = end {
-                                        let _ = out.send(RelayFrame::CloseConn(CloseConn { conn, reason })).await;
+                                        let _ = out.send(Outgoing::Frame(RelayFrame::CloseConn(CloseConn { conn, reason }))).await;
                                     }
                                 });
                             }
@@ -238,12 +315,20 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     other => tracing::warn!("unexpected `{}` frame from the relay", other.frame_type()),
                 }
             }
-            Some(frame) = out_rx.recv() => {
+            Some(first) = out_rx.recv() => {
                 // Frames already queued go out in one write (a flush per frame cost a
-                // syscall each while a session streams).
-                feed(&mut ws, &frame).await?;
-                for _ in 0..63 {
-                    let Ok(frame) = out_rx.try_recv() else { break };
+                // syscall each while a session streams), a connection's consecutive
+                // blocks in one `batch` signed once.
+                let mut queued = vec![first];
+                while queued.len() < FLUSH_FRAMES {
+                    let Ok(next) = out_rx.try_recv() else { break };
+                    queued.push(next);
+                }
+                for write in group(queued, MAX_BATCH_BLOCKS, MAX_BATCH_ENC_BYTES) {
+                    let frame = match write {
+                        Write::Frame(frame) => frame,
+                        Write::Batch { conn, blocks } => RelayFrame::Batch(sign_batch(&identity, conn, blocks)),
+                    };
                     feed(&mut ws, &frame).await?;
                 }
                 ws.flush().await.map_err(RelayConnError::Flush)?;
@@ -272,13 +357,17 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
     }
 }
 
-fn set_conn(frame: &mut RelayFrame, conn: u64) {
-    match frame {
-        RelayFrame::Block(f) => f.conn = Some(conn),
+/// A link's frame addressed to relay connection `conn`.
+fn with_conn(mut frame: RelayFrame, conn: u64) -> Outgoing {
+    match &mut frame {
         RelayFrame::ReplayDone(f) => f.conn = Some(conn),
         RelayFrame::Reply(f) => f.conn = Some(conn),
         RelayFrame::LinkAccept(f) => f.conn = Some(conn),
         _ => {}
+    }
+    match frame {
+        RelayFrame::Block(block) => Outgoing::Block { conn, block },
+        other => Outgoing::Frame(other),
     }
 }
 
@@ -366,6 +455,113 @@ pub fn context(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn block(name: &str, enc_len: usize) -> BlockEnvelope {
+        BlockEnvelope {
+            session_id: SessionId(name.into()),
+            block_type: "text".into(),
+            enc: "e".repeat(enc_len),
+            replay: false,
+            server_ts: 1.0,
+        }
+    }
+
+    fn reply(conn: u64) -> RelayFrame {
+        RelayFrame::Reply(terminull_protocol::relay::ReplyEnvelope {
+            device_id: terminull_protocol::ids::DeviceId("dev".into()),
+            body: "b".into(),
+            conn: Some(conn),
+        })
+    }
+
+    /// The flush's writes in short form: `c1[a,b]` a batch for connection 1, `R` a frame.
+    fn shape(writes: &[Write]) -> Vec<String> {
+        writes
+            .iter()
+            .map(|w| match w {
+                Write::Frame(_) => "R".to_owned(),
+                Write::Batch { conn, blocks } => {
+                    format!("c{conn}[{}]", blocks.iter().map(|b| b.session_id.as_str()).collect::<Vec<_>>().join(","))
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flush_groups_each_connections_consecutive_blocks_into_batches_in_order() {
+        let b = |conn: u64, name: &str| Outgoing::Block { conn, block: block(name, 10) };
+        let big = |conn: u64, name: &str| Outgoing::Block { conn, block: block(name, 400) };
+        let r = |conn: u64| Outgoing::Frame(reply(conn));
+        // (case, queued, max blocks, max enc bytes, expected writes)
+        type Case = (&'static str, Vec<Outgoing>, usize, usize, Vec<&'static str>);
+        let table: Vec<Case> = vec![
+            ("one block", vec![b(1, "a")], 256, 1 << 19, vec!["c1[a]"]),
+            ("one connection", vec![b(1, "a"), b(1, "b"), b(1, "c")], 256, 1 << 19, vec!["c1[a,b,c]"]),
+            (
+                "interleaved connections",
+                vec![b(1, "a"), b(2, "b"), b(2, "c"), b(1, "d")],
+                256,
+                1 << 19,
+                vec!["c1[a]", "c2[b,c]", "c1[d]"],
+            ),
+            (
+                "a reply between blocks",
+                vec![b(1, "a"), r(1), b(1, "b"), b(1, "c"), r(2)],
+                256,
+                1 << 19,
+                vec!["c1[a]", "R", "c1[b,c]", "R"],
+            ),
+            ("only frames", vec![r(1), r(2)], 256, 1 << 19, vec!["R", "R"]),
+            (
+                "capped by count",
+                vec![b(1, "a"), b(1, "b"), b(1, "c"), b(1, "d"), b(1, "e")],
+                2,
+                1 << 19,
+                vec!["c1[a,b]", "c1[c,d]", "c1[e]"],
+            ),
+            (
+                "capped by bytes",
+                vec![big(1, "a"), big(1, "b"), big(1, "c"), b(1, "d")],
+                256,
+                1000,
+                vec!["c1[a,b]", "c1[c,d]"],
+            ),
+            (
+                "a block larger than the cap goes alone",
+                vec![b(1, "a"), big(1, "b"), b(1, "c")],
+                256,
+                100,
+                vec!["c1[a]", "c1[b]", "c1[c]"],
+            ),
+            ("nothing", vec![], 256, 1 << 19, vec![]),
+        ];
+        for (case, queued, max_blocks, max_bytes, expected) in table {
+            let blocks_in = queued.iter().filter(|q| matches!(q, Outgoing::Block { .. })).count();
+            let writes = group(queued, max_blocks, max_bytes);
+            assert_eq!(shape(&writes), expected, "{case}");
+            let blocks_out: usize = writes
+                .iter()
+                .map(|w| match w {
+                    Write::Batch { blocks, .. } => {
+                        assert!(!blocks.is_empty() && blocks.len() <= max_blocks, "{case}: batch size");
+                        blocks.len()
+                    }
+                    Write::Frame(_) => 0,
+                })
+                .sum();
+            assert_eq!(blocks_out, blocks_in, "{case}: every block once");
+        }
+    }
+
+    #[test]
+    fn a_links_block_keeps_its_connection_beside_it_and_other_frames_get_theirs() {
+        let Outgoing::Block { conn, .. } = with_conn(RelayFrame::Block(block("s", 1)), 9) else {
+            panic!("a block stays a block")
+        };
+        assert_eq!(conn, 9);
+        let Outgoing::Frame(frame) = with_conn(reply(0), 9) else { panic!("a reply is a frame") };
+        assert_eq!(frame.conn(), Some(9));
+    }
 
     #[test]
     fn backoff_grows_exponentially_with_bounded_jitter() {

@@ -10,7 +10,14 @@
 //!   the session's blocks are sealed under keys only this attachment can derive;
 //! - replies are opened with the link's bridge→app key, blocks with their session's
 //!   key; anything that fails (tampered, replayed, reordered, unknown session) is
-//!   refused, logged with its reason and counted, and never reaches the caller.
+//!   refused, logged with its reason and counted, and never reaches the caller;
+//! - replies and each session's blocks must arrive whole (consecutive counters): one
+//!   that shows an earlier one was dropped on the way is refused and ends the link
+//!   (its close reason says so), so a [`crate::failover`] link reconnects with new keys
+//!   and resumes each session from the last block delivered;
+//! - `auth` names the protocol version this device speaks, and a relay or LAN server
+//!   whose `relay_status` names another is refused with one sentence naming both
+//!   ([`ConnectError::Version`]).
 //!
 //! The caller sees the same [`BridgeMessage`]s as on the bridge's local socket.
 
@@ -30,7 +37,9 @@ use terminull_protocol::crypto::envelope::{
 use terminull_protocol::crypto::keys::{AppSessionKey, Identity, PublicIdentity};
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{BridgeId, DeviceId, SessionId};
-use terminull_protocol::relay::{Auth, LinkHello, RelayErrorCode, RelayFrame, RelayStatus, SealedReply};
+use terminull_protocol::relay::{
+    Auth, LinkHello, PROTOCOL_VERSION, RelayErrorCode, RelayFrame, RelayStatus, SealedReply, version_mismatch,
+};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -72,6 +81,10 @@ pub enum ConnectError {
     /// The relay broke the protocol or went away during the handshake.
     #[error("handshake: {0}")]
     Handshake(String),
+    /// The relay or LAN server speaks another protocol version: one sentence naming
+    /// both. Trying again does not help until one side is updated.
+    #[error("{0}")]
+    Version(String),
     /// No relay URL was given and the pairing named none.
     #[error("no relay URL: pass --relay")]
     NoRelay,
@@ -231,8 +244,11 @@ impl Connection {
         let bridge_public = PublicIdentity::from_wire(&bridge.keys)?;
         let device_id = identity.public().device_id();
         let bridge_id = bridge.bridge_id.clone();
-        let refused =
-            |e: terminull_protocol::relay::RelayError| ConnectError::Refused { code: e.code, message: e.message };
+        let refused = |e: terminull_protocol::relay::RelayError| match e.code {
+            RelayErrorCode::UnsupportedVersion => ConnectError::Version(e.message),
+            code => ConnectError::Refused { code, message: e.message },
+        };
+        let server = server_name(&path);
         // 1. The relay's challenge, answered with the device key.
         let challenge = match next_frame(&mut ws).await? {
             RelayFrame::Challenge(c) => from_b64url_vec(&c.nonce)?,
@@ -242,7 +258,12 @@ impl Connection {
         let sig = identity.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &challenge));
         send_frame(
             &mut ws,
-            &RelayFrame::Auth(Auth { bridge_id: bridge_id.clone(), device_id: device_id.clone(), sig: b64(&sig) }),
+            &RelayFrame::Auth(Auth {
+                bridge_id: bridge_id.clone(),
+                device_id: device_id.clone(),
+                sig: b64(&sig),
+                protocol_version: PROTOCOL_VERSION,
+            }),
         )
         .await?;
         let status = match next_frame(&mut ws).await? {
@@ -250,6 +271,9 @@ impl Connection {
             RelayFrame::Error(e) => return Err(refused(e)),
             other => return Err(ConnectError::Handshake(format!("expected relay_status, got {}", other.frame_type()))),
         };
+        if let Some(mismatch) = check_version(server, &status) {
+            return Err(ConnectError::Version(mismatch));
+        }
         let (status_tx, status_rx) = watch::channel(status);
         // 2. The link with the bridge.
         let client_nonce = terminull_protocol::crypto::random_bytes::<16>();
@@ -265,6 +289,9 @@ impl Connection {
             match next_frame(&mut ws).await? {
                 RelayFrame::LinkAccept(a) => break a,
                 RelayFrame::RelayStatus(s) => {
+                    if let Some(mismatch) = check_version(server, &s) {
+                        return Err(ConnectError::Version(mismatch));
+                    }
                     status_tx.send_replace(s);
                 }
                 RelayFrame::Push(p) => early_pushes.push(p),
@@ -309,6 +336,7 @@ impl Connection {
             push_opener: Opener::after(push_key, home.push_counter(&bridge.bridge_id), "push"),
             home,
             direct,
+            server,
         };
         for push in early_pushes {
             link.open_push(&push);
@@ -320,6 +348,21 @@ impl Connection {
         });
         Ok(Connection { tx, rx, info })
     }
+}
+
+/// How errors name the other end of `path`.
+fn server_name(path: &LinkPath) -> &'static str {
+    match path {
+        LinkPath::Lan(_) => "the LAN server",
+        LinkPath::Relay(_) => "the relay",
+    }
+}
+
+/// The one sentence naming both versions when `status` comes from a server that
+/// speaks another protocol version than this device.
+fn check_version(server: &str, status: &RelayStatus) -> Option<String> {
+    (status.protocol_version != PROTOCOL_VERSION)
+        .then(|| version_mismatch(server, status.protocol_version, "this device", PROTOCOL_VERSION))
 }
 
 fn from_b64url_vec(text: &str) -> Result<Vec<u8>, CryptoError> {
@@ -346,6 +389,8 @@ struct Link {
     home: DeviceHome,
     /// Connected to the bridge itself (LAN): there are no resume tokens to wait for.
     direct: bool,
+    /// How errors name the server at the other end ("the relay", "the LAN server").
+    server: &'static str,
 }
 
 impl Link {
@@ -458,6 +503,16 @@ impl Link {
         reasons.push_back(reason);
     }
 
+    /// Refuses a block or reply that did not open. One that shows an earlier one was
+    /// dropped on the way ([`CryptoError::Missing`]) also breaks the link: what the
+    /// device holds now has a hole, and only a new link (new keys, sessions resumed
+    /// from the last block received) fills it; so the reason is returned, to end it.
+    fn refuse_or_break(&self, what: &str, error: CryptoError) -> Option<String> {
+        let broken = matches!(error, CryptoError::Missing { .. });
+        self.reject(what, &error);
+        broken.then(|| format!("{what} was dropped on the way ({error}): closing the link to {}", self.server))
+    }
+
     /// Handles one frame; `Some(reason)` ends the link.
     async fn incoming(&mut self, text: &str) -> Option<String> {
         let frame: RelayFrame = match serde_json::from_str(text) {
@@ -470,10 +525,7 @@ impl Link {
         let message = match frame {
             RelayFrame::Reply(r) => match self.open_reply(&r.body) {
                 Ok(m) => m,
-                Err(e) => {
-                    self.reject("a reply", e);
-                    return None;
-                }
+                Err(e) => return self.refuse_or_break("a reply", e),
             },
             RelayFrame::Block(e) => {
                 let Some(opener) = self.sessions.get_mut(&e.session_id) else {
@@ -486,14 +538,15 @@ impl Link {
                 });
                 match block {
                     Ok(block) => BridgeMessage::Block { session_id: e.session_id, block, replay: e.replay },
-                    Err(err) => {
-                        self.reject("a block", err);
-                        return None;
-                    }
+                    Err(err) => return self.refuse_or_break("a block", err),
                 }
             }
             RelayFrame::ReplayDone(d) => BridgeMessage::ReplayDone { session_id: d.session_id, last_seq: d.last_seq },
             RelayFrame::RelayStatus(s) => {
+                if let Some(mismatch) = check_version(self.server, &s) {
+                    self.reject("a relay_status", &mismatch);
+                    return Some(mismatch);
+                }
                 self.status.send_replace(s);
                 return None;
             }
@@ -505,6 +558,7 @@ impl Link {
                 self.stats.relay_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("relay error {:?}: {}", e.code, e.message);
                 return match e.code {
+                    RelayErrorCode::UnsupportedVersion => Some(e.message),
                     RelayErrorCode::UnknownDevice
                     | RelayErrorCode::SlowConsumer
                     | RelayErrorCode::TooManyConnections => Some(format!("{:?}: {}", e.code, e.message)),

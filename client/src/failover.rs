@@ -17,6 +17,12 @@
 //! the link then follows the session from that earlier `seq`, so the replay is not
 //! taken for a repeat.
 //!
+//! A link that ends because a block or reply was dropped on the way (the relay lost or
+//! withheld one: [`crate::connection`] refuses what follows) is lost like any other:
+//! the move re-attaches with new keys and resumes from the last block delivered, so
+//! nothing is silently missing. A server that speaks another protocol version is not
+//! retried: the error ([`ConnectError::Version`]) names both versions.
+//!
 //! A control message the old path took but did not answer is resent on the new path
 //! when it is safe to repeat (`session_resume`, `list_*`); any other gets an error
 //! reply saying it may or may not have been carried out, rather than being sent twice.
@@ -89,6 +95,18 @@ enum Attempt {
     NoRelay,
 }
 
+impl Attempt {
+    /// True when the server answered but speaks another protocol version.
+    fn is_version_mismatch(&self) -> bool {
+        matches!(
+            self,
+            Attempt::Lan { source: ConnectError::Version(_), .. }
+                | Attempt::Discovered { source: ConnectError::Version(_), .. }
+                | Attempt::Relay { source: ConnectError::Version(_), .. }
+        )
+    }
+}
+
 /// Every attempt of one connect, in order.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -100,6 +118,9 @@ enum MoveError {
     /// Every path kept failing for the policy's `give_up_after`.
     #[error("no path to the bridge for {after:?}: {last}")]
     GaveUp { after: Duration, last: ConnectError },
+    /// A server speaks another protocol version (retrying would not help).
+    #[error("{0}")]
+    Version(String),
     /// The caller dropped its end while the link was moving.
     #[error("the caller went away")]
     CallerGone,
@@ -215,7 +236,11 @@ impl Paths {
         } else {
             tried.push(Attempt::NoRelay);
         }
-        Err(ConnectError::NoPath(Attempts(tried).to_string()))
+        // A server that speaks another protocol version will not change its mind:
+        // the caller is told, not sent round again.
+        let version = tried.iter().any(Attempt::is_version_mismatch);
+        let attempts = Attempts(tried).to_string();
+        Err(if version { ConnectError::Version(attempts) } else { ConnectError::NoPath(attempts) })
     }
 
     /// The known LAN address, then (when it fails or there is none) one found by mDNS.
@@ -386,6 +411,7 @@ impl Mover {
             };
             match opened {
                 Ok(found) => return Ok(found),
+                Err(ConnectError::Version(mismatch)) => return Err(MoveError::Version(mismatch)),
                 Err(last) if tokio::time::Instant::now() >= deadline => {
                     return Err(MoveError::GaveUp { after: self.paths.policy.give_up_after, last });
                 }

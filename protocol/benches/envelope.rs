@@ -1,5 +1,5 @@
-//! The cost of the end-to-end envelope on one core: sealing and signing a block as the
-//! bridge does, the relay's signature check, the device's open, a control message's
+//! The cost of the end-to-end envelope on one core: sealing a block as the bridge does,
+//! signing a batch of them and the relay's check of it, the device's open, a control message's
 //! seal and open, and a link's key agreement. A bench binary (`harness = false`): it
 //! prints a table and exits; tests never assert on time.
 //!
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use terminull_protocol::crypto::channel::{Opener, Sealer, link_keys, session_keys};
 use terminull_protocol::crypto::envelope::{
-    open_block, open_control, seal_block, seal_control, verify_block, verify_control,
+    BlockFields, open_block, open_control, seal_block, seal_control, sign_batch, verify_batch, verify_control,
 };
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::ids::SessionId;
@@ -53,22 +53,35 @@ fn main() {
 
     let mut sealer = Sealer::new(keys.bridge_to_app, "block");
     row(
-        "bridge: seal + sign a block envelope",
+        "bridge: seal a block envelope",
         measure(budget, || {
-            black_box(seal_block(&mut sealer, &bridge, &session, "text", false, 1.0, block.as_bytes()).unwrap());
+            black_box(seal_block(&mut sealer, &session, "text", false, 1.0, block.as_bytes()).unwrap());
         }),
     );
+    // A batch of 64 blocks: one signature, one check.
     let mut sealer = Sealer::new(keys.bridge_to_app, "block");
-    let envelope = seal_block(&mut sealer, &bridge, &session, "text", false, 1.0, block.as_bytes()).unwrap();
-    let bridge_public = bridge.public();
+    let blocks: Vec<_> =
+        (0..64).map(|_| seal_block(&mut sealer, &session, "text", false, 1.0, block.as_bytes()).unwrap()).collect();
     row(
-        "relay: verify the bridge's signature",
-        measure(budget, || verify_block(&bridge_public, black_box(&envelope)).unwrap()),
+        "bridge: sign a batch of 64 blocks",
+        measure(budget, || {
+            black_box(sign_batch(&bridge, 7, blocks.clone()));
+        }),
+    );
+    let signed = sign_batch(&bridge, 7, blocks);
+    let bridge_public = bridge.public();
+    let bridge_id = bridge_public.bridge_id();
+    row(
+        "relay: verify a batch of 64 blocks",
+        measure(budget, || {
+            let fields: Vec<BlockFields<'_>> = signed.blocks.iter().map(|b| b.fields()).collect();
+            verify_batch(&bridge_public, bridge_id.as_str(), 7, black_box(&fields), &signed.sig).unwrap()
+        }),
     );
     // Opening needs a fresh counter each time: pre-seal a batch.
     let mut sealer = Sealer::new(keys.bridge_to_app, "block");
     let batch: Vec<_> = (0..if quick { 2_000 } else { 20_000 })
-        .map(|_| seal_block(&mut sealer, &bridge, &session, "text", false, 1.0, block.as_bytes()).unwrap())
+        .map(|_| seal_block(&mut sealer, &session, "text", false, 1.0, block.as_bytes()).unwrap())
         .collect();
     let mut opener = Opener::new(keys.bridge_to_app, "block");
     row(

@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn another_protocol_version_reads_but_is_not_compatible() {
-        let advert = read(&[("bridge_id", ID), ("protocol", "2")], 8478).unwrap();
+        let advert = read(&[("bridge_id", ID), ("protocol", "1")], 8478).unwrap();
         assert!(!advert.is_compatible());
     }
 }

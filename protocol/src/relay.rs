@@ -66,8 +66,11 @@ relay_frames! {
     "link_hello" => LinkHello(LinkHello),
     /// bridge → relay → device: the link is open.
     "link_accept" => LinkAccept(LinkAccept),
-    /// bridge → relay → app: one sealed block.
+    /// relay → app (and LAN server → app): one sealed block.
     "block" => Block(BlockEnvelope),
+    /// bridge → relay: consecutive sealed blocks for one connection under one
+    /// signature; the relay verifies it once and forwards each block as a `block`.
+    "batch" => Batch(BlockBatch),
     /// bridge → relay → app: the live part of a resume is complete; history follows.
     "replay_done" => ReplayDone(ReplayDoneFrame),
     /// app → relay → bridge: one signed, sealed control message.
@@ -88,8 +91,29 @@ relay_frames! {
     "error" => Error(RelayError),
 }
 
-/// The relay protocol version this crate speaks (`register.protocol_version`).
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The relay protocol version this crate speaks: `register`, `registered`, `auth` and
+/// `relay_status` carry it, and a peer that speaks another is refused with
+/// [`RelayErrorCode::UnsupportedVersion`] and a message naming both
+/// ([`version_mismatch`]). Version 2: blocks reach the relay in signed `batch`es,
+/// each session's blocks arrive with consecutive counters, streamed text travels as
+/// appends (docs/block-protocol.md).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The version a peer speaks when its frame has no `protocol_version` (version 1
+/// frames had it only in `register`).
+pub const fn first_protocol_version() -> u32 {
+    1
+}
+
+/// Most blocks in one `batch`.
+pub const MAX_BATCH_BLOCKS: usize = 256;
+
+/// The one sentence both sides show when versions differ: who speaks what, and which
+/// side to update. `peer` and `own` name the sides ("this bridge", "the relay").
+pub fn version_mismatch(peer: &str, peer_version: u32, own: &str, own_version: u32) -> String {
+    let update = if peer_version < own_version { peer } else { own };
+    format!("{peer} speaks relay protocol {peer_version} and {own} speaks {own_version}: update {update}")
+}
 
 impl RelayFrame {
     /// The relay-assigned connection a bridge-side frame concerns, when it has one.
@@ -97,7 +121,7 @@ impl RelayFrame {
         match self {
             RelayFrame::LinkHello(f) => f.conn,
             RelayFrame::LinkAccept(f) => f.conn,
-            RelayFrame::Block(f) => f.conn,
+            RelayFrame::Batch(f) => Some(f.conn),
             RelayFrame::ReplayDone(f) => f.conn,
             RelayFrame::Control(f) => f.conn,
             RelayFrame::Reply(f) => f.conn,
@@ -122,6 +146,9 @@ pub struct Challenge {
 pub struct Registered {
     /// The bridge, as the relay now knows it.
     pub bridge_id: BridgeId,
+    /// The relay protocol version the relay speaks (absent: 1).
+    #[serde(default = "first_protocol_version")]
+    pub protocol_version: u32,
 }
 
 /// A paired device as the bridge publishes it to the relay: public keys only.
@@ -167,6 +194,10 @@ pub struct Auth {
     pub device_id: DeviceId,
     /// The device's Ed25519 signature over the challenge (docs/encryption.md), base64.
     pub sig: String,
+    /// The relay protocol version the device speaks (absent: 1, which a version 2
+    /// relay refuses).
+    #[serde(default = "first_protocol_version")]
+    pub protocol_version: u32,
 }
 
 /// Body of `link_hello`.
@@ -334,6 +365,9 @@ pub struct Register {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 pub struct RelayStatus {
+    /// The relay protocol version the relay (or LAN server) speaks (absent: 1).
+    #[serde(default = "first_protocol_version")]
+    pub protocol_version: u32,
     /// True while the bridge holds its relay connection.
     pub bridge_online: bool,
     /// The bridge's agents (empty while it is offline).
@@ -342,10 +376,13 @@ pub struct RelayStatus {
     pub resume_tokens: BTreeMap<SessionId, String>,
 }
 
-/// Body of `block`: the sealed block envelope (docs/relay.md#block, sealed as
-/// docs/encryption.md#the-block-envelope says).
+/// Body of `block`, and one element of a `batch`'s `blocks`: a sealed block
+/// (docs/relay.md#block, sealed as docs/encryption.md#the-block-envelope says). It
+/// has exactly these fields: the relay forwards a batched block's JSON text to the
+/// device as it came, behind `"type":"block"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(deny_unknown_fields)]
 pub struct BlockEnvelope {
     /// The session the block belongs to (routing).
     pub session_id: SessionId,
@@ -354,18 +391,25 @@ pub struct BlockEnvelope {
     pub block_type: String,
     /// base64(nonce12 ‖ AES-256-GCM ciphertext ‖ tag16) of the block's JSON.
     pub enc: String,
-    /// The bridge's Ed25519 signature; the relay verifies it, then strips it before
-    /// forwarding to the app (absent on the app side).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sig: Option<String>,
     /// True for history backfill sent after `replay_done`.
     pub replay: bool,
     /// The block's original `ts` on replay, the send time on live blocks.
     #[cfg_attr(test, proptest(strategy = "crate::arb::timestamp()"))]
     pub server_ts: f64,
-    /// The relay's connection number (relay ↔ bridge only; stripped toward the app).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conn: Option<u64>,
+}
+
+/// Body of `batch`: blocks the bridge sends one connection in one flush, in order,
+/// under one signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+pub struct BlockBatch {
+    /// The relay's connection number the blocks are for.
+    pub conn: u64,
+    /// 1 to [`MAX_BATCH_BLOCKS`] sealed blocks, in the order the device must receive them.
+    pub blocks: Vec<BlockEnvelope>,
+    /// The bridge's Ed25519 signature over the batch (docs/encryption.md#batches),
+    /// base64; the relay verifies it before forwarding any of the blocks.
+    pub sig: String,
 }
 
 /// Body of `replay_done`: the local socket's `replay_done` message (a `BridgeMessage`)
@@ -444,11 +488,35 @@ pub enum RelayErrorCode {
     SlowConsumer,
     /// Too many connections for this key.
     TooManyConnections,
+    /// The peer speaks another relay protocol version; the message names both.
+    UnsupportedVersion,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_mismatch_names_both_versions_and_the_side_to_update() {
+        assert_eq!(
+            version_mismatch("this bridge", 1, "the relay", 2),
+            "this bridge speaks relay protocol 1 and the relay speaks 2: update this bridge"
+        );
+        assert_eq!(
+            version_mismatch("this device", 3, "the relay", 2),
+            "this device speaks relay protocol 3 and the relay speaks 2: update the relay"
+        );
+    }
+
+    #[test]
+    fn frames_without_a_version_are_version_1_and_a_block_has_no_other_fields() {
+        let auth: RelayFrame =
+            serde_json::from_str(r#"{"type":"auth","bridge_id":"b","device_id":"d","sig":"s"}"#).unwrap();
+        let RelayFrame::Auth(auth) = auth else { panic!("auth") };
+        assert_eq!(auth.protocol_version, 1);
+        let with_sig = r#"{"type":"block","session_id":"s","block_type":"text","enc":"e","replay":false,"server_ts":1.0,"sig":"x"}"#;
+        assert!(serde_json::from_str::<RelayFrame>(with_sig).is_err());
+    }
 
     #[test]
     fn frame_types_list_matches_the_enum() {
@@ -458,6 +526,6 @@ mod tests {
         }
         let distinct: std::collections::BTreeSet<_> = FRAME_TYPES.iter().collect();
         assert_eq!(distinct.len(), FRAME_TYPES.len());
-        assert_eq!(FRAME_TYPES.len(), 19);
+        assert_eq!(FRAME_TYPES.len(), 20);
     }
 }

@@ -1,16 +1,18 @@
 //! `/v1/bridge`: a bridge proves its key by signing the relay's challenge in `register`,
-//! then sends sealed frames for its clients, pushes, device lists and pairing answers.
+//! then sends sealed frames for its clients (blocks in signed `batch`es, read on the
+//! fast path of `crate::batch`), pushes, device lists and pairing answers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
-use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_block};
+use terminull_protocol::BridgeId;
+use terminull_protocol::crypto::envelope::relay_auth_bytes;
 use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame};
-use terminull_protocol::{BridgeId, SessionId};
+use terminull_protocol::relay::{PROTOCOL_VERSION, Register, RelayErrorCode, RelayFrame, version_mismatch};
 
+use crate::batch::check_batch;
 use crate::challenge::{Challenged, Side, challenge};
 use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
 use crate::hub::{ConnectionSlot, Hub};
@@ -42,7 +44,19 @@ pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
         match io.next_frame(None).await {
             Inbound::Ended => break,
             Inbound::Frame(frame) => {
-                if !handle_frame(&hub, &mut io, &bridge_id, &key, *frame) {
+                if !handle_frame(&hub, &mut io, &bridge_id, *frame) {
+                    break;
+                }
+            }
+            Inbound::Batch(text) => {
+                let (open, blocks) = handle_batch(&hub, &mut io, &bridge_id, &key, text.as_str());
+                // Each forwarded block wakes a device's writer: charge the task budget
+                // per block (the reader charged one for the frame), so that the reader
+                // yields to those writers as often as it did when blocks came one by one.
+                for _ in 1..blocks {
+                    tokio::task::consume_budget().await;
+                }
+                if !open {
                     break;
                 }
             }
@@ -60,10 +74,10 @@ fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, Public
         return Err(bad(format!("expected `register` answering the challenge, got `{}`", frame.frame_type())));
     };
     if register.protocol_version != PROTOCOL_VERSION {
-        return Err(bad(format!(
-            "protocol_version {} is not supported; this relay speaks {PROTOCOL_VERSION}",
-            register.protocol_version
-        )));
+        return Err(Refusal::new(
+            RelayErrorCode::UnsupportedVersion,
+            version_mismatch("this bridge", register.protocol_version, "the relay", PROTOCOL_VERSION),
+        ));
     }
     let key = PublicIdentity::from_wire(&register.keys).map_err(|e| bad(format!("register.keys: {e}")))?;
     if key.bridge_id() != register.bridge_id {
@@ -78,14 +92,7 @@ fn authenticate(frame: RelayFrame, nonce: &[u8; 32]) -> Result<(Register, Public
 
 /// Handles one frame from an authenticated bridge. Returns false when the connection
 /// is over.
-fn handle_frame(
-    hub: &Arc<Hub>,
-    io: &mut ConnIo,
-    bridge_id: &BridgeId,
-    key: &PublicIdentity,
-    frame: RelayFrame,
-) -> bool {
-    let missing_conn = |t: &str| format!("`{t}` needs the `conn` it is for");
+fn handle_frame(hub: &Arc<Hub>, io: &mut ConnIo, bridge_id: &BridgeId, frame: RelayFrame) -> bool {
     match frame {
         RelayFrame::Devices(devices) => match hub.replace_devices(bridge_id, devices.devices) {
             Ok(()) => true,
@@ -95,19 +102,11 @@ fn handle_frame(
             Ok(()) => true,
             Err(Refusal { code, message }) => io.refuse(code, &message, None),
         },
-        RelayFrame::Block(mut block) => {
-            if let Err(e) = verify_block(key, &block) {
-                tracing::warn!(%bridge_id, session_id = %block.session_id, reason = %e, "refusing a block whose signature does not verify");
-                return io.refuse(RelayErrorCode::BadSignature, &e.to_string(), Some(block.session_id));
-            }
-            let Some(conn) = block.conn.take() else {
-                return io.refuse(RelayErrorCode::BadFrame, &missing_conn("block"), Some(block.session_id));
-            };
-            block.sig = None;
-            let session_id: SessionId = block.session_id.clone();
-            hub.route_block(bridge_id, conn, RelayFrame::Block(block), &session_id);
-            true
-        }
+        RelayFrame::Block(block) => io.refuse(
+            RelayErrorCode::BadFrame,
+            "a bridge sends blocks in a `batch`, not as `block` frames (relay protocol 2)",
+            Some(block.session_id),
+        ),
         RelayFrame::ReplayDone(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::ReplayDone(f)),
         RelayFrame::Reply(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::Reply(f)),
         RelayFrame::LinkAccept(mut f) => route(hub, io, bridge_id, f.conn.take(), RelayFrame::LinkAccept(f)),
@@ -128,6 +127,27 @@ fn handle_frame(
             &format!("`{}` is not a frame a bridge sends after registering", other.frame_type()),
             None,
         ),
+    }
+}
+
+/// Checks a `batch` and forwards its blocks; a batch that fails any check is refused
+/// whole, none of its blocks forwarded. Returns whether the connection is still open
+/// and how many blocks were forwarded.
+fn handle_batch(hub: &Hub, io: &mut ConnIo, bridge_id: &BridgeId, key: &PublicIdentity, text: &str) -> (bool, usize) {
+    match check_batch(text, key, bridge_id.as_str()) {
+        Ok(batch) => {
+            let blocks = batch.blocks.len();
+            io.charge(blocks.saturating_sub(1));
+            hub.route_batch(bridge_id, batch.conn, batch.blocks);
+            (true, blocks)
+        }
+        Err(e) => {
+            let Refusal { code, message } = e.refusal();
+            if code == RelayErrorCode::BadSignature {
+                tracing::warn!(%bridge_id, reason = %message, "refusing a batch whose signature does not verify");
+            }
+            (io.refuse(code, &message, None), 0)
+        }
     }
 }
 

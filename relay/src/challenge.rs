@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocket;
 use terminull_protocol::crypto::{b64url, random_bytes};
-use terminull_protocol::relay::{Challenge, RelayFrame};
+use terminull_protocol::relay::{Challenge, RelayErrorCode, RelayFrame};
 use tokio::time::Instant;
 
 use crate::config::RelayConfig;
-use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits};
+use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
 use crate::hub::Hub;
 use crate::limits::deadline_after;
 
@@ -89,6 +89,17 @@ pub(crate) async fn challenge(
     let deadline = deadline_after(Instant::now(), config.auth_timeout);
     match io.next_frame(Some(deadline)).await {
         Inbound::Frame(answer) => Ok(Challenged { id, io, nonce, answer: *answer }),
+        Inbound::Batch(_) => {
+            let message = format!(
+                "expected `{}` answering the challenge, got `batch`",
+                match side {
+                    Side::Bridge => "register",
+                    Side::Client => "auth",
+                }
+            );
+            io.handle.kill(Kill::with_error(RelayErrorCode::BadFrame, message, close_code::POLICY).after_queue());
+            Err(io)
+        }
         Inbound::Ended => Err(io),
     }
 }

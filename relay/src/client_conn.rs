@@ -9,7 +9,7 @@ use axum::extract::ws::WebSocket;
 use terminull_protocol::crypto::envelope::{relay_auth_bytes, verify_control};
 use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::keys::PublicIdentity;
-use terminull_protocol::relay::{Auth, RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{Auth, PROTOCOL_VERSION, RelayErrorCode, RelayFrame, version_mismatch};
 use terminull_protocol::{BridgeId, DeviceId};
 
 use crate::challenge::{Challenged, Side, challenge};
@@ -48,6 +48,12 @@ pub(crate) async fn serve_client(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
                     break;
                 }
             }
+            Inbound::Batch(_) => {
+                let message = "`batch` is not a frame a client sends after authenticating";
+                if !io.refuse(RelayErrorCode::BadFrame, message, None) {
+                    break;
+                }
+            }
         }
     }
     hub.client_gone(id);
@@ -70,12 +76,18 @@ fn authenticate(
     frame: RelayFrame,
     nonce: &[u8; 32],
 ) -> Result<(BridgeId, DeviceId, PublicIdentity), Refusal> {
-    let RelayFrame::Auth(Auth { bridge_id, device_id, sig }) = frame else {
+    let RelayFrame::Auth(Auth { bridge_id, device_id, sig, protocol_version }) = frame else {
         return Err(Refusal::bad_frame(format!(
             "expected `auth` answering the challenge, got `{}`",
             frame.frame_type()
         )));
     };
+    if protocol_version != PROTOCOL_VERSION {
+        return Err(Refusal::new(
+            RelayErrorCode::UnsupportedVersion,
+            version_mismatch("this device", protocol_version, "the relay", PROTOCOL_VERSION),
+        ));
+    }
     let key = hub.device_key(&bridge_id, &device_id)?;
     let signed = relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), nonce);
     from_b64("sig", &sig)

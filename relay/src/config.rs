@@ -35,7 +35,9 @@ pub struct RelayConfig {
     /// The largest WebSocket message (and frame) accepted, in bytes. Default 1 MiB.
     pub max_message_bytes: usize,
     /// Frames queued toward one client connection before it is cut off as a slow
-    /// consumer. Default 1024.
+    /// consumer. Default 1024. A batch's blocks are queued together, and admitted
+    /// whole when the queue is empty, so a queue holds at most the larger of this and
+    /// one batch (`MAX_BATCH_BLOCKS` frames).
     pub client_queue_frames: usize,
     /// Frames queued toward one bridge connection. Default 8192.
     pub bridge_queue_frames: usize,
@@ -43,8 +45,9 @@ pub struct RelayConfig {
     pub client_frames_per_sec: u32,
     /// The client token bucket's burst. Default 400.
     pub client_frames_burst: u32,
-    /// Frames per second a bridge connection may send. Default 5000 (history replays
-    /// come in bursts).
+    /// Frames per second a bridge connection may send, a `batch` counting as its number
+    /// of blocks (a batch larger than what is left puts the bucket in debt: the frames
+    /// after it wait). Default 5000 (history replays come in bursts).
     pub bridge_frames_per_sec: u32,
     /// The bridge token bucket's burst. Default 20 000.
     pub bridge_frames_burst: u32,

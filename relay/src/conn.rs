@@ -4,9 +4,10 @@
 //! and the malformed-frame budget.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt as _, StreamExt as _};
 use terminull_protocol::SessionId;
@@ -39,6 +40,10 @@ pub(crate) mod close_code {
 
 /// How long a connection's last frames may take when the relay is shutting down.
 const SHUTDOWN_FAREWELL: Duration = Duration::from_millis(500);
+
+/// How a `batch` frame's text starts when `type` is its first field (as every
+/// serializer of the protocol's tagged frames writes it).
+const BATCH_HEAD: &str = r#"{"type":"batch""#;
 
 /// Longest `error.message` the relay builds from peer input.
 const MAX_DETAIL: usize = 240;
@@ -94,12 +99,60 @@ pub(crate) enum SendError {
     Closed,
 }
 
+/// One item of a connection's outbound queue: a frame, or the frames of one batch
+/// (one channel operation and one writer wake-up for up to a batch's worth of blocks).
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// One frame's text.
+    One(String),
+    /// Several frames' texts, in order.
+    Many(Vec<String>),
+}
+
+impl Outbound {
+    /// How many frames it holds.
+    fn frames(&self) -> usize {
+        match self {
+            Outbound::One(_) => 1,
+            Outbound::Many(texts) => texts.len(),
+        }
+    }
+}
+
+/// The bound of a connection's outbound queue, counted in frames (not queue items).
+#[derive(Debug)]
+struct QueueBound {
+    /// Frames queued and not yet taken by the writer.
+    queued: AtomicUsize,
+    /// Most frames queued at once; an item of several frames is also admitted whole
+    /// when the queue is empty, so the bound is `max(capacity, largest item)` — a batch
+    /// holds at most `MAX_BATCH_BLOCKS` frames.
+    capacity: usize,
+}
+
+impl QueueBound {
+    /// Reserves room for `n` frames, or says the queue is full.
+    fn reserve(&self, n: usize) -> bool {
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q == 0 || q.saturating_add(n) <= self.capacity).then(|| q.saturating_add(n))
+            })
+            .is_ok()
+    }
+
+    /// Gives back room for `n` frames.
+    fn release(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 /// The sending side of a connection, held by the hub.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnHandle {
     /// The connection's number.
     pub id: ConnId,
-    tx: mpsc::Sender<String>,
+    tx: mpsc::Sender<Outbound>,
+    bound: Arc<QueueBound>,
     kill: Arc<watch::Sender<Option<Kill>>>,
 }
 
@@ -111,12 +164,27 @@ impl ConnHandle {
 
     /// Queues an already serialized frame without waiting.
     pub(crate) fn send_text(&self, text: String) -> Result<(), SendError> {
+        self.send(Outbound::One(text))
+    }
+
+    /// Queues an item without waiting; it counts its frames against the queue's bound.
+    fn send(&self, item: Outbound) -> Result<(), SendError> {
         if self.is_killed() {
             return Err(SendError::Closed);
         }
-        self.tx.try_send(text).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => SendError::Full,
-            mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+        let frames = item.frames();
+        if frames == 0 {
+            return Ok(());
+        }
+        if !self.bound.reserve(frames) {
+            return Err(SendError::Full);
+        }
+        self.tx.try_send(item).map_err(|e| {
+            self.bound.release(frames);
+            match e {
+                mpsc::error::TrySendError::Full(_) => SendError::Full,
+                mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+            }
         })
     }
 
@@ -128,7 +196,16 @@ impl ConnHandle {
 
     /// [`Self::send_or_cut_off`] for an already serialized frame.
     pub(crate) fn send_text_or_cut_off(&self, text: String) -> bool {
-        match self.send_text(text) {
+        self.send_or_cut_off_item(Outbound::One(text))
+    }
+
+    /// [`Self::send_or_cut_off`] for already serialized frames, queued as one item.
+    pub(crate) fn send_texts_or_cut_off(&self, texts: Vec<String>) -> bool {
+        self.send_or_cut_off_item(Outbound::Many(texts))
+    }
+
+    fn send_or_cut_off_item(&self, item: Outbound) -> bool {
+        match self.send(item) {
             Ok(()) => true,
             Err(SendError::Full) => {
                 self.kill(Kill::with_error(
@@ -180,6 +257,10 @@ pub(crate) fn error_frame(
 pub(crate) enum Inbound {
     /// A well-formed frame, within the rate limit.
     Frame(Box<RelayFrame>),
+    /// A `batch` frame's text, within the rate limit (its first block's token is taken;
+    /// [`ConnIo::charge`] takes the rest once it is read): it goes the fast path
+    /// (`crate::batch`) that forwards its blocks' text without re-serialising them.
+    Batch(Utf8Bytes),
     /// The connection is over (closed by the peer, killed, timed out or failed).
     Ended,
 }
@@ -220,11 +301,20 @@ impl ConnIo {
         stopping: CancellationToken,
     ) -> Self {
         let (sink, stream) = socket.split();
+        // Every item holds at least one frame, so the frame bound also bounds the items.
+        let queue_len = queue_len.max(1);
         let (tx, rx) = mpsc::channel(queue_len);
+        let bound = Arc::new(QueueBound { queued: AtomicUsize::new(0), capacity: queue_len });
         let (kill_tx, kill_rx) = watch::channel(None);
-        let writer = tokio::spawn(write_loop(sink, rx, kill_rx.clone(), Arc::clone(&config), stopping.clone()));
+        let writer = tokio::spawn(write_loop(
+            sink,
+            Queue { rx, bound: Arc::clone(&bound) },
+            kill_rx.clone(),
+            Arc::clone(&config),
+            stopping.clone(),
+        ));
         Self {
-            handle: ConnHandle { id, tx, kill: Arc::new(kill_tx) },
+            handle: ConnHandle { id, tx, bound, kill: Arc::new(kill_tx) },
             role,
             stream,
             kill_rx,
@@ -294,7 +384,17 @@ impl ConnIo {
                         }
                         return Inbound::Ended;
                     }
+                    if text.as_str().starts_with(BATCH_HEAD) {
+                        tokio::task::consume_budget().await;
+                        return Inbound::Batch(text);
+                    }
                     match serde_json::from_str::<RelayFrame>(text.as_str()) {
+                        // A batch whose `type` is not its first field: the fast path
+                        // reads it again, borrowed.
+                        Ok(RelayFrame::Batch(_)) => {
+                            tokio::task::consume_budget().await;
+                            return Inbound::Batch(text);
+                        }
                         Ok(frame) => {
                             // One socket read holds dozens of frames, and frames already
                             // buffered cost tokio no budget, so a busy bridge's reader
@@ -326,6 +426,13 @@ impl ConnIo {
                 }
             }
         }
+    }
+
+    /// Counts `blocks` more frames against the inbound rate bucket (a `batch` counts as
+    /// its number of blocks; its first was taken when it arrived). The bucket may go
+    /// into debt by at most one batch: the frames after it wait until it has refilled.
+    pub(crate) fn charge(&mut self, blocks: usize) {
+        self.bucket.take_debt(blocks as f64, std::time::Instant::now());
     }
 
     /// Answers a refused frame with `error` and counts it against the malformed budget
@@ -421,11 +528,55 @@ impl ConnIo {
     }
 }
 
+/// Most queued frames the writer hands the socket per flush (it always takes whole
+/// items, so a flush may hold one batch more).
+const WRITE_BATCH: usize = 64;
+
+/// The writer's end of the outbound queue.
+#[derive(Debug)]
+struct Queue {
+    rx: mpsc::Receiver<Outbound>,
+    bound: Arc<QueueBound>,
+}
+
+impl Queue {
+    /// The next item, waiting for it; `None` when every sender is gone.
+    async fn recv(&mut self) -> Option<Outbound> {
+        let item = self.rx.recv().await?;
+        self.bound.release(item.frames());
+        Some(item)
+    }
+
+    /// The next item if one is queued.
+    fn try_recv(&mut self) -> Option<Outbound> {
+        let item = self.rx.try_recv().ok()?;
+        self.bound.release(item.frames());
+        Some(item)
+    }
+}
+
+/// Feeds every frame of `item` to the sink (without flushing); returns how many.
+async fn feed(sink: &mut SplitSink<WebSocket, Message>, item: Outbound) -> Result<usize, axum::Error> {
+    match item {
+        Outbound::One(text) => {
+            sink.feed(Message::Text(text.into())).await?;
+            Ok(1)
+        }
+        Outbound::Many(texts) => {
+            let n = texts.len();
+            for text in texts {
+                sink.feed(Message::Text(text.into())).await?;
+            }
+            Ok(n)
+        }
+    }
+}
+
 /// Drains the queue into the socket, pings on schedule, and on kill sends the final
 /// `error` frame and close frame (bounded by `close_timeout`).
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<String>,
+    mut queue: Queue,
     mut kill_rx: watch::Receiver<Option<Kill>>,
     config: Arc<RelayConfig>,
     stopping: CancellationToken,
@@ -434,28 +585,47 @@ async fn write_loop(
     let mut ping = tokio::time::interval_at(deadline_after(Instant::now(), ping_interval), ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let message = tokio::select! {
+        let first = tokio::select! {
             biased;
             _ = kill_rx.changed() => break,
-            text = rx.recv() => match text {
-                Some(text) => Message::Text(text.into()),
+            item = queue.recv() => match item {
+                Some(item) => Some(item),
                 None => break,
             },
-            _ = ping.tick() => Message::Ping(Default::default()),
+            _ = ping.tick() => None,
         };
-        // A peer that stops reading blocks this send; the kill switch still ends it.
+        // What else is queued goes in the same write (up to WRITE_BATCH frames): one
+        // flush, one syscall, for a batch's worth of blocks instead of one per frame.
+        let write = async {
+            let mut fed = match first {
+                Some(item) => feed(&mut sink, item).await?,
+                None => {
+                    sink.feed(Message::Ping(Default::default())).await?;
+                    1
+                }
+            };
+            while fed < WRITE_BATCH {
+                let Some(item) = queue.try_recv() else { break };
+                fed += feed(&mut sink, item).await?;
+            }
+            sink.flush().await
+        };
+        // A peer that stops reading blocks this write; the kill switch still ends it
+        // (frames fed but not flushed stay in the sink's buffer and go first in the
+        // farewell).
         tokio::select! {
             biased;
             _ = kill_rx.changed() => break,
-            sent = sink.send(message) => if sent.is_err() { return },
+            sent = write => if sent.is_err() { return },
         }
     }
     let kill = kill_rx.borrow().clone();
     let Some(kill) = kill else { return };
     let farewell = async {
         if kill.flush_queue {
-            while let Ok(text) = rx.try_recv() {
-                sink.send(Message::Text(text.into())).await?;
+            while let Some(item) = queue.try_recv() {
+                feed(&mut sink, item).await?;
+                sink.flush().await?;
             }
         }
         if let Some(error) = kill.error {
@@ -469,4 +639,34 @@ async fn write_loop(
     let bound =
         if stopping.is_cancelled() { config.close_timeout.min(SHUTDOWN_FAREWELL) } else { config.close_timeout };
     let _ = tokio::time::timeout(bound, farewell).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bound(capacity: usize) -> QueueBound {
+        QueueBound { queued: AtomicUsize::new(0), capacity }
+    }
+
+    #[test]
+    fn a_queue_counts_frames_not_items_and_refuses_what_does_not_fit() {
+        let q = bound(100);
+        assert!(q.reserve(64), "a batch fits an empty queue");
+        assert!(q.reserve(36), "up to the bound");
+        assert!(!q.reserve(1), "one frame past the bound is refused");
+        q.release(64);
+        assert!(!q.reserve(65), "a batch larger than the room left is refused whole");
+        assert!(q.reserve(64));
+        assert_eq!(q.queued.load(Ordering::Acquire), 100);
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_queue_is_admitted_only_into_an_empty_queue() {
+        let q = bound(8);
+        assert!(q.reserve(64), "an empty queue takes a whole batch, whatever its bound");
+        assert!(!q.reserve(1), "then nothing more until the writer takes it");
+        q.release(64);
+        assert!(q.reserve(1));
+    }
 }

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod bridge_conn;
 mod challenge;
 mod client_conn;

@@ -32,6 +32,13 @@ impl TokenBucket {
         }
     }
 
+    /// Takes `n` tokens whether or not the bucket holds them: the balance may go
+    /// negative, and [`Self::try_take`] refuses until it has refilled past 1.
+    pub(crate) fn take_debt(&mut self, n: f64, now: Instant) {
+        self.refill(now);
+        self.tokens -= n;
+    }
+
     fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
@@ -98,6 +105,16 @@ mod tests {
         assert!(!b.try_take(start));
         assert!(b.try_take(start + Duration::from_millis(100)));
         assert!(!b.try_take(start + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_batch_charged_as_its_blocks_makes_the_next_frames_wait() {
+        let start = Instant::now();
+        let mut b = TokenBucket::new(10.0, 3.0);
+        assert!(b.try_take(start));
+        b.take_debt(4.0, start);
+        assert!(!b.try_take(start + Duration::from_millis(200)), "2 in debt, 2 refilled: 0 < 1");
+        assert!(b.try_take(start + Duration::from_millis(300)));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt as _, Stream, StreamExt as _};
 use support::*;
 use terminull_protocol::crypto::channel::{Opener, Sealer};
-use terminull_protocol::crypto::envelope::{open_block, open_control, seal_block, seal_control};
+use terminull_protocol::crypto::envelope::{open_block, open_control, seal_block, seal_control, sign_batch};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{b64, b64url, from_b64url};
 use terminull_protocol::relay::{DeviceRecord, LinkAccept, LinkHello, RelayErrorCode, RelayFrame};
@@ -498,7 +498,7 @@ struct Healthy {
 }
 
 /// Round trips through the relay and the bridge, one at a time: even ones a signed
-/// `control` answered by a sealed, signed `block`, odd ones a `link_hello` answered by a
+/// `control` answered by a sealed `block` (in a signed batch of one), odd ones a `link_hello` answered by a
 /// `link_accept` echoing its nonce. Each answer must be the one for this request: blocks
 /// open in counter order (none lost, duplicated or reordered) and carry the request's
 /// number; accepts echo the request's nonce.
@@ -536,7 +536,6 @@ async fn healthy_round_trips(
                     other => panic!("round trip {round}: expected the block answering it, got {other:?}"),
                 }
             };
-            assert!(block.sig.is_none() && block.conn.is_none(), "round trip {round}: sig and conn are stripped");
             let json = open_block(&mut opener, &block)
                 .unwrap_or_else(|e| panic!("round trip {round}: the answer does not open in order: {e}"));
             assert_eq!(String::from_utf8(json).unwrap(), answer_text(round), "round trip {round}: another answer");
@@ -620,11 +619,9 @@ async fn bridge_reader(mut stream: SplitStream<Ws>, mut side: BridgeSide) -> Bri
                 }
                 let session = SessionId(HEALTHY_SESSION.into());
                 let answer = answer_text(round);
-                let mut block =
-                    seal_block(&mut sealer, &side.bridge, &session, "text", false, SERVER_TS, answer.as_bytes())
-                        .unwrap();
-                block.conn = Some(side.healthy_conn);
-                side.answers.send(serde_json::to_string(&RelayFrame::Block(block)).unwrap()).unwrap();
+                let block = seal_block(&mut sealer, &session, "text", false, SERVER_TS, answer.as_bytes()).unwrap();
+                let batch = sign_batch(&side.bridge, side.healthy_conn, vec![block]);
+                side.answers.send(serde_json::to_string(&RelayFrame::Batch(batch)).unwrap()).unwrap();
                 log.round_trips += 1;
             }
             RelayFrame::LinkHello(h) if healthy && h.device_id == side.healthy_device => {
@@ -696,14 +693,13 @@ async fn pusher(
     mut progress: watch::Receiver<u64>,
 ) -> usize {
     let mut sealer = Sealer::new(SLOW_BLOCK_KEY, "block");
-    // One block per connection, sealed once and sent over and over: the relay verifies
-    // every copy.
+    // One block per connection, sealed and signed once (a batch of one) and sent over and
+    // over: the relay verifies every copy.
     let mut seal = |conn: u64| {
         let json = format!(r#"{{"type":"text","text":"{}"}}"#, "y".repeat(SLOW_BLOCK_BYTES));
         let session = SessionId(SLOW_SESSION.into());
-        let mut block = seal_block(&mut sealer, &bridge, &session, "text", false, SERVER_TS, json.as_bytes()).unwrap();
-        block.conn = Some(conn);
-        (conn, serde_json::to_string(&RelayFrame::Block(block)).unwrap())
+        let block = seal_block(&mut sealer, &session, "text", false, SERVER_TS, json.as_bytes()).unwrap();
+        (conn, serde_json::to_string(&RelayFrame::Batch(sign_batch(&bridge, conn, vec![block]))).unwrap())
     };
     let (mut active, mut seen, mut pushed) = (Vec::new(), 0, 0);
     let mut next = 0;

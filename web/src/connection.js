@@ -4,7 +4,7 @@
 // and push notices, and a check when the page becomes visible again.
 
 import { app, currentSession } from './state.js';
-import { openLink, ControlError } from './link.js';
+import { openLink, ControlError, VERSION_MISMATCH } from './link.js';
 import { toast, setConn, setPath, noteRejected } from './status.js';
 import { attach } from './sessions.js';
 import { onBlock } from './session-view.js';
@@ -72,12 +72,13 @@ export async function connect() {
       onRelayError: (frame) => {
         if (frame.code !== 'unauthorized') toast(`relay: ${frame.message ?? frame.code}`, 'warn');
       },
-      onClose: (reason) => {
+      onClose: (reason, code) => {
         if (app.link === link) {
           app.link = null;
           console.info(`link closed: ${reason}`);
           for (const s of app.sessions.values()) s.attachedOn = null;
-          scheduleReconnect();
+          if (code === VERSION_MISMATCH) versionMismatch(reason);
+          else scheduleReconnect();
           updateComposer(currentSession());
         }
       },
@@ -93,6 +94,10 @@ export async function connect() {
   } catch (e) {
     reconnect.connecting = false;
     console.warn(`connect: ${e.message ?? e}`);
+    if (e.code === VERSION_MISMATCH) {
+      versionMismatch(String(e.message));
+      return;
+    }
     if (/unknown_device/.test(String(e.message))) {
       setConn('offline', 'not paired');
       toast('The bridge does not know this device (revoked?). Pair again.', 'warn');
@@ -101,6 +106,14 @@ export async function connect() {
     if (/bridge_offline/.test(String(e.message))) scheduleReconnect('bridge-offline', 'bridge offline');
     else scheduleReconnect();
   }
+}
+
+/** The server speaks another protocol version: said on screen, and no retry (it would fail the same way). */
+function versionMismatch(sentence) {
+  setConn('offline', 'update needed');
+  // The toast goes after a while; the status keeps the sentence.
+  app.ui.conn.title = sentence;
+  toast(sentence, 'warn');
 }
 
 function onStatus(status) {

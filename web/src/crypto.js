@@ -24,6 +24,28 @@ const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true });
 
 /** UTF-8 bytes of a string. */
+/**
+ * A counter skipped one or more: a message sent before this one never arrived. Only
+ * streams that must arrive whole (`Opener.openNext`) throw it; the link that sees it is
+ * broken and must be replaced (new keys, sessions resumed).
+ */
+export class MissingError extends CryptoError {
+  constructor(what, expected, got) {
+    super(`${what}: counter ${got} arrived where ${expected} was due (a message before it was dropped)`);
+    this.name = 'MissingError';
+    this.missing = true;
+  }
+}
+
+/** The relay protocol version this app speaks (docs/relay.md): `auth` carries it, `relay_status` must. */
+export const PROTOCOL_VERSION = 2;
+
+/** The one sentence naming both versions and the side to update (protocol/src/relay.rs). */
+export function versionMismatch(peer, peerVersion, own, ownVersion) {
+  const update = peerVersion < ownVersion ? peer : own;
+  return `${peer} speaks relay protocol ${peerVersion} and ${own} speaks ${ownVersion}: update ${update}`;
+}
+
 export function utf8(s) {
   return enc.encode(s);
 }
@@ -395,11 +417,27 @@ export class Opener extends ChannelDirection {
 
   /** The plaintext of `nonce ‖ ciphertext ‖ tag`, checking `aad`; the counter then becomes the last accepted. */
   open(aad, sealed) {
+    return this._open(aad, sealed, false);
+  }
+
+  /**
+   * `open` for a stream that must arrive whole (a session's blocks, a link's replies):
+   * the counter must be exactly one above the last accepted, else a MissingError (a
+   * message before this one was dropped on the way).
+   */
+  openNext(aad, sealed) {
+    return this._open(aad, sealed, true);
+  }
+
+  _open(aad, sealed, whole) {
     const counter = counterOf(sealed, this.what);
     if (counter <= this.last) {
       throw new CryptoError(
         `${this.what}: counter ${counter} is not above the last accepted ${this.last} (replayed or reordered)`,
       );
+    }
+    if (whole && counter !== this.last + 1n) {
+      throw new MissingError(this.what, this.last + 1n, counter);
     }
     let plain;
     try {
@@ -617,6 +655,7 @@ export function authFrame(identity, bridgeId, challengeB64url) {
     bridge_id: bridgeId,
     device_id: deviceId,
     sig: b64(sign(identity, relayAuthBytes('device', deviceId, bridgeId, challenge))),
+    protocol_version: PROTOCOL_VERSION,
   };
 }
 
@@ -704,9 +743,9 @@ export function replyAad(bridgeId, deviceId) {
   return transcript(['terminull/v1 reply', bridgeId, deviceId]);
 }
 
-/** Opens a `reply` frame's body: the bytes of `{"reply": …, "attach"?: …}`. */
+/** Opens a `reply` frame's body: the bytes of `{"reply": …, "attach"?: …}`. Replies arrive whole (MissingError). */
 export function openReply(opener, bridgeId, deviceId, body) {
-  return opener.open(replyAad(bridgeId, deviceId), fromB64(body, 'body'));
+  return opener.openNext(replyAad(bridgeId, deviceId), fromB64(body, 'body'));
 }
 
 /** Seals a reply (the bridge's side; for tests). */
@@ -719,10 +758,6 @@ export function sealReply(sealer, bridgeId, deviceId, json) {
 
 export function blockAad(sessionId, blockType, replay, serverTs) {
   return transcript(['terminull/v1 block', sessionId, blockType, u8(replay), f64be(serverTs)]);
-}
-
-export function blockSigBytes(e) {
-  return transcript(['terminull/v1 block-sig', e.session_id, e.block_type, u8(e.replay), f64be(e.server_ts), e.enc]);
 }
 
 function checkBlockEnvelope(e) {
@@ -738,23 +773,19 @@ function checkBlockEnvelope(e) {
   }
 }
 
-/** Opens a `block` frame with its session's opener: the block's JSON bytes. */
+/**
+ * Opens a `block` frame with its session's opener: the block's JSON bytes. A session's
+ * blocks arrive whole: one dropped on the way fails the next (MissingError).
+ */
 export function openBlock(opener, e) {
   checkBlockEnvelope(e);
-  return opener.open(blockAad(e.session_id, e.block_type, e.replay, e.server_ts), fromB64(e.enc, 'enc'));
+  return opener.openNext(blockAad(e.session_id, e.block_type, e.replay, e.server_ts), fromB64(e.enc, 'enc'));
 }
 
-/** The relay's check of a block's signature (present from the bridge). */
-export function verifyBlock(bridgeEd25519, e) {
-  checkBlockEnvelope(e);
-  if (typeof e.sig !== 'string') return false;
-  return verify(bridgeEd25519, blockSigBytes(e), fromB64(e.sig, 'sig'));
-}
-
-/** Seals and signs a block (the bridge's side; for tests). */
-export function sealBlock(sealer, bridge, sessionId, blockType, replay, serverTs, json) {
+/** Seals a block (the bridge's side; for tests): the `block` frame a device receives. */
+export function sealBlock(sealer, sessionId, blockType, replay, serverTs, json) {
   const bytes = typeof json === 'string' ? utf8(json) : json;
-  const e = {
+  return {
     type: 'block',
     session_id: sessionId,
     block_type: blockType,
@@ -762,8 +793,6 @@ export function sealBlock(sealer, bridge, sessionId, blockType, replay, serverTs
     replay,
     server_ts: serverTs,
   };
-  e.sig = b64(sign(bridge, blockSigBytes(e)));
-  return e;
 }
 
 // ---------------------------------------------------------------------------

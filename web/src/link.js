@@ -7,7 +7,12 @@
 //
 // DOM-free: the page passes the browser's WebSocket; the Node tests pass `ws`.
 // Everything from the network is untrusted: a frame that fails to parse, verify or
-// open is refused, counted and reported through `onReject`, never thrown.
+// open is refused, counted and reported through `onReject`, never thrown. A session's
+// blocks and the link's replies must arrive whole (consecutive counters): one that
+// shows an earlier one was dropped on the way is refused and the link is closed, so
+// the caller reconnects and resumes. `auth` says which protocol version this app
+// speaks; a server whose `relay_status` names another is refused with one sentence
+// naming both (error code VERSION_MISMATCH: reconnecting will not help).
 
 import * as c from './crypto.js';
 
@@ -19,7 +24,16 @@ export const HANDSHAKE_TIMEOUT_MS = 15000;
 export const REPLY_TIMEOUT_MS = 30000;
 
 const ATTACHING = new Set(['session_request', 'session_resume', 'attach_external']);
-const FATAL_RELAY_ERRORS = new Set(['unknown_device', 'slow_consumer', 'too_many_connections']);
+const FATAL_RELAY_ERRORS = new Set(['unknown_device', 'slow_consumer', 'too_many_connections', 'unsupported_version']);
+/** The code of an error (a failed open, a closed link) that retrying will not fix: the two ends speak other protocol versions. */
+export const VERSION_MISMATCH = 'unsupported_version';
+
+/** `relay_status.protocol_version` (absent: 1) against this app's: the sentence naming both, or null. */
+function versionProblem(frame, direct) {
+  const v = Number.isSafeInteger(frame.protocol_version) ? frame.protocol_version : 1;
+  if (v === c.PROTOCOL_VERSION) return null;
+  return c.versionMismatch(direct ? 'the LAN server' : 'the relay', v, 'this device', c.PROTOCOL_VERSION);
+}
 
 /** A control that failed: `code` is the reply's error code, or `link` when the link went away. */
 export class ControlError extends Error {
@@ -84,7 +98,7 @@ export function openLink(opts) {
     let link = null;
     const earlyPushes = [];
     const clientNonce = c.randomBytes(16);
-    const fail = (reason) => {
+    const fail = (reason, code) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -93,7 +107,9 @@ export function openLink(opts) {
       } catch {
         /* already closed */
       }
-      reject(new Error(reason));
+      const err = new Error(reason);
+      if (code) err.code = code;
+      reject(err);
     };
     const timer = setTimeout(() => fail(`${opts.url}: no answer within ${HANDSHAKE_TIMEOUT_MS / 1000} s`), HANDSHAKE_TIMEOUT_MS);
     const send = (frame) => ws.send(JSON.stringify(frame));
@@ -115,7 +131,12 @@ export function openLink(opts) {
       }
       const frame = parseFrame(ev.data);
       if (!frame) return fail(`unreadable frame during the handshake (${stage})`);
+      if (frame.type === 'error' && frame.code === VERSION_MISMATCH) return fail(String(frame.message), VERSION_MISMATCH);
       if (frame.type === 'error') return fail(`refused: ${frame.code}: ${frame.message}`);
+      if (frame.type === 'relay_status') {
+        const problem = versionProblem(frame, !!opts.direct);
+        if (problem) return fail(problem, VERSION_MISMATCH);
+      }
       try {
         if (stage === 'challenge') {
           if (frame.type !== 'challenge') return fail(`expected challenge, got ${frame.type}`);
@@ -212,14 +233,17 @@ export class Link {
     });
   }
 
-  /** Closes the link (no reconnect from here: the caller decides). */
-  close(reason = 'closed by this device') {
+  /**
+   * Closes the link (no reconnect from here: the caller decides; `code` tells it why,
+   * e.g. VERSION_MISMATCH, which retrying will not fix).
+   */
+  close(reason = 'closed by this device', code = null) {
     try {
       this.ws.close(1000);
     } catch {
       /* already closed */
     }
-    this._closed(reason);
+    this._closed(reason, code);
   }
 
   _sendable(value) {
@@ -271,20 +295,23 @@ export class Link {
     }
   }
 
-  _closed(reason) {
+  _closed(reason, code = null) {
     if (this.closed) return;
     this.closed = reason;
+    this.closedCode = code;
     clearInterval(this.tick);
     for (const id of [...this.waiting.keys()]) this._fail(id, new ControlError('link', reason));
     this.queue = [];
     try {
-      this.opts.onClose?.(reason);
+      this.opts.onClose?.(reason, code);
     } catch {
       /* ignore */
     }
   }
 
   _incoming(data) {
+    // A closed link reads nothing more (a broken one least of all).
+    if (this.closed) return undefined;
     const frame = parseFrame(data);
     if (!frame) return this._reject('a frame', 'unreadable');
     try {
@@ -296,15 +323,22 @@ export class Link {
         case 'replay_done':
           if (typeof frame.session_id !== 'string') return this._reject('replay_done', 'no session_id');
           return this.opts.onReplayDone?.(frame.session_id, Number.isSafeInteger(frame.last_seq) ? frame.last_seq : null);
-        case 'relay_status':
+        case 'relay_status': {
+          const problem = versionProblem(frame, this.direct);
+          if (problem) {
+            this._reject('a relay_status', problem);
+            return this.close(problem, VERSION_MISMATCH);
+          }
           this.status = sanitizeStatus(frame);
           this._flush();
           return this.opts.onStatus?.(this.status);
+        }
         case 'push':
           return this._push(frame);
         case 'error':
           this.opts.onRelayError?.(frame);
-          if (FATAL_RELAY_ERRORS.has(frame.code)) this.close(`${frame.code}: ${frame.message}`);
+          if (frame.code === VERSION_MISMATCH) this.close(String(frame.message), VERSION_MISMATCH);
+          else if (FATAL_RELAY_ERRORS.has(frame.code)) this.close(`${frame.code}: ${frame.message}`);
           return undefined;
         default:
           return this._reject('a frame', `\`${frame.type}\` is not sent to devices`);
@@ -320,7 +354,7 @@ export class Link {
       const bytes = c.openReply(this.opener, this.bridgeId, this.deviceId, frame.body);
       sealed = JSON.parse(c.fromUtf8(bytes));
     } catch (e) {
-      return this._reject('a reply', e.message ?? String(e));
+      return this._refuseOrBreak('a reply', e);
     }
     const reply = sealed && typeof sealed === 'object' ? sealed.reply : null;
     if (!reply || typeof reply !== 'object') return this._reject('a reply', 'no `reply` object');
@@ -356,11 +390,23 @@ export class Link {
     try {
       block = JSON.parse(c.fromUtf8(c.openBlock(opener, frame)));
     } catch (e) {
-      return this._reject('a block', e.message ?? String(e));
+      return this._refuseOrBreak('a block', e);
     }
     if (!isBlock(block)) return this._reject('a block', 'not a block with a seq');
     if (block.type !== frame.block_type) return this._reject('a block', 'its type differs from the envelope');
     return this.opts.onBlock?.(frame.session_id, block, frame.replay === true);
+  }
+
+  /**
+   * Refuses a block or reply that did not open. One that shows an earlier one was
+   * dropped on the way (MissingError) also breaks the link: what the page holds has a
+   * hole that only a new link fills (new keys, sessions resumed from the newest block
+   * held), so the socket is dropped and the caller reconnects.
+   */
+  _refuseOrBreak(what, e) {
+    this._reject(what, e.message ?? String(e));
+    if (e instanceof c.MissingError) this.close(`${what} was dropped on the way (${e.message}): reconnecting`);
+    return undefined;
   }
 
   _push(frame) {

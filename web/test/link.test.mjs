@@ -93,7 +93,7 @@ test('handshake, a session, its blocks; hostile input refused and counted', asyn
   assert.deepEqual(got.blocks.map((b) => b.block.seq), [1, 2, 3]);
 
   // A block whose plaintext type differs from its envelope, or without a seq.
-  deliver(bridge, c.sealBlock(bridge.ws.conn.sessions.get('s-1'), bridge.identity, 's-1', 'text', false, 1, JSON.stringify({ type: 'error', seq: 4, ts: 1 })));
+  deliver(bridge, c.sealBlock(bridge.ws.conn.sessions.get('s-1'), 's-1', 'text', false, 1, JSON.stringify({ type: 'error', seq: 4, ts: 1 })));
   deliver(bridge, block(bridge, 's-1', { type: 'text', ts: 1, id: 'z', text: '', done: true }));
   assert.equal(got.blocks.length, 3);
   assert.equal(link.rejected, 15);
@@ -161,4 +161,91 @@ test('a resume re-keys the session: blocks sealed under the old attachment no lo
   deliver(bridge, block(bridge, 's-1', { type: 'text', seq: 1, ts: 1, id: 'a', text: 'a', done: true }));
   assert.equal(got.blocks.length, 1);
   link.close();
+});
+
+test('a block dropped on the way: the next is refused and the link closes, to be resumed on a new one', async () => {
+  const bridge = new FakeBridge();
+  const { link, got } = await connect(bridge);
+  await link.request({ type: 'session_request', agent: 'echo', cwd: '/tmp' });
+  const b1 = block(bridge, 's-1', { type: 'text', seq: 1, ts: 1, id: 'a', text: 'a', done: true });
+  block(bridge, 's-1', { type: 'text', seq: 2, ts: 1, id: 'b', text: 'b', done: true }); // dropped by the relay
+  const b3 = block(bridge, 's-1', { type: 'text', seq: 3, ts: 1, id: 'c', text: 'wrong', done: true });
+  deliver(bridge, b1);
+  deliver(bridge, b3);
+  assert.deepEqual(got.blocks.map((b) => b.block.seq), [1], 'never shown after a hole');
+  assert.equal(link.rejected, 1);
+  assert.match(got.rejects[0], /counter 3 arrived where 2 was due/);
+  await sleep(5);
+  assert.match(got.closed, /dropped on the way/);
+  assert.ok(link.closed);
+});
+
+test('blocks reordered inside a batch: the first out of place breaks the link', async () => {
+  const bridge = new FakeBridge();
+  const { link, got } = await connect(bridge);
+  await link.request({ type: 'session_request', agent: 'echo', cwd: '/tmp' });
+  const b1 = block(bridge, 's-1', { type: 'text', seq: 1, ts: 1, id: 'a', text: 'a', done: true });
+  const b2 = block(bridge, 's-1', { type: 'text', seq: 2, ts: 1, id: 'b', text: 'b', done: true });
+  deliver(bridge, b2);
+  deliver(bridge, b1);
+  assert.equal(got.blocks.length, 0);
+  await sleep(5);
+  assert.ok(got.closed, 'closed at the first');
+  assert.ok(link.rejected >= 1);
+});
+
+test('a reply dropped on the way: the next is refused and the link closes', async () => {
+  const bridge = new FakeBridge();
+  const { link, got } = await connect(bridge);
+  const conn = bridge.ws.conn;
+  const realDeliver = conn.deliver.bind(conn);
+  let drop = true;
+  conn.deliver = (frame) => {
+    if (drop && typeof frame === 'object' && frame.type === 'reply') {
+      drop = false; // the relay drops the first reply
+      return;
+    }
+    realDeliver(frame);
+  };
+  const first = link.request({ type: 'list_agents' }, 2000).catch((e) => e);
+  const second = link.request({ type: 'list_sessions' }, 2000).catch((e) => e);
+  const [a, b] = await Promise.all([first, second]);
+  assert.equal(a.code, 'link');
+  assert.equal(b.code, 'link');
+  assert.match(got.rejects.join('\n'), /reply.*arrived where 1 was due/);
+  assert.match(got.closed, /dropped on the way/);
+});
+
+test('auth names protocol 2; a server that speaks another is refused with one sentence naming both', async () => {
+  for (const [version, direct, sentence] of [
+    [1, false, 'the relay speaks relay protocol 1 and this device speaks 2: update the relay'],
+    [3, true, 'the LAN server speaks relay protocol 3 and this device speaks 2: update this device'],
+  ]) {
+    const bridge = new FakeBridge({ protocolVersion: version, direct });
+    await assert.rejects(connect(bridge), (e) => e.code === 'unsupported_version' && e.message === sentence);
+  }
+  // A relay_status without a version (null here) is version 1.
+  const bridge = new FakeBridge({ protocolVersion: null, direct: false });
+  await assert.rejects(connect(bridge), /relay speaks relay protocol 1/);
+  // A relay that refuses this device's version: its sentence, the same code.
+  const refusing = new FakeBridge();
+  const orig = refusing.connect.bind(refusing);
+  refusing.connect = (send) => {
+    const conn = orig(send);
+    conn.receive = () => conn.deliver({ type: 'error', code: 'unsupported_version', message: 'this device speaks relay protocol 2 and the relay speaks 3: update this device' });
+    return conn;
+  };
+  await assert.rejects(connect(refusing), (e) => e.code === 'unsupported_version' && /update this device/.test(e.message));
+  // Later, a relay_status naming another version closes the link with that code.
+  const later = new FakeBridge({ direct: false });
+  const { link, got } = await connect(later);
+  let code = null;
+  link.opts.onClose = (reason, c2) => {
+    got.closed = reason;
+    code = c2;
+  };
+  deliver(later, { type: 'relay_status', protocol_version: 1, bridge_online: true, agents: [], resume_tokens: {} });
+  await sleep(5);
+  assert.equal(code, 'unsupported_version');
+  assert.match(got.closed, /the relay speaks relay protocol 1 and this device speaks 2/);
 });

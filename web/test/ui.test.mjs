@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FakeBridge } from '../tools/fake-bridge.mjs';
+import * as c from '../src/crypto.js';
 import { Transcript, displayKey } from '../src/transcript.js';
 
 const web = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -193,8 +194,11 @@ test('the page renders every block type and drives a session through a relay', {
       const frame = bridge.emit('s-1', b);
       if (b.seq === 6) {
         conn.deliver(frame); // replayed: the counter refuses it
-        const bad = conn.block('s-1', { type: 'text', seq: 99, ts: 1, id: 'x', text: 'forged', done: true });
-        conn.deliver({ ...bad, block_type: 'error' }); // relabelled: the AAD refuses it
+        // Forged under a key of the relay's own (and relabelled): refused. (Sealed
+        // under the session's own sealer it would take a counter and the next genuine
+        // block would show one missing.)
+        const bad = c.sealBlock(new c.Sealer(c.randomBytes(32), 'block'), 's-1', 'error', false, 1, JSON.stringify({ type: 'text', seq: 99, ts: 1, id: 'x', text: 'forged', done: true }));
+        conn.deliver(bad);
       }
     }
     const expected = new Transcript(all).entries(displayKey).map((b) => b.seq);

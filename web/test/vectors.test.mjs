@@ -83,7 +83,7 @@ test('relay authentication signatures', () => {
   const bridgeSig = c.sign(bridge, c.relayAuthBytes('bridge', bridgeId, bridgeId, challenge));
   assert.equal(c.b64(bridgeSig), R.bridge_sig);
   const auth = c.authFrame(device, bridgeId, c.b64url(challenge));
-  assert.deepEqual(auth, { type: 'auth', bridge_id: bridgeId, device_id: deviceId, sig: R.device_sig });
+  assert.deepEqual(auth, { type: 'auth', bridge_id: bridgeId, device_id: deviceId, sig: R.device_sig, protocol_version: 2 });
   assert.ok(c.verify(device.ed25519Public, c.relayAuthBytes('device', deviceId, bridgeId, challenge), c.fromB64(R.device_sig)));
 });
 
@@ -128,6 +128,12 @@ test('link: hello, accept, keys, control seal and signature, reply open', () => 
   assert.equal(c.sealReply(bridgeSealer, bridgeId, deviceId, L.reply_plaintext), L.reply_body);
   // Replayed: refused by the counter.
   assert.throws(() => c.openReply(link.opener, bridgeId, deviceId, L.reply_body), /counter 1 is not above the last accepted 1/);
+  // Replies arrive whole: one dropped on the way fails the next.
+  const fresh = new c.Opener(link.keys.bridgeToApp, 'link');
+  const skipped = new c.Sealer(link.keys.bridgeToApp, 'link', 2n);
+  const second = c.sealReply(skipped, bridgeId, deviceId, '{}');
+  assert.throws(() => c.openReply(fresh, bridgeId, deviceId, second), (e) => e instanceof c.MissingError && /counter 2 arrived where 1 was due/.test(e.message));
+  assert.equal(fresh.last, 0n, 'a refusal does not move the counter');
 });
 
 test('session keys, block seal, signature and open', () => {
@@ -142,22 +148,70 @@ test('session keys, block seal, signature and open', () => {
   assert.equal(c.hex(keys.appToBridge), S.app_to_bridge_key_hex);
   assert.equal(c.hex(keys.bridgeToApp), S.bridge_to_app_key_hex);
 
-  const sealed = c.sealBlock(new c.Sealer(keys.bridgeToApp, 'block'), bridge, S.session_id, 'text', false, 1767225611.25, S.block_plaintext);
+  const sealed = c.sealBlock(new c.Sealer(keys.bridgeToApp, 'block'), S.session_id, 'text', false, 1767225611.25, S.block_plaintext);
   assert.deepEqual(sealed, S.block);
-  assert.ok(c.verifyBlock(bridge.ed25519Public, S.block));
+  assert.equal(S.block.sig, undefined, 'a block carries no signature');
 
   const opener = new c.Opener(keys.bridgeToApp, 'block');
   // Relabelled / flipped / other timestamp: the AAD refuses, and the counter does not move.
   assert.throws(() => c.openBlock(opener, { ...S.block, block_type: 'error' }), /authentication failed/);
   assert.throws(() => c.openBlock(opener, { ...S.block, replay: true }), /authentication failed/);
   assert.throws(() => c.openBlock(opener, { ...S.block, server_ts: 1767225611.5 }), /authentication failed/);
-  assert.ok(!c.verifyBlock(bridge.ed25519Public, { ...S.block, block_type: 'error' }));
   const plain = c.openBlock(opener, S.block);
   assert.equal(c.fromUtf8(plain), S.block_plaintext);
   assert.throws(() => c.openBlock(opener, S.block), /replayed or reordered/);
   // Malformed input is an error, not a crash.
   assert.throws(() => c.openBlock(opener, { ...S.block, enc: 'AAAA' }), /at least 28 bytes/);
   assert.throws(() => c.openBlock(opener, null), /malformed/);
+});
+
+/**
+ * What the bridge signs for a `batch`, written here from docs/encryption.md#batches
+ * alone (a device never sees a batch, so the app does not ship it):
+ * transcript("terminull/v2 batch", bridge_id, u64be(conn), u32be(n), then per block
+ * session_id, block_type, u8(replay), f64be(server_ts), SHA-256(enc)).
+ */
+function batchSigBytes(bridgeId, conn, blocks) {
+  const c64 = new Uint8Array(8);
+  new DataView(c64.buffer).setBigUint64(0, BigInt(conn), false);
+  const n = new Uint8Array(4);
+  new DataView(n.buffer).setUint32(0, blocks.length, false);
+  const ts = (x) => {
+    const b = new Uint8Array(8);
+    new DataView(b.buffer).setFloat64(0, x, false);
+    return b;
+  };
+  const parts = ['terminull/v2 batch', bridgeId, c64, n];
+  for (const b of blocks) {
+    parts.push(b.session_id, b.block_type, new Uint8Array([b.replay ? 1 : 0]), ts(b.server_ts), c.sha256Bytes(c.utf8(b.enc)));
+  }
+  return c.transcript(parts);
+}
+
+function verifyBatch(bridgeEd25519, bridgeId, batch) {
+  return c.verify(bridgeEd25519, batchSigBytes(bridgeId, batch.conn, batch.blocks), c.fromB64(batch.sig, 'sig'));
+}
+
+test('a batch: its signed bytes and signature, and its blocks as the device receives them', () => {
+  const S = V.session;
+  const B = V.batch;
+  const app = c.appSessionKey(c.fromHex(S.app_secret_hex));
+  const shared = c.agree(app.secret, bridge.x25519Public);
+  const keys = c.sessionKeys(shared, S.session_id, app.public, c.fromHex(S.attach_nonce_hex));
+  const frameBlocks = B.frame.blocks;
+  assert.equal(c.hex(batchSigBytes(bridgeId, B.conn, frameBlocks)), B.signed_bytes_hex);
+  assert.equal(c.b64(c.sign(bridge, batchSigBytes(bridgeId, B.conn, frameBlocks))), B.frame.sig);
+  assert.ok(verifyBatch(bridge.ed25519Public, bridgeId, B.frame));
+  assert.ok(!verifyBatch(bridge.ed25519Public, bridgeId, { ...B.frame, conn: 8 }), 'bound to the connection');
+  assert.ok(!verifyBatch(bridge.ed25519Public, bridgeId, { ...B.frame, blocks: [...frameBlocks].reverse() }), 'reordered');
+  assert.ok(!verifyBatch(bridge.ed25519Public, bridgeId, { ...B.frame, blocks: frameBlocks.slice(1) }), 'a block dropped');
+  // Forwarded: each block as its own frame, exactly the batch's text behind "type":"block".
+  assert.deepEqual(B.forwarded, frameBlocks.map((b) => ({ type: 'block', ...b })));
+  // They follow the session's first block (counter 1): counters 2 and 3.
+  const opener = new c.Opener(keys.bridgeToApp, 'block');
+  c.openBlock(opener, S.block);
+  assert.throws(() => c.openBlock(opener, B.forwarded[1]), (e) => e instanceof c.MissingError, 'the second without the first');
+  assert.deepEqual(B.forwarded.map((f) => c.fromUtf8(c.openBlock(opener, f))), B.block_plaintexts);
 });
 
 test('push key and payload', () => {

@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import * as c from '../src/crypto.js';
 
 export class FakeBridge {
-  constructor({ direct = true, forgeAccept = false, agents } = {}) {
+  constructor({ direct = true, forgeAccept = false, agents, protocolVersion = c.PROTOCOL_VERSION } = {}) {
+    this.protocolVersion = protocolVersion; // what relay_status says it speaks
     this.identity = c.generateIdentity();
     this.bridgeId = c.bridgeIdOf(this.identity.ed25519Public);
     this.keys = c.publicKeysWire(this.identity);
@@ -98,7 +99,7 @@ export class FakeBridge {
   /** Sends a relay_status with a token for `sid` to every connection (a relay would). */
   grantToken(sid) {
     this.tokens[sid] = `tok-${sid}`;
-    for (const conn of this.conns) conn.deliver({ type: 'relay_status', bridge_online: true, agents: this.agents, resume_tokens: this.tokens });
+    for (const conn of this.conns) conn.deliver({ type: 'relay_status', protocol_version: this.protocolVersion, bridge_online: true, agents: this.agents, resume_tokens: this.tokens });
   }
 }
 
@@ -124,7 +125,8 @@ class FakeConn {
         assert.ok(c.verify(dev.ed25519, c.relayAuthBytes('device', frame.device_id, b.bridgeId, this.challenge), c.fromB64(frame.sig)), 'auth signature');
         this.deviceId = frame.device_id;
         this.device = dev;
-        this.deliver({ type: 'relay_status', bridge_online: true, agents: b.agents, resume_tokens: b.direct ? {} : b.tokens });
+        assert.equal(frame.protocol_version, c.PROTOCOL_VERSION, 'auth names the protocol version');
+        this.deliver({ type: 'relay_status', protocol_version: b.protocolVersion, bridge_online: true, agents: b.agents, resume_tokens: b.direct ? {} : b.tokens });
         return;
       }
       case 'link_hello': {
@@ -189,10 +191,8 @@ class FakeConn {
     this.deliver({ type: 'reply', device_id: this.deviceId, body });
   }
 
-  /** A sealed, signed block frame for this connection's attachment to `sid`. */
-  block(sid, block, { replay = false, ts = 1767225611.25, sign = true } = {}) {
-    const frame = c.sealBlock(this.sessions.get(sid), this.bridge.identity, sid, block.type, replay, ts, JSON.stringify(block));
-    if (!sign) delete frame.sig;
-    return frame;
+  /** A sealed block frame for this connection's attachment to `sid` (as the relay forwards it: no signature). */
+  block(sid, block, { replay = false, ts = 1767225611.25 } = {}) {
+    return c.sealBlock(this.sessions.get(sid), sid, block.type, replay, ts, JSON.stringify(block));
   }
 }

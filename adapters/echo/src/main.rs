@@ -11,8 +11,10 @@
 //! - `bench blocks N SIZE [PACE_US]`: N finished `text` blocks of SIZE bytes, each
 //!   under its own id and starting with `t=<unix ns at emit>;` so the receiver can
 //!   measure latency; PACE_US microseconds apart (0, the default: as fast as it can).
-//! - `bench stream TOTAL CHUNK`: one answer of TOTAL bytes streamed CHUNK bytes at a
-//!   time, each chunk an append of the new bytes, then an empty `done: true` append.
+//! - `bench stream TOTAL CHUNK [PACE_US]`: one answer of TOTAL bytes (`y` repeated)
+//!   streamed CHUNK bytes at a time, PACE_US microseconds apart (0, the default: as
+//!   fast as it can), each chunk an append of the new bytes, then an empty `done: true`
+//!   append. The SDK joins the deltas that follow each other within 20 ms.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -105,7 +107,9 @@ fn numbers(args: &[&str], at_least: usize) -> Result<Vec<u64>, AdapterError> {
 }
 
 fn bench_usage(args: &[&str]) -> AdapterError {
-    AdapterError::agent(format!("bench: expected `blocks N SIZE [PACE_US]` or `stream TOTAL CHUNK`, got {args:?}"))
+    AdapterError::agent(format!(
+        "bench: expected `blocks N SIZE [PACE_US]` or `stream TOTAL CHUNK [PACE_US]`, got {args:?}"
+    ))
 }
 
 fn unix_nanos() -> u128 {
@@ -139,10 +143,17 @@ async fn bench(args: &str, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         Some((&"stream", rest)) => {
             let n = numbers(rest, 2)?;
             let (total, chunk) = (n[0] as usize, (n[1] as usize).max(1));
+            let pace = Duration::from_micros(n.get(2).copied().unwrap_or(0));
             let mut text = TextStreamer::new_text(mint_id("bench"));
             let piece = "y".repeat(chunk);
             let mut sent = 0;
             while sent < total {
+                if turn.is_interrupted() {
+                    return Ok(EndReason::Interrupted);
+                }
+                if sent > 0 && !pace.is_zero() {
+                    tokio::time::sleep(pace).await;
+                }
                 let take = chunk.min(total - sent);
                 sent += take;
                 turn.emit(text.push(&piece[..take])).await.map_err(AdapterError::agent)?;

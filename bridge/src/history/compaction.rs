@@ -18,6 +18,7 @@ use tempfile::NamedTempFile;
 use terminull_protocol::blocks::{Block, BlockKind};
 
 use super::error::{Result, io_err};
+use super::index::IndexRecord;
 use super::lines::{LineReader, parse_line};
 
 /// The fields of a stored line a replay decides on (`seq`, `ts`, `type`, `id`), read
@@ -163,7 +164,7 @@ pub(super) fn rewrite_without_superseded(
     data_path: &Path,
     dir: &Path,
     data_len: u64,
-) -> Result<(CompactStats, NamedTempFile)> {
+) -> Result<(CompactStats, NamedTempFile, Vec<IndexRecord>)> {
     let read_err = || io_err(data_path, "read");
     // Pass 1: the last seq of every replaceable id.
     let mut last_of: HashMap<(&'static str, String), u64> = HashMap::new();
@@ -186,6 +187,10 @@ pub(super) fn rewrite_without_superseded(
     let tmp_path = tmp.path().to_owned();
     let mut blocks_after = 0u64;
     let mut bytes_after = 0u64;
+    // The index of the new log, as `BlockIndex::rebuild` would make it: one record per
+    // readable line whose seq grows, with the running maximum of `ts`.
+    let mut index = Vec::new();
+    let mut max_ts = 0.0f64;
     {
         let mut out = BufWriter::with_capacity(64 * 1024, tmp.as_file_mut());
         let mut reader = LineReader::open(data_path, 0, data_len, None)?;
@@ -193,7 +198,10 @@ pub(super) fn rewrite_without_superseded(
         let mut joining: HashMap<(&'static str, String), Block> = HashMap::new();
         while let Some((_, line)) = reader.next_line().map_err(read_err())? {
             let mut kept = Some(line.to_vec());
-            if let Ok(b) = parse_line(line)
+            let parsed = parse_line(line);
+            // The seq and ts of the line written, when it is a readable block.
+            let mut head = parsed.as_ref().ok().map(|b| (b.seq.unwrap_or(0), b.ts));
+            if let Ok(b) = parsed
                 && let Some((kind, id)) = b.kind.replace_key()
             {
                 let key = (kind, id.to_owned());
@@ -210,6 +218,7 @@ pub(super) fn rewrite_without_superseded(
                             None => b,
                         };
                         if is_last {
+                            head = Some((joined.seq.unwrap_or(0), joined.ts));
                             Some(serde_json::to_vec(&whole_from_start(joined)).map_err(|e| {
                                 io_err(&tmp_path, "encode a joined message for")(std::io::Error::other(e))
                             })?)
@@ -223,6 +232,12 @@ pub(super) fn rewrite_without_superseded(
                 };
             }
             let Some(line) = kept else { continue };
+            if let Some((seq, ts)) = head
+                && seq > index.last().map_or(0, |r: &IndexRecord| r.seq)
+            {
+                max_ts = max_ts.max(ts);
+                index.push(IndexRecord { seq, max_ts, offset: bytes_after });
+            }
             out.write_all(&line).and_then(|()| out.write_all(b"\n")).map_err(io_err(&tmp_path, "write"))?;
             blocks_after += 1;
             bytes_after += line.len() as u64 + 1;
@@ -230,5 +245,5 @@ pub(super) fn rewrite_without_superseded(
         out.flush().map_err(io_err(&tmp_path, "write"))?;
     }
     let stats = CompactStats { blocks_before, blocks_after, bytes_before: data_len, bytes_after };
-    Ok((stats, tmp))
+    Ok((stats, tmp, index))
 }

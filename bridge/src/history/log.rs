@@ -6,7 +6,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use terminull_protocol::SessionId;
@@ -14,7 +14,7 @@ use terminull_protocol::blocks::{Block, now_ts};
 
 use super::compaction::{CompactStats, Compactor, LineHead, rewrite_without_superseded};
 use super::error::{HistoryError, Result, io_err};
-use super::index::{BlockIndex, INDEX_FILE, LogView, Start};
+use super::index::{BlockIndex, INDEX_FILE, INDEX_MAGIC, LogView, Start};
 use super::lines::{LineReader, find_last_newline, parse_line, read_exact_at, read_range};
 use super::sync::{SyncPolicy, sync_dir, sync_due};
 
@@ -41,6 +41,8 @@ pub struct SessionLog {
     poisoned: bool,
     /// Bytes of the log read by replays (for tests and diagnostics).
     pub(super) bytes_read: AtomicU64,
+    /// Lines of the log read by the last replay.
+    last_replay_lines: AtomicU64,
 }
 
 impl SessionLog {
@@ -68,6 +70,7 @@ impl SessionLog {
             unsynced: false,
             poisoned: false,
             bytes_read: AtomicU64::new(0),
+            last_replay_lines: AtomicU64::new(0),
         };
         log.recover_tail()?;
         let view = LogView { file: &log.data, path: &log.data_path, len: log.data_len, last_seq: log.last_seq };
@@ -291,7 +294,9 @@ impl SessionLog {
         };
         let mut reader = LineReader::open(&self.data_path, from, self.data_len, Some(&self.bytes_read))?;
         let mut out = Compactor::default();
+        let mut lines = 0u64;
         while let Some((offset, line)) = reader.next_line().map_err(io_err(&self.data_path, "read"))? {
+            lines += 1;
             let head = serde_json::from_slice::<LineHead<'_>>(line).ok().filter(|h| h.seq.is_some());
             // Only the first line is checked against the index record that led here.
             if let Some(seq) = expect.take()
@@ -317,7 +322,14 @@ impl SessionLog {
                 }
             }
         }
+        self.last_replay_lines.store(lines, Ordering::Relaxed);
         Ok(out.finish(&self.data_path))
+    }
+
+    /// How many lines of the log the last replay read (its blocks before compaction);
+    /// with the number of blocks it returned, whether compacting the log would pay.
+    pub fn last_replay_lines(&self) -> u64 {
+        self.last_replay_lines.load(Ordering::Relaxed)
     }
 
     /// Rewrites the log without the blocks a replay would drop (every `text`,
@@ -325,21 +337,46 @@ impl SessionLog {
     /// id), so finished streams take the space of their final text only. Kept blocks
     /// keep their `seq`; replays give the same result before and after. Unreadable
     /// lines are kept as they are. The new log replaces the old one atomically (temporary
-    /// file, fsync, rename, fsync of the directory); the index is rebuilt.
+    /// file, fsync, rename, fsync of the directory); the index is replaced with one
+    /// written alongside.
     ///
     /// Reads the log twice and holds one entry per distinct id in memory. Meant for
-    /// sessions that are stopped or idle, not for every turn.
+    /// sessions that are stopped or idle, not for every turn. A session's task uses
+    /// [`compaction_job`](Self::compaction_job) (run off the task) and
+    /// [`install_compaction`](Self::install_compaction) instead, so that it is never
+    /// blocked by the rewrite.
     pub fn compact(&mut self) -> Result<CompactStats> {
         self.sync()?;
-        let (stats, tmp) = rewrite_without_superseded(&self.data_path, &self.dir, self.data_len)?;
+        let prepared = self.compaction_job().prepare()?;
+        let stats = prepared.stats;
+        self.install_compaction(prepared)?;
+        Ok(stats)
+    }
+
+    /// What a compaction of the log as it is now needs, to run on another thread:
+    /// [`CompactionJob::prepare`] reads only the part of the log written so far, which
+    /// appends never change.
+    pub fn compaction_job(&self) -> CompactionJob {
+        CompactionJob { data_path: self.data_path.clone(), dir: self.dir.clone(), data_len: self.data_len }
+    }
+
+    /// Replaces the log with a compaction [`prepare`](CompactionJob::prepare)d from it,
+    /// if nothing was appended since the job was made; returns `Ok(None)` (and drops the
+    /// prepared files) when something was, or when compaction would drop nothing.
+    pub fn install_compaction(&mut self, prepared: PreparedCompaction) -> Result<Option<CompactStats>> {
+        let PreparedCompaction { stats, data, index, data_len, data_path } = prepared;
+        if data_len != self.data_len || data_path != self.data_path {
+            tracing::debug!(file = %self.data_path.display(), "the block log grew during its compaction; keeping it as it is");
+            return Ok(None);
+        }
         let CompactStats { blocks_before, blocks_after, bytes_after, .. } = stats;
         if blocks_after == blocks_before {
-            return Ok(stats);
+            return Ok(None);
         }
-        let tmp_path = tmp.path().to_owned();
-        tmp.as_file().sync_all().map_err(io_err(&tmp_path, "fsync"))?;
-        // Remove the index first: a crash between here and the rebuild leaves no index
-        // (rebuilt on open) rather than one that points into the old log.
+        // The new log holds every line written so far (fsynced in `prepare`), so what was
+        // unsynced in the old one is durable once it is in place.
+        // Remove the index first: a crash between here and the new index's rename leaves
+        // no index (rebuilt on open) rather than one that points into the other log.
         let index_path = self.index.path().to_owned();
         match fs::remove_file(&index_path) {
             Ok(()) => {}
@@ -347,23 +384,76 @@ impl SessionLog {
             Err(e) => return Err(io_err(&index_path, "remove")(e)),
         }
         sync_dir(&self.dir)?;
-        tmp.persist(&self.data_path).map_err(|e| io_err(&self.data_path, "replace")(e.error))?;
+        data.persist(&self.data_path).map_err(|e| io_err(&self.data_path, "replace")(e.error))?;
         sync_dir(&self.dir)?;
         self.data = OpenOptions::new()
             .read(true)
             .append(true)
             .open(&self.data_path)
             .map_err(io_err(&self.data_path, "open"))?;
-        self.index.reopen()?;
         self.data_len = bytes_after;
         self.unsynced = false;
-        self.rebuild_index()?;
+        // The index is never fsynced; `check` verifies the new one against the new log
+        // (and rebuilds it if it does not match, as on open).
+        if let Err(e) = index.persist(&index_path) {
+            tracing::warn!(file = %index_path.display(), error = %e.error, "cannot put the compacted log's index in place; rebuilding it");
+        }
+        self.index.reopen()?;
+        let view = LogView { file: &self.data, path: &self.data_path, len: self.data_len, last_seq: self.last_seq };
+        self.index.check(&view)?;
         tracing::info!(
             file = %self.data_path.display(), blocks_before, blocks_after, bytes_before = stats.bytes_before, bytes_after,
             "compacted the block log"
         );
-        Ok(stats)
+        Ok(Some(stats))
     }
+}
+
+/// A compaction of a session's log to run off the session's task: the log's path and
+/// the length written when it was made. See [`SessionLog::compaction_job`].
+#[derive(Debug, Clone)]
+pub struct CompactionJob {
+    data_path: PathBuf,
+    dir: PathBuf,
+    data_len: u64,
+}
+
+impl CompactionJob {
+    /// Writes the compacted log and its index to temporary files in the session's
+    /// directory (the log fsynced). Blocking: reads the log twice.
+    pub fn prepare(self) -> Result<PreparedCompaction> {
+        let (stats, data, records) = rewrite_without_superseded(&self.data_path, &self.dir, self.data_len)?;
+        let data_tmp = data.path().to_owned();
+        data.as_file().sync_all().map_err(io_err(&data_tmp, "fsync"))?;
+        let mut index = tempfile::Builder::new()
+            .prefix(".blocks.")
+            .suffix(".idx.tmp")
+            .tempfile_in(&self.dir)
+            .map_err(io_err(&self.dir, "create a temporary file in"))?;
+        let index_tmp = index.path().to_owned();
+        {
+            let mut out = io::BufWriter::with_capacity(64 * 1024, index.as_file_mut());
+            out.write_all(INDEX_MAGIC).map_err(io_err(&index_tmp, "write"))?;
+            for record in &records {
+                out.write_all(&record.encode()).map_err(io_err(&index_tmp, "write"))?;
+            }
+            out.flush().map_err(io_err(&index_tmp, "write"))?;
+        }
+        Ok(PreparedCompaction { stats, data, index, data_len: self.data_len, data_path: self.data_path })
+    }
+}
+
+/// A compacted log and its index in temporary files, ready for
+/// [`SessionLog::install_compaction`]; dropping it removes them.
+#[derive(Debug)]
+pub struct PreparedCompaction {
+    /// Sizes before and after.
+    pub stats: CompactStats,
+    data: tempfile::NamedTempFile,
+    index: tempfile::NamedTempFile,
+    /// The length of the log it was made from.
+    data_len: u64,
+    data_path: PathBuf,
 }
 
 impl Drop for SessionLog {

@@ -104,6 +104,9 @@
 //! replay has gaps in `seq`; a client resumes from the highest `seq` it has seen, as
 //! `docs/block-protocol.md` says. Compaction happens at replay time, so the file holds
 //! every chunk until [`SessionLog::compact`] rewrites it without the superseded ones.
+//! A session's task does that in the background after a replay that dropped more than
+//! half of what it read ([`SessionLog::compaction_job`] on a blocking thread, then
+//! [`SessionLog::install_compaction`], which gives up if the log grew meanwhile).
 //!
 //! # Timestamps
 //!
@@ -126,6 +129,8 @@
 
 #[cfg(test)]
 mod appends_tests;
+#[cfg(test)]
+mod compact_tests;
 pub mod compaction;
 pub mod error;
 pub mod index;
@@ -140,7 +145,7 @@ mod tests;
 pub use compaction::CompactStats;
 pub use error::{HistoryError, Result};
 pub use index::{INDEX_FILE, INDEX_MAGIC, INDEX_RECORD_LEN};
-pub use log::{DATA_FILE, SessionLog};
+pub use log::{CompactionJob, DATA_FILE, PreparedCompaction, SessionLog};
 pub use meta::{LogStatus, MAX_SESSION_ID_LEN, META_FILE, SessionMeta, validate_session_id};
 pub use store::HistoryStore;
 pub use sync::{DEFAULT_SYNC_INTERVAL, SyncPolicy, is_sync_boundary, sync_due};

@@ -44,6 +44,9 @@ pub struct SessionSpec {
     pub attach: bool,
 }
 
+/// A compaction of the session's log running on a blocking thread.
+pub(super) type RunningCompaction = tokio::task::JoinHandle<crate::history::Result<crate::history::PreparedCompaction>>;
+
 /// A session actor's state; its methods are spread over this module's files by
 /// concern (core here, then hooks, mirror, handoff, turn, run).
 pub(super) struct Actor {
@@ -65,6 +68,8 @@ pub(super) struct Actor {
     pub(super) next_poll: Instant,
     /// Streamed text on its way out: made appends, bursts joined.
     pub(super) appends: Appends,
+    /// The log's compaction running in the background, if any (see `session::compact`).
+    pub(super) compaction: Option<RunningCompaction>,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {

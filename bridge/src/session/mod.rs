@@ -35,6 +35,7 @@
 
 mod actor;
 mod appends;
+mod compact;
 pub mod handle;
 mod handoff;
 mod hooks;

@@ -9,6 +9,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
 use super::actor::{Actor, SessionSpec, next_event};
+use super::compact::compaction_finished;
 use super::handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
 use crate::handoff::PendingWork;
 use crate::history::{LogStatus, SessionLog};
@@ -43,6 +44,7 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         ever_started: false,
         next_poll: Instant::now(),
         appends: Default::default(),
+        compaction: None,
     };
     if start_now {
         actor.ensure_adapter().await?;
@@ -88,6 +90,7 @@ impl Actor {
                 event = next_event(&mut self.adapter) => self.event(event).await,
                 () = tokio::time::sleep_until(deadline), if watching => self.hung().await,
                 () = sleep_until_some(flush_at), if flush_at.is_some() => self.flush_appends(),
+                done = compaction_finished(&mut self.compaction), if self.compaction.is_some() => self.compaction_done(done),
                 () = tokio::time::sleep_until(next_poll), if parked => {
                     self.poll_parked().await;
                     // From the end of this poll: a slow hook does not stack polls up.
@@ -139,6 +142,12 @@ impl Actor {
                     }
                     _ => Vec::new(),
                 };
+                // A resume by time read the log twice; the last read is not the backlog's.
+                if let Ok(backlog) = &backlog
+                    && (since_seq.is_some() || since_ts.is_none())
+                {
+                    self.maybe_compact(backlog.len());
+                }
                 let result = backlog
                     .map(|backlog| Following { backlog, history, live: self.live.subscribe() })
                     .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });

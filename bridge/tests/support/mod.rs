@@ -92,6 +92,7 @@ fn exe_dir(kind: &str, files: &[(PathBuf, &str)]) -> PathBuf {
     dir
 }
 
+pub mod hostile;
 pub mod remote;
 
 /// Starts `terminull up --home <home> <extra…>` (output discarded) and waits for its socket.

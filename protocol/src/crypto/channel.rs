@@ -136,6 +136,17 @@ impl Opener {
 
     /// The plaintext of `sealed`, checked against `aad` and the counter rule.
     pub fn open(&mut self, aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        self.open_checked(aad, sealed, false)
+    }
+
+    /// [`Self::open`] for a stream that must arrive whole (a session's blocks, a link's
+    /// replies): the counter must be exactly one above the last accepted, so a message
+    /// dropped on the way is detected at the next one ([`CryptoError::Missing`]).
+    pub fn open_next(&mut self, aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        self.open_checked(aad, sealed, true)
+    }
+
+    fn open_checked(&mut self, aad: &[u8], sealed: &[u8], whole: bool) -> Result<Vec<u8>, CryptoError> {
         if sealed.len() < NONCE_LEN + TAG_LEN {
             return Err(CryptoError::Length { field: self.what, expected: NONCE_LEN + TAG_LEN, got: sealed.len() });
         }
@@ -148,6 +159,9 @@ impl Opener {
         let counter = u64::from_be_bytes(counter_bytes);
         if counter <= self.last {
             return Err(CryptoError::Replayed { what: self.what, got: counter, last: self.last });
+        }
+        if whole && counter != self.last.saturating_add(1) {
+            return Err(CryptoError::Missing { what: self.what, expected: self.last.saturating_add(1), got: counter });
         }
         let (ciphertext, tag) = rest.split_at(rest.len() - TAG_LEN);
         let mut plaintext = ciphertext.to_vec();
@@ -276,6 +290,18 @@ mod tests {
         let a = s.seal(b"", b"x").unwrap();
         o.open(b"", &a).unwrap();
         assert_eq!(o.open(b"", &a), Err(CryptoError::Replayed { what: "test", got: 1, last: 1 }));
+    }
+
+    #[test]
+    fn a_whole_stream_detects_a_dropped_message_at_the_next_one_and_stays_where_it_was() {
+        let (mut s, mut o) = pair();
+        let a = s.seal(b"", b"a").unwrap();
+        let _dropped = s.seal(b"", b"b").unwrap();
+        let c = s.seal(b"", b"c").unwrap();
+        assert_eq!(o.open_next(b"", &a).unwrap(), b"a");
+        assert_eq!(o.open_next(b"", &c), Err(CryptoError::Missing { what: "test", expected: 2, got: 3 }));
+        assert_eq!(o.last_counter(), 1);
+        assert!(matches!(o.open_next(b"", &a), Err(CryptoError::Replayed { got: 1, last: 1, .. })));
     }
 
     #[test]

@@ -69,6 +69,18 @@ pub enum CryptoError {
         /// The highest counter accepted so far.
         last: u64,
     },
+    /// The counter skipped one or more: a message sent before this one never arrived
+    /// (dropped on the way). Only streams that must arrive whole check this
+    /// ([`channel::Opener::open_next`]).
+    #[error("{what}: counter {got} arrived where {expected} was due (a message before it was dropped)")]
+    Missing {
+        /// Which channel.
+        what: &'static str,
+        /// The counter due next.
+        expected: u64,
+        /// The counter received.
+        got: u64,
+    },
     /// The nonce's fixed prefix is not zero.
     #[error("{0}: malformed nonce")]
     BadNonce(&'static str),

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use super::channel::{Channel, Sealer, link_keys, push_key, session_keys};
 use super::envelope::{
-    link_accept_bytes, link_hello_bytes, push_aad, relay_auth_bytes, seal_block, seal_control, seal_reply,
+    batch_sig_bytes, link_accept_bytes, link_hello_bytes, push_aad, relay_auth_bytes, seal_block, seal_control,
+    seal_reply, sign_batch,
 };
 use super::keys::{AppSessionKey, Identity};
 use super::pairing::{PairingLink, accept_with_nonce, request_with_nonce};
@@ -107,7 +108,25 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
     let block_plain = json!({"seq": 2, "ts": 1767225611.25, "type": "text", "id": "t1", "text": "Hello", "done": true});
     let block_bytes = serde_json::to_vec(&block_plain).map_err(json_err)?;
     let mut session_sealer = Sealer::new(sk.bridge_to_app, "block");
-    let block = seal_block(&mut session_sealer, &bridge, &session_id, "text", false, 1_767_225_611.25, &block_bytes)?;
+    let block = seal_block(&mut session_sealer, &session_id, "text", false, 1_767_225_611.25, &block_bytes)?;
+    // A batch: the next two blocks of the session (a streamed answer as appends) for
+    // relay connection 7, under one signature.
+    let appends = [
+        json!({"seq": 3, "ts": 1767225612.5, "type": "text", "id": "t2", "offset": 0, "text": "Hel", "done": false}),
+        json!({"seq": 4, "ts": 1767225612.75, "type": "text", "id": "t2", "offset": 3, "text": "lo", "done": true}),
+    ];
+    let mut batch_plaintexts = Vec::new();
+    let mut batch_blocks = Vec::new();
+    for (plain, server_ts) in appends.iter().zip([1_767_225_612.5, 1_767_225_612.75]) {
+        let bytes = serde_json::to_vec(plain).map_err(json_err)?;
+        batch_blocks.push(seal_block(&mut session_sealer, &session_id, "text", false, server_ts, &bytes)?);
+        batch_plaintexts.push(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    let batch_conn = 7;
+    let batch_fields: Vec<_> = batch_blocks.iter().map(|b| b.fields()).collect();
+    let batch_signed = batch_sig_bytes(bridge_id.as_str(), batch_conn, &batch_fields);
+    let forwarded: Vec<RelayFrame> = batch_blocks.iter().cloned().map(RelayFrame::Block).collect();
+    let batch = sign_batch(&bridge, batch_conn, batch_blocks);
 
     // Push.
     let pk = push_key(&link_shared, bridge_id.as_str(), device_id.as_str());
@@ -168,6 +187,13 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
             "bridge_to_app_key_hex": hex(&sk.bridge_to_app),
             "block_plaintext": String::from_utf8_lossy(&block_bytes),
             "block": RelayFrame::Block(block),
+        },
+        "batch": {
+            "conn": batch_conn,
+            "block_plaintexts": batch_plaintexts,
+            "signed_bytes_hex": hex(&batch_signed),
+            "frame": RelayFrame::Batch(batch),
+            "forwarded": forwarded,
         },
         "push": {
             "key_hex": hex(&pk),

@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use terminull_protocol::crypto::keys::{PublicIdentity, PublicKeys};
 use terminull_protocol::crypto::pairing::{PairRequest, PairResponse};
 use terminull_protocol::relay::{
-    AgentSummary, ConnClosed, DeviceRecord, PairRequestFrame, PairResponseFrame, Register, Registered, RelayErrorCode,
-    RelayFrame, RelayStatus,
+    AgentSummary, ConnClosed, DeviceRecord, PROTOCOL_VERSION, PairRequestFrame, PairResponseFrame, Register,
+    Registered, RelayErrorCode, RelayFrame, RelayStatus,
 };
 use terminull_protocol::text::prefix_within;
 use terminull_protocol::{BridgeId, DeviceId, SessionId};
@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::batch::Forward;
 use crate::config::RelayConfig;
 use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, frame_json};
 use crate::refusal::Refusal;
@@ -410,7 +411,13 @@ impl Hub {
             // The new connection never saw the old one's pairing requests.
             state.fail_pairings(&reg.bridge_id);
         }
-        send_to_bridge(&handle, &RelayFrame::Registered(Registered { bridge_id: reg.bridge_id.clone() }));
+        send_to_bridge(
+            &handle,
+            &RelayFrame::Registered(Registered {
+                bridge_id: reg.bridge_id.clone(),
+                protocol_version: PROTOCOL_VERSION,
+            }),
+        );
         self.apply_devices(&mut state, &reg.bridge_id, reg.devices.clone(), active);
         self.broadcast_status(&mut state, &reg.bridge_id);
         tracing::info!(bridge_id = %reg.bridge_id, conn = handle.id, "bridge registered");
@@ -526,6 +533,7 @@ impl Hub {
     fn status(&self, bridge: &Bridge, bridge_id: &BridgeId, device_id: &DeviceId, now: u64) -> RelayStatus {
         let online = bridge.online().is_some();
         RelayStatus {
+            protocol_version: PROTOCOL_VERSION,
             bridge_online: online,
             agents: if online { bridge.agents.clone() } else { Vec::new() },
             resume_tokens: bridge
@@ -549,32 +557,54 @@ impl Hub {
         self.broadcast_status(&mut state, bridge_id);
     }
 
-    /// A `block` from `bridge_id` whose signature the caller has checked, for `conn`
-    /// (`sig` and `conn` already stripped). The first block of a session a connection
-    /// receives makes the session resumable and gives the connection its token first.
-    pub(crate) fn route_block(&self, bridge_id: &BridgeId, conn: ConnId, block: RelayFrame, session_id: &SessionId) {
+    /// The blocks of a `batch` from `bridge_id` whose signature the caller has checked,
+    /// for its client `conn`, delivered in order under one lock. The first block of a
+    /// session a connection receives makes the session resumable and gives the
+    /// connection its token first (a `relay_status` ahead of the block). A connection
+    /// whose queue overflows is cut off and gets none of the rest.
+    pub(crate) fn route_batch(&self, bridge_id: &BridgeId, conn: ConnId, mut blocks: Vec<Forward<'_>>) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Some(client) = state.clients.get_mut(&conn).filter(|c| &c.bridge_id == bridge_id) else {
-            tracing::debug!(%bridge_id, conn, "dropping a block for a connection that is not this bridge's");
+            tracing::debug!(%bridge_id, conn, "dropping a batch for a connection that is not this bridge's");
             return;
         };
-        if !client.tokens_issued.contains(session_id) {
-            let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
-            if !bridge.resumable.contains(session_id) {
-                bridge.resumable.push(session_id.clone());
-                if bridge.resumable.len() > self.config.max_resumable_sessions {
-                    bridge.resumable.remove(0);
+        // The frames go to the writer as one queue item (one channel operation, one
+        // wake-up), split only where a `relay_status` must go before a session's first
+        // block.
+        let mut frames: Vec<String> = Vec::with_capacity(blocks.len());
+        // Blocks of a batch are mostly of one session: check a session once per run.
+        let mut known: Option<usize> = None;
+        for i in 0..blocks.len() {
+            let session = blocks[i].session_id.as_ref();
+            if known.is_none_or(|k| blocks[k].session_id != session) {
+                let session_id = SessionId(session.to_owned());
+                if !client.tokens_issued.contains(&session_id) {
+                    let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+                    if !bridge.resumable.contains(&session_id) {
+                        bridge.resumable.push(session_id.clone());
+                        if bridge.resumable.len() > self.config.max_resumable_sessions {
+                            bridge.resumable.remove(0);
+                        }
+                        self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+                    }
+                    let status = self.status(bridge, bridge_id, &client.device_id, unix_now());
+                    client.tokens_issued.insert(session_id);
+                    let before = std::mem::take(&mut frames);
+                    if (!before.is_empty() && !client.handle.send_texts_or_cut_off(before))
+                        || !client.handle.send_text_or_cut_off(frame_json(&RelayFrame::RelayStatus(status)))
+                    {
+                        state.drop_client(conn, None);
+                        return;
+                    }
                 }
-                self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+                known = Some(i);
             }
-            client.tokens_issued.insert(session_id.clone());
-            let status = self.status(bridge, bridge_id, &client.device_id, unix_now());
-            if !state.deliver(conn, frame_json(&RelayFrame::RelayStatus(status))) {
-                return;
-            }
+            frames.push(std::mem::take(&mut blocks[i].frame));
         }
-        state.deliver(conn, frame_json(&block));
+        if !frames.is_empty() && !client.handle.send_texts_or_cut_off(frames) {
+            state.drop_client(conn, None);
+        }
     }
 
     /// A frame from `bridge_id` for its client `conn` (`conn` already stripped).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::{SinkExt as _, StreamExt as _};
 use terminull_protocol::crypto::channel::Sealer;
-use terminull_protocol::crypto::envelope::{relay_auth_bytes, seal_block, seal_control};
+use terminull_protocol::crypto::envelope::{relay_auth_bytes, seal_block, seal_control, sign_batch};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{b64, b64url, from_b64url, random_bytes};
 use terminull_protocol::relay::{
@@ -244,7 +244,10 @@ impl FakeBridge {
         let nonce = challenge(&mut ws).await;
         send(&mut ws, &RelayFrame::Register(register(identity, &nonce, devices, resumable))).await;
         match recv(&mut ws).await {
-            RelayFrame::Registered(r) => assert_eq!(r.bridge_id, identity.public().bridge_id()),
+            RelayFrame::Registered(r) => {
+                assert_eq!(r.bridge_id, identity.public().bridge_id());
+                assert_eq!(r.protocol_version, PROTOCOL_VERSION);
+            }
             other => panic!("expected registered, got {other:?}"),
         }
         Self { identity: identity.clone(), ws, sealer: Sealer::new([9; 32], "block") }
@@ -255,21 +258,23 @@ impl FakeBridge {
         self.identity.public().bridge_id()
     }
 
-    /// A sealed, signed block of `session` for `conn`, with `padding` bytes of content.
-    pub fn block(&mut self, session: &str, conn: u64, padding: usize) -> BlockEnvelope {
+    /// A sealed block of `session` with `padding` bytes of content (blocks carry no
+    /// signature: the batch that carries them does).
+    pub fn block(&mut self, session: &str, padding: usize) -> BlockEnvelope {
         let json = format!(r#"{{"type":"text","text":"{}"}}"#, "x".repeat(padding));
-        let mut block = seal_block(
-            &mut self.sealer,
-            &self.identity,
-            &SessionId(session.into()),
-            "text",
-            false,
-            1_767_225_611.25,
-            json.as_bytes(),
-        )
-        .unwrap();
-        block.conn = Some(conn);
-        block
+        seal_block(&mut self.sealer, &SessionId(session.into()), "text", false, 1_767_225_611.25, json.as_bytes())
+            .unwrap()
+    }
+
+    /// A `batch` of `blocks` for `conn`, signed by this bridge.
+    pub fn batch(&self, conn: u64, blocks: Vec<BlockEnvelope>) -> RelayFrame {
+        RelayFrame::Batch(sign_batch(&self.identity, conn, blocks))
+    }
+
+    /// A `batch` of one fresh block of `session` for `conn`.
+    pub fn one_block(&mut self, session: &str, conn: u64, padding: usize) -> RelayFrame {
+        let block = self.block(session, padding);
+        self.batch(conn, vec![block])
     }
 
     /// Sends a frame.
@@ -304,7 +309,7 @@ impl FakeBridge {
 pub fn auth(device: &Identity, bridge_id: &BridgeId, nonce: &[u8]) -> Auth {
     let device_id = device.public().device_id();
     let sig = device.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), nonce));
-    Auth { bridge_id: bridge_id.clone(), device_id, sig: b64(&sig) }
+    Auth { bridge_id: bridge_id.clone(), device_id, sig: b64(&sig), protocol_version: PROTOCOL_VERSION }
 }
 
 /// Opens `/v1/client`, answers the challenge, returns the connection and the first frame.
@@ -323,7 +328,10 @@ pub async fn authenticate(mut ws: Ws, bridge_id: &BridgeId, device: &Identity) -
 /// A device connection that authenticated; returns it with its `relay_status`.
 pub async fn connect_device(relay: &RunningRelay, bridge_id: &BridgeId, device: &Identity) -> (Ws, RelayStatus) {
     match try_connect_device(relay, bridge_id, device).await {
-        (ws, RelayFrame::RelayStatus(status)) => (ws, status),
+        (ws, RelayFrame::RelayStatus(status)) => {
+            assert_eq!(status.protocol_version, PROTOCOL_VERSION);
+            (ws, status)
+        }
         (_, other) => panic!("expected relay_status, got {other:?}"),
     }
 }
@@ -433,4 +441,23 @@ pub async fn push_receiver(status: u16) -> (String, mpsc::Receiver<ReceivedPush>
         }
     });
     (format!("http://{addr}/push/abc"), rx)
+}
+
+/// The next text message as it came (the exact bytes a device reads); panics on close
+/// or after [`WAIT`].
+pub async fn recv_text(ws: &mut Ws) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next()).await.expect("something arrives in time") {
+            Some(Ok(Message::Text(text))) => return text.as_str().to_owned(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            other => panic!("expected a text message, got {other:?}"),
+        }
+    }
+}
+
+/// The `{"type":"block",…}` text a device gets for a block whose JSON in the batch is
+/// `block_json`.
+pub fn block_frame_text(block_json: &str) -> String {
+    format!(r#"{{"type":"block",{}"#, &block_json[1..])
 }

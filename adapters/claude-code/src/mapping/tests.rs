@@ -531,3 +531,40 @@ fn a_dead_cli_closes_everything_it_left_open() {
     assert_eq!(tail[tail.len() - 4..], s(&["tool_call:error", "tool_result:error", "error", "end:error"]));
     assert_eq!(end(&actions).message.as_deref(), Some("Claude Code exited"));
 }
+
+#[test]
+#[allow(clippy::print_stdout, reason = "the figure is the point: docs/adapters/claude-code.md quotes it")]
+fn the_recorded_long_answer_goes_out_one_append_per_delta() {
+    // The live test's recording of `mock:long` (tests/fixtures/agents/claude-code):
+    // what the CLI printed, fed to the mapper as the adapter reads it.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/agents/claude-code/long.jsonl");
+    let recording = std::fs::read_to_string(path).expect("the long answer's recording");
+    let mut mapper = Mapper::new("s");
+    mapper.begin_turn();
+    let mut deltas = 0;
+    let mut actions = Vec::new();
+    for record in recording.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
+        let Some(out) = record["out"].as_str() else { continue };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(out) else { continue };
+        if event["event"]["delta"]["type"] == "text_delta" {
+            deltas += 1;
+        }
+        actions.extend(mapper.handle(Event::parse(event)));
+    }
+    let chunks: Vec<_> = blocks_of(&actions)
+        .into_iter()
+        .filter_map(|b| match b {
+            BlockKind::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let sent: usize = chunks.iter().map(|t| t.text.len()).sum();
+    let answer = final_texts(&blocks_of(&actions)).into_iter().map(|t| t.len()).max().unwrap_or(0);
+    println!(
+        "mock:long: {deltas} text deltas from the CLI, {} text chunks out, {sent} bytes of text for a {answer}-byte answer",
+        chunks.len()
+    );
+    assert!(answer >= 50_000, "a long answer: {answer} bytes");
+    assert_eq!(chunks.len(), deltas + 1, "one append per delta, then the done chunk");
+    assert_eq!(sent, answer, "each byte once");
+}
