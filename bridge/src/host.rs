@@ -180,13 +180,23 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
         proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
         InitParam::ALL.to_vec(),
     );
-    let answer = peer
-        .request_raw(
+    let answer = {
+        let request = peer.request_raw(
             proto::Initialize::METHOD,
             serde_json::to_value(params).unwrap_or_default(),
             Some(handshake_timeout),
-        )
-        .await;
+        );
+        tokio::pin!(request);
+        // An adapter that dies is noticed from the process, even when something it started
+        // holds its stdout open; an answer it wrote before dying still counts.
+        tokio::select! {
+            answer = &mut request => answer,
+            _ = process.exited() => match tokio::time::timeout(EXIT_DRAIN, &mut request).await {
+                Ok(answer) => answer,
+                Err(_) => Err(CallError::Closed { method: proto::Initialize::METHOD.to_owned() }),
+            },
+        }
+    };
     let refused = match answer {
         Ok(raw) => match check_declaration(&raw) {
             Ok(declaration) => {
@@ -319,10 +329,19 @@ impl HostedAdapter {
     /// The exit is noticed two ways, whichever comes first: stdout closing, or the
     /// process itself exiting. After the latter, what it wrote before exiting is still
     /// read for [`EXIT_DRAIN`] (or until stdout closes), then `Exited` comes even if a
-    /// process it left behind holds stdout open.
+    /// process it left behind holds stdout open or keeps writing to it.
     pub async fn next_event(&mut self) -> Option<AdapterEvent> {
         while !self.stdout_closed {
             let drain_until = self.drain_until;
+            // Bounded even when what it left behind keeps writing: no more after the drain.
+            if drain_until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                tracing::warn!(
+                    adapter = %self.command.display(), pid = self.pid(),
+                    "the adapter exited but its stdout is still open (a process it started holds it)"
+                );
+                self.stdout_closed = true;
+                break;
+            }
             tokio::select! {
                 biased;
                 event = self.events.recv() => match event {
@@ -333,13 +352,7 @@ impl HostedAdapter {
                     tracing::debug!(adapter = %self.command.display(), pid = self.pid(), ?exited, "adapter process exited");
                     self.drain_until = Some(tokio::time::Instant::now() + EXIT_DRAIN);
                 }
-                () = sleep_until_some(drain_until) => {
-                    tracing::warn!(
-                        adapter = %self.command.display(), pid = self.pid(),
-                        "the adapter exited but its stdout is still open (a process it started holds it)"
-                    );
-                    self.stdout_closed = true;
-                }
+                () = sleep_until_some(drain_until) => {}
             }
         }
         if self.exit_reported {

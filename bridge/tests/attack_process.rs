@@ -205,3 +205,32 @@ fn attack_bridge_killed_mid_turn_the_revived_session_ends_the_turn() {
     let after = std::fs::read_to_string(&log).unwrap();
     assert!(after.contains("the bridge stopped") && after.len() > before.len());
 }
+
+#[tokio::test]
+async fn attack_setsid_grandchild_holding_stdout_does_not_stall_the_handshake() {
+    use terminull_bridge::host::{AdapterCommand, HostError, launch};
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild.pid");
+    // Dies before answering `initialize`, leaving a grandchild in a session of its own
+    // that holds stdout: before, only the 120 s handshake deadline ended the wait.
+    let script = format!("setsid sleep 1000 & echo $! > '{}'; exit 5", pid_file.display());
+    let command = AdapterCommand { program: "sh".into(), args: vec!["-c".into(), script.into()], env: Vec::new() };
+    let start = Instant::now();
+    let result = tokio::time::timeout(Duration::from_secs(60), launch(command, Duration::from_secs(120))).await;
+    let took = start.elapsed();
+    let grandchild: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let gone = wait_gone(grandchild, Duration::from_secs(5));
+    if !gone {
+        let _ = Command::new("kill").args(["-9", &grandchild.to_string()]).status();
+    }
+    eprintln!(
+        "attack: setsid grandchild holding stdout during initialize: refused in {} ms (deadline 120 s, bound {} s); grandchild killed: {gone}",
+        took.as_millis(),
+        CLOSE_DEADLINE.as_secs()
+    );
+    let err = result.expect("launch hung").map(|_| ()).unwrap_err();
+    assert!(matches!(err, HostError::ExitedDuringHandshake { .. }), "{err}");
+    assert!(err.to_string().contains("exit status: 5"), "{err}");
+    assert!(took < CLOSE_DEADLINE, "took {took:?}");
+    assert!(gone, "the setsid grandchild {grandchild} survived the adapter");
+}
