@@ -204,6 +204,23 @@ fn attack_bridge_killed_mid_turn_the_revived_session_ends_the_turn() {
     // On disk too: every device resuming later gets the same end.
     let after = std::fs::read_to_string(&log).unwrap();
     assert!(after.contains("the bridge stopped") && after.len() > before.len());
+    // The closing chunks continue what devices hold: each append starts where its text ends.
+    let mut held: std::collections::HashMap<String, u64> = Default::default();
+    for line in after.lines() {
+        let block: Value = serde_json::from_str(line).unwrap();
+        if block["type"] != "text" {
+            continue;
+        }
+        let length = held.entry(block["id"].as_str().unwrap().to_owned()).or_default();
+        let text = block["text"].as_str().unwrap().len() as u64;
+        match block["offset"].as_u64() {
+            Some(offset) => {
+                assert_eq!(offset, *length, "an append out of place in the log: {line}");
+                *length += text;
+            }
+            None => *length = text,
+        }
+    }
 }
 
 #[tokio::test]
