@@ -9,8 +9,9 @@
 //! - One ordered dispatch task per child turns what it writes into
 //!   [`AdapterEvent`]s, in the order written: blocks are validated (a bad one becomes
 //!   an event naming the field, never a crash), bad lines are counted and logged
-//!   without dropping the child, and when stdout closes the exit status and the
-//!   stderr tail are reported. Updates written before `start` answers wait in the
+//!   without dropping the child, and when the adapter exits (its own death, noticed
+//!   from the process, not from stdout: a descendant may hold stdout open) the exit
+//!   status and the stderr tail are reported. Updates written before `start` answers wait in the
 //!   event queue; nothing is lost.
 //! - Calls carry the per-method deadline of `adapter::response_timeout`.
 //! - [`HostedAdapter::shutdown`] closes stdin, waits, then SIGTERM and SIGKILL of
@@ -35,6 +36,10 @@ use tokio::sync::mpsc;
 const EVENT_QUEUE: usize = 4096;
 /// How long the stdin → SIGTERM → SIGKILL ladder waits at each step.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Once the adapter process has exited, how long what it wrote before exiting may
+/// still be read from stdout before the exit is reported (stdout may never close: a
+/// process it left behind can hold it).
+pub const EXIT_DRAIN: Duration = Duration::from_millis(300);
 
 /// How to start an adapter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +79,8 @@ pub enum AdapterEvent {
     Invalid(String),
     /// A stdout line that was too long or not JSON; it was skipped.
     BadLine(LineError),
-    /// stdout closed: the adapter exited (or closed it). Always the last event.
+    /// The adapter exited (noticed from the process itself), or closed its stdout.
+    /// Always the last event.
     Exited {
         /// The exit status, when the process was reaped.
         status: Option<ExitStatus>,
@@ -151,6 +157,8 @@ pub struct HostedAdapter {
     stdout_closed: bool,
     /// The `Exited` event has been handed out.
     exit_reported: bool,
+    /// Set when the process itself was seen to exit: until then stdout is still read.
+    drain_until: Option<tokio::time::Instant>,
 }
 
 /// Starts an adapter and runs the handshake and the contract check.
@@ -172,13 +180,23 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
         proto::PeerInfo { name: "terminull".into(), version: env!("CARGO_PKG_VERSION").into() },
         InitParam::ALL.to_vec(),
     );
-    let answer = peer
-        .request_raw(
+    let answer = {
+        let request = peer.request_raw(
             proto::Initialize::METHOD,
             serde_json::to_value(params).unwrap_or_default(),
             Some(handshake_timeout),
-        )
-        .await;
+        );
+        tokio::pin!(request);
+        // An adapter that dies is noticed from the process, even when something it started
+        // holds its stdout open; an answer it wrote before dying still counts.
+        tokio::select! {
+            answer = &mut request => answer,
+            _ = process.exited() => match tokio::time::timeout(EXIT_DRAIN, &mut request).await {
+                Ok(answer) => answer,
+                Err(_) => Err(CallError::Closed { method: proto::Initialize::METHOD.to_owned() }),
+            },
+        }
+    };
     let refused = match answer {
         Ok(raw) => match check_declaration(&raw) {
             Ok(declaration) => {
@@ -191,6 +209,7 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
                     events,
                     stdout_closed: false,
                     exit_reported: false,
+                    drain_until: None,
                 });
             }
             Err(violations) => HostError::Refused {
@@ -213,6 +232,14 @@ pub async fn launch(command: AdapterCommand, handshake_timeout: Duration) -> Res
     drop((peer, tasks, events));
     process.shutdown(SHUTDOWN_GRACE).await;
     Err(refused)
+}
+
+/// Sleeps until `at`; never wakes when there is none.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The per-child dispatch loop: one task, so events keep the order the child wrote them.
@@ -298,17 +325,44 @@ impl HostedAdapter {
 
     /// The next event; `Exited` carries the exit status and the stderr tail. `None`
     /// after `Exited`. Cancel-safe: usable in `select!`.
+    ///
+    /// The exit is noticed two ways, whichever comes first: stdout closing, or the
+    /// process itself exiting. After the latter, what it wrote before exiting is still
+    /// read for [`EXIT_DRAIN`] (or until stdout closes), then `Exited` comes even if a
+    /// process it left behind holds stdout open or keeps writing to it.
     pub async fn next_event(&mut self) -> Option<AdapterEvent> {
-        if !self.stdout_closed {
-            match self.events.recv().await {
-                Some(AdapterEvent::Exited { .. }) | None => self.stdout_closed = true,
-                Some(event) => return Some(event),
+        while !self.stdout_closed {
+            let drain_until = self.drain_until;
+            // Bounded even when what it left behind keeps writing: no more after the drain.
+            if drain_until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                tracing::warn!(
+                    adapter = %self.command.display(), pid = self.pid(),
+                    "the adapter exited but its stdout is still open (a process it started holds it)"
+                );
+                self.stdout_closed = true;
+                break;
+            }
+            tokio::select! {
+                biased;
+                event = self.events.recv() => match event {
+                    Some(AdapterEvent::Exited { .. }) | None => self.stdout_closed = true,
+                    Some(event) => return Some(event),
+                },
+                exited = self.process.exited(), if drain_until.is_none() => {
+                    tracing::debug!(adapter = %self.command.display(), pid = self.pid(), ?exited, "adapter process exited");
+                    self.drain_until = Some(tokio::time::Instant::now() + EXIT_DRAIN);
+                }
+                () = sleep_until_some(drain_until) => {}
             }
         }
         if self.exit_reported {
             return None;
         }
-        let status = tokio::time::timeout(SHUTDOWN_GRACE, self.process.wait()).await.ok().and_then(Result::ok);
+        // After its own death noticed, only a moment for the stderr tail: a process left
+        // behind may hold stderr too.
+        let wait = if self.drain_until.is_some() { EXIT_DRAIN } else { SHUTDOWN_GRACE };
+        let status = tokio::time::timeout(wait, self.process.wait()).await.ok().and_then(Result::ok);
+        let status = status.or_else(|| self.process.try_wait().ok().flatten());
         self.exit_reported = true;
         Some(AdapterEvent::Exited { status, stderr_tail: self.process.stderr_tail() })
     }

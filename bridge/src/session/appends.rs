@@ -50,6 +50,12 @@ impl Appends {
         self.pacer.flush(now.into_std())
     }
 
+    /// Takes in a chunk already published (read back from the history) without
+    /// publishing anything, so the chunks that follow continue it.
+    pub(super) fn prime(&mut self, block: &Block) {
+        let _ = self.normalize(block.clone());
+    }
+
     /// `block` with its text chunk as an append, or `None` when it adds nothing.
     fn normalize(&mut self, mut block: Block) -> Option<Block> {
         let block_type = block.kind.block_type();

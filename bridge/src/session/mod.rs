@@ -31,6 +31,8 @@
 //! - `appends`: streamed text made appends, a burst joined into one.
 //! - `hooks`, `mirror`, `handoff`: the terminal handoff on top of the core.
 //! - `turn`: the turn contract (messages, adapter events).
+//! - `revive`: a session revived after a bridge restart closes the turn its log left
+//!   open (`session_end` reason `error`, "the bridge stopped").
 //! - `run`: starting an actor and its loop.
 
 mod actor;
@@ -42,6 +44,7 @@ mod hooks;
 mod mirror;
 pub mod notices;
 pub mod policy;
+mod revive;
 mod run;
 mod turn;
 

@@ -49,9 +49,11 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
     if start_now {
         actor.ensure_adapter().await?;
     } else {
-        actor.state = SessionState::Detached;
         // Revived after a bridge restart: what it had accepted and not carried out.
         actor.pending = actor.spec.meta.pending.clone();
+        // A turn the bridge was stopped in ends now, before anyone follows the session.
+        actor.close_interrupted_turn();
+        actor.state = SessionState::Detached;
         if actor.pending.parked.is_some() {
             actor.state = SessionState::Parked;
         }

@@ -100,7 +100,12 @@ impl Actor {
                     text.push_str(&format!("; stderr tail:\n{tail}"));
                 }
                 tracing::error!("{text}");
-                if self.adapter.take().is_some() {
+                if let Some(mut adapter) = self.adapter.take() {
+                    // What it left behind (its group, descendants that left it with
+                    // `setsid`) is ended politely in the background: the turn closes now.
+                    tokio::spawn(async move {
+                        adapter.shutdown().await;
+                    });
                     self.crashes.push_back(Instant::now());
                     while self.crashes.len() > self.spec.policy.crash_budget {
                         self.crashes.pop_front();

@@ -6,10 +6,11 @@
 //! (`process_group(0)`). Every signal this module sends goes to that whole group, so it
 //! also reaches grandchildren: the real agent behind an `npx`/`node`/`uvx` wrapper, the
 //! shell commands the agent runs. (A grandchild that moves itself to another group or
-//! session with `setsid` escapes; nothing short of a cgroup catches that.)
+//! session with `setsid` escapes the group; [`tree`] finds it by a tag in its
+//! environment, see there for exactly what is and is not found.)
 //!
 //! Dropping an [`AgentProcess`] sends SIGKILL to its group, unless the group is already
-//! known to be gone.
+//! known to be gone, and to what is left of its [`tree`].
 //!
 //! Unix only. Must be used within a Tokio runtime (spawning starts reader tasks).
 
@@ -35,6 +36,8 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 
 use crate::tap::{Tap, TappedStdin, TappedStdout};
+
+pub mod tree;
 
 /// One stdout line as the caller receives it: a decoded value, or why the line could
 /// not be decoded (the stream goes on after it).
@@ -179,6 +182,10 @@ pub struct AgentProcess {
     group_gone: bool,
     /// The recording of this process, when recording is on (see [`crate::tap`]).
     tap: Option<Tap>,
+    /// The tag of its process tree (see [`tree`]).
+    tree: String,
+    /// True once the tree was swept after the child ended; Drop does not scan again.
+    tree_swept: bool,
 }
 
 impl AgentProcess {
@@ -248,6 +255,13 @@ impl AgentProcess {
             let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
             cmd.env("PWD", dir);
         }
+        // Tags the whole tree, so descendants that leave the process group are found.
+        let tree_tag = tree::new_tag();
+        let inherited = match cmd.as_std().get_envs().find(|(k, _)| *k == tree::TREE_ENV) {
+            Some((_, value)) => value.map(ToOwned::to_owned),
+            None => std::env::var_os(tree::TREE_ENV),
+        };
+        cmd.env(tree::TREE_ENV, tree::env_value(inherited, &tree_tag));
         let mut child = cmd.spawn().map_err(spawn_error)?;
         let missing = |what: &str| spawn_error(io::Error::other(format!("the child's {what} was not captured")));
         let pid = child.id().ok_or_else(|| missing("pid"))?;
@@ -272,6 +286,8 @@ impl AgentProcess {
             status: None,
             group_gone: false,
             tap,
+            tree: tree_tag,
+            tree_swept: false,
         };
         Ok((process, stdout))
     }
@@ -279,6 +295,12 @@ impl AgentProcess {
     /// The child's pid; also the id of its process group.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The tag of the child's process tree ([`tree`]): set in the environment of the
+    /// child and of everything it starts.
+    pub fn tree_tag(&self) -> &str {
+        &self.tree
     }
 
     /// The program's file name, as used in logs.
@@ -344,6 +366,18 @@ impl AgentProcess {
         Ok(self.status)
     }
 
+    /// Waits for the child itself to exit, however long a process it left behind keeps its
+    /// stdout or stderr open: how a death is noticed independently of end of file.
+    /// Cancel-safe.
+    pub async fn exited(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.record_exit(status);
+        Ok(status)
+    }
+
     /// Waits for the child to exit, then briefly for its stderr to be read to the end so
     /// [`stderr_tail`](Self::stderr_tail) holds its last lines. Cancel-safe.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
@@ -362,6 +396,18 @@ impl AgentProcess {
     /// Sends SIGKILL to the child's whole process group now.
     pub fn kill_group(&self) -> io::Result<()> {
         self.signal_group(Signal::SIGKILL)
+    }
+
+    /// Sends SIGKILL now to the child's whole process group and to every process of its
+    /// [`tree`] (descendants that left the group with `setsid` included). Returns how many
+    /// processes of the tree outside a known-gone group were signalled.
+    pub fn kill_tree(&mut self) -> io::Result<usize> {
+        self.log_signal_error(self.kill_group());
+        let signalled = tree::signal_tree(&self.tree, Signal::SIGKILL)?;
+        if self.status.is_some() {
+            self.tree_swept = true;
+        }
+        Ok(signalled.len())
     }
 
     /// Sends SIGTERM to the child's whole process group.
@@ -436,6 +482,7 @@ impl AgentProcess {
             }
         }
         self.sweep_group(grace, stage == ShutdownStage::Killed).await;
+        self.sweep_tree(grace).await;
         self.drain_stderr().await;
         tracing::debug!(program = %self.program, pid = self.pid, ?status, ?stage, "shut down");
         ShutdownOutcome { status, stage }
@@ -501,6 +548,27 @@ impl AgentProcess {
         self.poll_group_gone(grace.min(Duration::from_secs(1))).await;
     }
 
+    /// Ends processes of the child's tree that left its group (`setsid`): SIGTERM, up to
+    /// `grace` (at most a second) to leave, then SIGKILL.
+    async fn sweep_tree(&mut self, grace: Duration) {
+        if self.tree_swept {
+            return;
+        }
+        let left = tree::signal_tree(&self.tree, Signal::SIGTERM).unwrap_or_default();
+        if !left.is_empty() {
+            tracing::debug!(program = %self.program, pid = self.pid, ?left, "processes left in the tree; SIGTERM");
+            let deadline = tokio::time::Instant::now() + grace.min(Duration::from_secs(1));
+            while tokio::time::Instant::now() < deadline && !tree::tree_pids(&self.tree).is_empty() {
+                tokio::time::sleep(GROUP_POLL * 5).await;
+            }
+            let killed = tree::signal_tree(&self.tree, Signal::SIGKILL).unwrap_or_default();
+            if !killed.is_empty() {
+                tracing::debug!(program = %self.program, pid = self.pid, ?killed, "processes left in the tree; SIGKILL");
+            }
+        }
+        self.tree_swept = self.status.is_some();
+    }
+
     async fn poll_group_gone(&mut self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -528,6 +596,9 @@ impl Drop for AgentProcess {
         if !self.group_gone {
             // kill_on_drop reaches only the child itself; take the group with it.
             let _ = signal_group(self.pid, Some(Signal::SIGKILL));
+        }
+        if !self.tree_swept {
+            let _ = tree::signal_tree(&self.tree, Signal::SIGKILL);
         }
     }
 }

@@ -279,3 +279,35 @@ fn signalling_a_group_that_does_not_exist_reports_false_and_refuses_our_own() {
     assert!(signal_group(0, Some(Signal::SIGKILL)).is_err());
     assert!(signal_group(1, None).is_err());
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_setsid_grandchild_holding_stdout_neither_hides_the_exit_nor_survives_the_tree() {
+    // The grandchild leaves the group and the session, keeps stdout and stderr, and
+    // outlives the child, which exits at once.
+    let script = r#"setsid sleep 1000 & echo "{\"grandchild\": $!}"; exit 7"#;
+    let (mut p, mut rx, grandchild) = spawn_with_grandchild(script).await;
+    let status = tokio::time::timeout(Duration::from_secs(10), p.exited()).await.expect("exit not noticed").unwrap();
+    assert_eq!(status.code(), Some(7));
+    // stdout stays open: the grandchild holds it.
+    assert!(tokio::time::timeout(Duration::from_millis(300), rx.recv()).await.is_err(), "stdout closed early");
+    assert!(tree::tree_pids(p.tree_tag()).contains(&(grandchild as u32)), "the grandchild is in the tree");
+    p.kill_tree().unwrap();
+    assert!(wait_gone(grandchild).await, "grandchild {grandchild} still alive");
+    assert_eq!(collect(rx).await, vec![], "stdout closed once the tree died");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn shutdown_and_drop_sweep_a_grandchild_that_left_the_group() {
+    let script = r#"setsid sleep 1000 & echo "{\"grandchild\": $!}"; cat >/dev/null"#;
+    let (mut p, _rx, grandchild) = spawn_with_grandchild(script).await;
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(60), p.shutdown(Duration::from_secs(1))).await.expect("shutdown hung");
+    assert_eq!(outcome.stage, ShutdownStage::Exited);
+    assert!(wait_gone(grandchild).await, "grandchild {grandchild} still alive after shutdown");
+
+    let (p, _rx, grandchild) = spawn_with_grandchild(script).await;
+    drop(p);
+    assert!(wait_gone(grandchild).await, "grandchild {grandchild} still alive after drop");
+}
