@@ -373,8 +373,8 @@ fn status_of(response: &[u8]) -> u16 {
     String::from_utf8_lossy(response).split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
-/// Writes `head`, then one byte of `trickle` every 250 ms until the relay answers or
-/// closes; returns the status (0 for none) and when it ended, `None` if it never did
+/// Writes `head`, then one byte of `trickle` every 250 ms (nothing at all when it is
+/// empty) until the relay answers or closes; returns the status (0 for none) and when it ended, `None` if it never did
 /// within 15 s.
 async fn trickle(addr: SocketAddr, head: String, trickle: &'static [u8]) -> Option<(u16, Duration)> {
     let started = Instant::now();
@@ -382,6 +382,11 @@ async fn trickle(addr: SocketAddr, head: String, trickle: &'static [u8]) -> Opti
     stream.write_all(head.as_bytes()).await.unwrap();
     let (mut rx, mut tx) = stream.into_split();
     let writer = tokio::spawn(async move {
+        if trickle.is_empty() {
+            // A silent socket: hold the write side open, send nothing.
+            let _open = tx;
+            return std::future::pending::<()>().await;
+        }
         for byte in trickle.iter().cycle() {
             if tx.write_all(&[*byte]).await.is_err() {
                 return;
@@ -401,6 +406,7 @@ async fn attack_relay_trickled_http_requests_are_cut_and_huge_bodies_refused_at_
     let addr = relay.addr;
     const BODIES: usize = 24;
     const HEADS: usize = 4;
+    const SILENT: usize = 4;
     let mut tasks = Vec::new();
     for _ in 0..BODIES {
         let head = "POST /v1/push/subscriptions HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n\
@@ -410,6 +416,9 @@ async fn attack_relay_trickled_http_requests_are_cut_and_huge_bodies_refused_at_
     }
     for _ in 0..HEADS {
         tasks.push(tokio::spawn(trickle(addr, "GET /healthz HTTP/1.1\r\n".into(), b"X-Slow: a\r\n")));
+    }
+    for _ in 0..SILENT {
+        tasks.push(tokio::spawn(trickle(addr, String::new(), b"")));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let health =
@@ -424,7 +433,8 @@ async fn attack_relay_trickled_http_requests_are_cut_and_huge_bodies_refused_at_
     for task in tasks {
         outcomes.push(task.await.unwrap());
     }
-    let (bodies, heads) = outcomes.split_at(BODIES);
+    let (bodies, rest) = outcomes.split_at(BODIES);
+    let (heads, silent) = rest.split_at(HEADS);
     let span = |o: &[Option<(u16, Duration)>]| {
         let secs: Vec<f64> = o.iter().flatten().map(|(_, d)| d.as_secs_f64()).collect();
         let min = secs.iter().copied().fold(f64::INFINITY, f64::min);
@@ -433,19 +443,50 @@ async fn attack_relay_trickled_http_requests_are_cut_and_huge_bodies_refused_at_
     };
     let statuses: Vec<u16> = bodies.iter().flatten().map(|(s, _)| *s).collect();
     eprintln!(
-        "attack: relay trickled HTTP (1 byte / 250 ms, timeouts 2 s): bodies {} (statuses {:?}), heads {}; \
-         /healthz from another address {} in {:.0} ms; 100 MiB Content-Length: {} in {:.0} ms",
+        "attack: relay trickled HTTP (1 byte / 250 ms, timeouts 2 s): bodies {} (statuses {:?}), heads {}, \
+         silent sockets {}; /healthz from another address {} in {:.0} ms; 100 MiB Content-Length: {} in {:.0} ms",
         span(bodies),
         statuses.iter().collect::<std::collections::BTreeSet<_>>(),
         span(heads),
+        span(silent),
         health.0,
         health.1.as_secs_f64() * 1000.0,
         huge.0,
         huge.1.as_secs_f64() * 1000.0,
     );
     assert!(bodies.iter().all(|o| o.is_some_and(|(status, _)| status == 408)), "{bodies:?}");
-    assert!(heads.iter().all(Option::is_some), "{heads:?}");
+    assert!(heads.iter().chain(silent).all(Option::is_some), "{heads:?} {silent:?}");
     assert_eq!(health.0, 200);
     assert_eq!(huge.0, 413);
     assert!(huge.1 < Duration::from_secs(5), "refused before any body arrives");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_relay_a_keep_alive_connection_kept_busy_is_closed_at_its_lifetime() {
+    let relay = RelayProcess::start(&["--http-connection-lifetime-secs", "2"]).await;
+    let started = Instant::now();
+    let mut stream = tcp(relay.addr, ip("127.0.0.1"), false).await.unwrap();
+    let mut answered = 0;
+    let mut buf = vec![0u8; 4096];
+    // One request every 250 ms on one connection: each well within every timeout.
+    let closed = loop {
+        if started.elapsed() > Duration::from_secs(15) {
+            break None;
+        }
+        if stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n").await.is_err() {
+            break Some(started.elapsed());
+        }
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break Some(started.elapsed()),
+            Ok(Ok(_)) => answered += 1,
+            Err(_) => break None,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!(
+        "attack: relay one keep-alive HTTP connection kept busy (lifetime 2 s): {answered} requests answered, {}",
+        closed.map_or("still open after 15 s".into(), |d| format!("closed after {:.1} s", d.as_secs_f64())),
+    );
+    assert!(closed.is_some(), "an HTTP connection does not outlive its bound");
+    assert!(answered > 0);
 }
