@@ -118,8 +118,8 @@ pub struct RelayConfig {
     /// in; past it the request gets 408 and the connection is closed. Default 10 s.
     pub http_body_timeout: Duration,
     /// How long an HTTP connection that has not become a WebSocket is kept: at the
-    /// bound the request in progress gets `http_body_timeout` more to finish, then the
-    /// connection is closed. Default 120 s.
+    /// bound the request in progress gets the longer of `http_body_timeout` and
+    /// `pair_timeout` more to finish, then the connection is closed. Default 120 s.
     pub http_connection_lifetime: Duration,
     /// How long a pairing request waits for the bridge's answer. Default 30 s.
     pub pair_timeout: Duration,

@@ -178,7 +178,9 @@ async fn accept_loop(
 /// handlers (with `admission`, the connection's place in the per-address table). Request
 /// heads must arrive within `http_header_timeout` (an idle keep-alive connection is
 /// closed after as long); after `http_connection_lifetime`, or on shutdown, the request
-/// in progress is finished (within `http_body_timeout`) and the connection closed.
+/// in progress is finished (within the longer of `http_body_timeout` and `pair_timeout`)
+/// and the connection closed. A connection that became a WebSocket has left this
+/// function by then: its bounds are the WebSocket's own.
 async fn serve_connection<S>(hub: Arc<Hub>, io: S, peer: SocketAddr, router: Router, admission: Arc<PeerSlot>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -201,7 +203,9 @@ where
         }
         _ = tokio::time::sleep(config.http_connection_lifetime) => {
             connection.as_mut().graceful_shutdown();
-            match tokio::time::timeout(config.http_body_timeout, connection).await {
+            // A pairing request in progress may wait for its bridge that long.
+            let grace = config.http_body_timeout.max(config.pair_timeout);
+            match tokio::time::timeout(grace, connection).await {
                 Ok(result) => result,
                 Err(_) => {
                     tracing::debug!(%peer, "closing an HTTP connection that outlived its bound");

@@ -463,7 +463,17 @@ async fn attack_relay_trickled_http_requests_are_cut_and_huge_bodies_refused_at_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_relay_a_keep_alive_connection_kept_busy_is_closed_at_its_lifetime() {
-    let relay = RelayProcess::start(&["--http-connection-lifetime-secs", "2"]).await;
+    let relay = RelayProcess::start(&[
+        "--http-connection-lifetime-secs",
+        "2",
+        "--http-body-timeout-secs",
+        "1",
+        "--pair-timeout-secs",
+        "1",
+    ])
+    .await;
+    // WebSockets are not HTTP connections: they outlive the bound.
+    let (bridge, mut bridge_ws, _device, mut device_ws, conn) = bridge_and_device(&relay, false).await;
     let started = Instant::now();
     let mut stream = tcp(relay.addr, ip("127.0.0.1"), false).await.unwrap();
     let mut answered = 0;
@@ -489,4 +499,15 @@ async fn attack_relay_a_keep_alive_connection_kept_busy_is_closed_at_its_lifetim
     );
     assert!(closed.is_some(), "an HTTP connection does not outlive its bound");
     assert!(answered > 0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut sealer = Sealer::new([9; 32], "block");
+    let block = seal_block(&mut sealer, &SessionId("s".into()), "text", false, 1.0, b"{}").unwrap();
+    send(&mut bridge_ws, &RelayFrame::Batch(sign_batch(&bridge, conn, vec![block]))).await;
+    loop {
+        match recv(&mut device_ws).await {
+            RelayFrame::Block(_) => break,
+            RelayFrame::RelayStatus(_) => {}
+            other => panic!("expected the block, got {other:?}"),
+        }
+    }
 }
