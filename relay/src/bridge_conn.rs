@@ -16,10 +16,17 @@ use crate::batch::check_batch;
 use crate::challenge::{Challenged, Side, challenge};
 use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
 use crate::hub::{ConnectionSlot, Hub};
+use crate::peers::PeerSlot;
 use crate::refusal::Refusal;
 
 /// Serves one bridge connection until it ends.
-pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
+pub(crate) async fn serve_bridge(
+    hub: Arc<Hub>,
+    socket: WebSocket,
+    peer: SocketAddr,
+    _slot: ConnectionSlot,
+    admission: Option<Arc<PeerSlot>>,
+) {
     let Challenged { id, mut io, nonce, answer } = match challenge(&hub, socket, peer, Side::Bridge).await {
         Ok(challenged) => challenged,
         Err(io) => return io.finish().await,
@@ -37,6 +44,9 @@ pub(crate) async fn serve_bridge(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
         tracing::info!(conn = id, %bridge_id, %message, "bridge registration refused");
         io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
         return io.finish().await;
+    }
+    if let Some(admission) = &admission {
+        admission.authenticated();
     }
     drop(register);
 

@@ -10,7 +10,7 @@ use terminull_protocol::relay::{Challenge, RelayErrorCode, RelayFrame};
 use tokio::time::Instant;
 
 use crate::config::RelayConfig;
-use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, close_code};
+use crate::conn::{ConnId, ConnIo, Inbound, InboundLimits, Kill, QueueLimits, close_code};
 use crate::hub::Hub;
 use crate::limits::deadline_after;
 
@@ -31,10 +31,10 @@ impl Side {
         }
     }
 
-    fn queue_frames(self, config: &RelayConfig) -> usize {
+    fn queue(self, config: &RelayConfig) -> QueueLimits {
         match self {
-            Side::Bridge => config.bridge_queue_frames,
-            Side::Client => config.client_queue_frames,
+            Side::Bridge => QueueLimits { frames: config.bridge_queue_frames, bytes: config.bridge_queue_bytes },
+            Side::Client => QueueLimits { frames: config.client_queue_frames, bytes: config.client_queue_bytes },
         }
     }
 
@@ -76,7 +76,7 @@ pub(crate) async fn challenge(
         socket,
         id,
         side.name(),
-        side.queue_frames(&config),
+        side.queue(&config),
         side.limits(&config),
         Arc::clone(&config),
         hub.shutdown.clone(),

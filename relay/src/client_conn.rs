@@ -15,10 +15,17 @@ use terminull_protocol::{BridgeId, DeviceId};
 use crate::challenge::{Challenged, Side, challenge};
 use crate::conn::{ConnId, ConnIo, Inbound, Kill, close_code};
 use crate::hub::{ConnectionSlot, Hub};
+use crate::peers::PeerSlot;
 use crate::refusal::Refusal;
 
 /// Serves one client connection until it ends.
-pub(crate) async fn serve_client(hub: Arc<Hub>, socket: WebSocket, peer: SocketAddr, _slot: ConnectionSlot) {
+pub(crate) async fn serve_client(
+    hub: Arc<Hub>,
+    socket: WebSocket,
+    peer: SocketAddr,
+    _slot: ConnectionSlot,
+    admission: Option<Arc<PeerSlot>>,
+) {
     let Challenged { id, mut io, nonce, answer } = match challenge(&hub, socket, peer, Side::Client).await {
         Ok(challenged) => challenged,
         Err(io) => return io.finish().await,
@@ -37,6 +44,9 @@ pub(crate) async fn serve_client(hub: Arc<Hub>, socket: WebSocket, peer: SocketA
             if code == RelayErrorCode::TooManyConnections { close_code::TRY_AGAIN_LATER } else { close_code::POLICY };
         io.handle.kill(Kill::with_error(code, message, close).after_queue());
         return io.finish().await;
+    }
+    if let Some(admission) = &admission {
+        admission.authenticated();
     }
 
     let client = Authenticated { id, bridge_id, device_id, key };

@@ -39,8 +39,22 @@ pub struct RelayConfig {
     /// whole when the queue is empty, so a queue holds at most the larger of this and
     /// one batch (`MAX_BATCH_BLOCKS` frames).
     pub client_queue_frames: usize,
+    /// Bytes queued toward one client connection (the frames' JSON text, as allocated)
+    /// before it is cut off as a slow consumer, whatever the frame count. Default 8 MiB.
+    /// Like the frame bound, one item (a batch's blocks, at most `max_message_bytes` of
+    /// text) is admitted whole into an empty queue.
+    pub client_queue_bytes: usize,
     /// Frames queued toward one bridge connection. Default 8192.
     pub bridge_queue_frames: usize,
+    /// Bytes queued toward one bridge connection; past it a device's frame for the
+    /// bridge is refused (`rate_limited`) and a relay frame cuts the bridge off.
+    /// Default 32 MiB.
+    pub bridge_queue_bytes: usize,
+    /// How long the socket may take to accept one queued frame (or a ping, or the final
+    /// flush of a write) before the connection is cut off as a slow consumer. It runs in
+    /// the writer, apart from the read loop: a peer that stops reading is cut off even
+    /// while it keeps sending. Default 20 s.
+    pub write_timeout: Duration,
     /// Frames per second a client connection may send (token bucket rate). Default 200.
     pub client_frames_per_sec: u32,
     /// The client token bucket's burst. Default 400.
@@ -68,6 +82,15 @@ pub struct RelayConfig {
     pub close_timeout: Duration,
     /// How long a TLS handshake may take. Default 10 s.
     pub tls_handshake_timeout: Duration,
+    /// TCP connections (HTTP and WebSocket, authenticated or not) from one address at
+    /// once; past it the relay answers 503 and closes. IPv6 addresses count per /64.
+    /// Default 128.
+    pub max_connections_per_ip: usize,
+    /// Unauthenticated TCP connections in total: every HTTP connection, and every
+    /// WebSocket until its `register`/`auth` is accepted. Default 1024.
+    pub max_unauthenticated: usize,
+    /// Unauthenticated TCP connections from one address (IPv6: per /64). Default 32.
+    pub max_unauthenticated_per_ip: usize,
     /// Live connections one device may hold to one bridge. Default 8.
     pub max_connections_per_device: usize,
     /// WebSocket connections in total (bridges, clients, and those still authenticating).
@@ -85,8 +108,19 @@ pub struct RelayConfig {
     /// Lifetime of a resume token. Default 24 h.
     pub resume_token_ttl: Duration,
 
-    /// The largest HTTP request body, in bytes. Default 16 KiB.
+    /// The largest HTTP request body, in bytes. Default 16 KiB. A `Content-Length`
+    /// above it is refused with 413 before any of the body is read.
     pub http_body_limit: usize,
+    /// How long a client may take to send an HTTP request's headers (also how long an
+    /// idle keep-alive connection stays open). Default 10 s.
+    pub http_header_timeout: Duration,
+    /// How long a client may take to send an HTTP request's body, once its headers are
+    /// in; past it the request gets 408 and the connection is closed. Default 10 s.
+    pub http_body_timeout: Duration,
+    /// How long an HTTP connection that has not become a WebSocket is kept: at the
+    /// bound the request in progress gets the longer of `http_body_timeout` and
+    /// `pair_timeout` more to finish, then the connection is closed. Default 120 s.
+    pub http_connection_lifetime: Duration,
     /// How long a pairing request waits for the bridge's answer. Default 30 s.
     pub pair_timeout: Duration,
     /// Pairing requests per minute per client IP address. Default 10.
@@ -133,7 +167,10 @@ impl RelayConfig {
             vapid_subject: "mailto:relay-operator@terminull.invalid".to_owned(),
             max_message_bytes: 1024 * 1024,
             client_queue_frames: 1024,
+            client_queue_bytes: 8 * 1024 * 1024,
             bridge_queue_frames: 8192,
+            bridge_queue_bytes: 32 * 1024 * 1024,
+            write_timeout: Duration::from_secs(20),
             client_frames_per_sec: 200,
             client_frames_burst: 400,
             bridge_frames_per_sec: 5000,
@@ -145,6 +182,9 @@ impl RelayConfig {
             auth_timeout: Duration::from_secs(10),
             close_timeout: Duration::from_secs(5),
             tls_handshake_timeout: Duration::from_secs(10),
+            max_connections_per_ip: 128,
+            max_unauthenticated: 1024,
+            max_unauthenticated_per_ip: 32,
             max_connections_per_device: 8,
             max_connections: 20_000,
             max_bridges: 100_000,
@@ -153,6 +193,9 @@ impl RelayConfig {
             max_resumable_sessions: 512,
             resume_token_ttl: Duration::from_secs(24 * 60 * 60),
             http_body_limit: 16 * 1024,
+            http_header_timeout: Duration::from_secs(10),
+            http_body_timeout: Duration::from_secs(10),
+            http_connection_lifetime: Duration::from_secs(120),
             pair_timeout: Duration::from_secs(30),
             pair_requests_per_minute: 10,
             max_pending_pairings_per_bridge: 16,
@@ -174,10 +217,15 @@ impl RelayConfig {
 
     /// Refuses settings the relay cannot run with (zero-sized queues, zero rates).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let nonzero: [(&str, usize); 12] = [
+        let nonzero: [(&str, usize); 17] = [
             ("max_message_bytes", self.max_message_bytes),
             ("client_queue_frames", self.client_queue_frames),
             ("bridge_queue_frames", self.bridge_queue_frames),
+            ("client_queue_bytes", self.client_queue_bytes),
+            ("bridge_queue_bytes", self.bridge_queue_bytes),
+            ("max_connections_per_ip", self.max_connections_per_ip),
+            ("max_unauthenticated", self.max_unauthenticated),
+            ("max_unauthenticated_per_ip", self.max_unauthenticated_per_ip),
             ("client_frames_per_sec", self.client_frames_per_sec as usize),
             ("client_frames_burst", self.client_frames_burst as usize),
             ("bridge_frames_per_sec", self.bridge_frames_per_sec as usize),
@@ -193,8 +241,17 @@ impl RelayConfig {
                 return Err(ConfigError::Zero { setting: name });
             }
         }
-        if self.ping_interval.is_zero() {
-            return Err(ConfigError::Zero { setting: "ping_interval" });
+        let durations = [
+            ("ping_interval", self.ping_interval),
+            ("write_timeout", self.write_timeout),
+            ("http_header_timeout", self.http_header_timeout),
+            ("http_body_timeout", self.http_body_timeout),
+            ("http_connection_lifetime", self.http_connection_lifetime),
+        ];
+        for (name, value) in durations {
+            if value.is_zero() {
+                return Err(ConfigError::Zero { setting: name });
+            }
         }
         Ok(())
     }

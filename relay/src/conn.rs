@@ -1,10 +1,10 @@
-//! What every WebSocket connection shares, bridge or client: a bounded outbound queue
-//! drained by a writer task, a kill switch that ends the connection with a final
-//! `error` frame and a close reason, pings, the idle timeout, the inbound rate limit,
-//! and the malformed-frame budget.
+//! What every WebSocket connection shares, bridge or client: an outbound queue bounded
+//! in frames and in bytes, drained by a writer task whose every write has a deadline, a
+//! kill switch that ends the connection with a final `error` frame and a close reason,
+//! pings, the idle timeout, the inbound rate limit, and the malformed-frame budget.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
@@ -20,6 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RelayConfig;
 use crate::limits::{TokenBucket, deadline_after};
+
+mod queue;
+
+pub(crate) use queue::{Outbound, QueueLimits};
+use queue::{Queue, QueueBound};
 
 /// A connection's number, unique in this process (the `conn` of bridge-side frames).
 pub(crate) type ConnId = u64;
@@ -99,53 +104,6 @@ pub(crate) enum SendError {
     Closed,
 }
 
-/// One item of a connection's outbound queue: a frame, or the frames of one batch
-/// (one channel operation and one writer wake-up for up to a batch's worth of blocks).
-#[derive(Debug)]
-pub(crate) enum Outbound {
-    /// One frame's text.
-    One(String),
-    /// Several frames' texts, in order.
-    Many(Vec<String>),
-}
-
-impl Outbound {
-    /// How many frames it holds.
-    fn frames(&self) -> usize {
-        match self {
-            Outbound::One(_) => 1,
-            Outbound::Many(texts) => texts.len(),
-        }
-    }
-}
-
-/// The bound of a connection's outbound queue, counted in frames (not queue items).
-#[derive(Debug)]
-struct QueueBound {
-    /// Frames queued and not yet taken by the writer.
-    queued: AtomicUsize,
-    /// Most frames queued at once; an item of several frames is also admitted whole
-    /// when the queue is empty, so the bound is `max(capacity, largest item)` — a batch
-    /// holds at most `MAX_BATCH_BLOCKS` frames.
-    capacity: usize,
-}
-
-impl QueueBound {
-    /// Reserves room for `n` frames, or says the queue is full.
-    fn reserve(&self, n: usize) -> bool {
-        self.queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                (q == 0 || q.saturating_add(n) <= self.capacity).then(|| q.saturating_add(n))
-            })
-            .is_ok()
-    }
-
-    /// Gives back room for `n` frames.
-    fn release(&self, n: usize) {
-        self.queued.fetch_sub(n, Ordering::AcqRel);
-    }
-}
-
 /// The sending side of a connection, held by the hub.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnHandle {
@@ -176,11 +134,12 @@ impl ConnHandle {
         if frames == 0 {
             return Ok(());
         }
-        if !self.bound.reserve(frames) {
+        let bytes = item.bytes();
+        if !self.bound.reserve(frames, bytes) {
             return Err(SendError::Full);
         }
         self.tx.try_send(item).map_err(|e| {
-            self.bound.release(frames);
+            self.bound.release(frames, bytes);
             match e {
                 mpsc::error::TrySendError::Full(_) => SendError::Full,
                 mpsc::error::TrySendError::Closed(_) => SendError::Closed,
@@ -290,31 +249,32 @@ pub(crate) struct ConnIo {
 }
 
 impl ConnIo {
-    /// Splits `socket`, starts its writer with a queue of `queue_len` frames.
+    /// Splits `socket`, starts its writer with a queue bounded by `queue`.
     pub(crate) fn start(
         socket: WebSocket,
         id: ConnId,
         role: &'static str,
-        queue_len: usize,
+        queue: QueueLimits,
         limits: InboundLimits,
         config: Arc<RelayConfig>,
         stopping: CancellationToken,
     ) -> Self {
         let (sink, stream) = socket.split();
         // Every item holds at least one frame, so the frame bound also bounds the items.
-        let queue_len = queue_len.max(1);
-        let (tx, rx) = mpsc::channel(queue_len);
-        let bound = Arc::new(QueueBound { queued: AtomicUsize::new(0), capacity: queue_len });
+        let queue = QueueLimits { frames: queue.frames.max(1), bytes: queue.bytes.max(1) };
+        let (tx, rx) = mpsc::channel(queue.frames);
+        let bound = Arc::new(QueueBound::new(queue));
         let (kill_tx, kill_rx) = watch::channel(None);
+        let kill = Arc::new(kill_tx);
         let writer = tokio::spawn(write_loop(
             sink,
             Queue { rx, bound: Arc::clone(&bound) },
-            kill_rx.clone(),
+            Arc::clone(&kill),
             Arc::clone(&config),
             stopping.clone(),
         ));
         Self {
-            handle: ConnHandle { id, tx, bound, kill: Arc::new(kill_tx) },
+            handle: ConnHandle { id, tx, bound, kill },
             role,
             stream,
             kill_rx,
@@ -531,57 +491,67 @@ impl ConnIo {
 /// Most queued frames the writer hands the socket per flush (it always takes whole
 /// items, so a flush may hold one batch more).
 const WRITE_BATCH: usize = 64;
+/// Most queued bytes the writer hands the socket per flush (one item more at most): a
+/// flush of big frames stays short, so the write deadline measures a peer's reading,
+/// not the size of what happened to be queued.
+const WRITE_BATCH_BYTES: usize = 1024 * 1024;
 
-/// The writer's end of the outbound queue.
+/// Why a write stopped.
 #[derive(Debug)]
-struct Queue {
-    rx: mpsc::Receiver<Outbound>,
-    bound: Arc<QueueBound>,
+enum WriteError {
+    /// The socket failed (the peer is gone).
+    Socket,
+    /// The socket did not take a frame within the write timeout.
+    Stalled,
 }
 
-impl Queue {
-    /// The next item, waiting for it; `None` when every sender is gone.
-    async fn recv(&mut self) -> Option<Outbound> {
-        let item = self.rx.recv().await?;
-        self.bound.release(item.frames());
-        Some(item)
-    }
-
-    /// The next item if one is queued.
-    fn try_recv(&mut self) -> Option<Outbound> {
-        let item = self.rx.try_recv().ok()?;
-        self.bound.release(item.frames());
-        Some(item)
+/// `step` within `timeout`.
+async fn timed<T>(timeout: Duration, step: impl Future<Output = Result<T, axum::Error>>) -> Result<T, WriteError> {
+    match tokio::time::timeout(timeout, step).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(_)) => Err(WriteError::Socket),
+        Err(_elapsed) => Err(WriteError::Stalled),
     }
 }
 
-/// Feeds every frame of `item` to the sink (without flushing); returns how many.
-async fn feed(sink: &mut SplitSink<WebSocket, Message>, item: Outbound) -> Result<usize, axum::Error> {
+/// Feeds every frame of `item` to the sink (without flushing), each within `timeout`;
+/// returns how many frames and bytes.
+async fn feed(
+    sink: &mut SplitSink<WebSocket, Message>,
+    item: Outbound,
+    timeout: Duration,
+) -> Result<(usize, usize), WriteError> {
+    let bytes = item.bytes();
     match item {
         Outbound::One(text) => {
-            sink.feed(Message::Text(text.into())).await?;
-            Ok(1)
+            timed(timeout, sink.feed(Message::Text(text.into()))).await?;
+            Ok((1, bytes))
         }
         Outbound::Many(texts) => {
             let n = texts.len();
             for text in texts {
-                sink.feed(Message::Text(text.into())).await?;
+                timed(timeout, sink.feed(Message::Text(text.into()))).await?;
             }
-            Ok(n)
+            Ok((n, bytes))
         }
     }
 }
 
 /// Drains the queue into the socket, pings on schedule, and on kill sends the final
-/// `error` frame and close frame (bounded by `close_timeout`).
+/// `error` frame and close frame (bounded by `close_timeout`). Every frame, ping and
+/// flush must be taken by the socket within `write_timeout`, or the connection is cut
+/// off as a slow consumer: the writer needs nothing from the read loop to notice a peer
+/// that stopped reading.
 async fn write_loop(
     mut sink: SplitSink<WebSocket, Message>,
     mut queue: Queue,
-    mut kill_rx: watch::Receiver<Option<Kill>>,
+    kill: Arc<watch::Sender<Option<Kill>>>,
     config: Arc<RelayConfig>,
     stopping: CancellationToken,
 ) {
+    let mut kill_rx = kill.subscribe();
     let ping_interval = config.ping_interval;
+    let write_timeout = config.write_timeout;
     let mut ping = tokio::time::interval_at(deadline_after(Instant::now(), ping_interval), ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -594,46 +564,84 @@ async fn write_loop(
             },
             _ = ping.tick() => None,
         };
-        // What else is queued goes in the same write (up to WRITE_BATCH frames): one
-        // flush, one syscall, for a batch's worth of blocks instead of one per frame.
+        // What else is queued goes in the same write (up to WRITE_BATCH frames or
+        // WRITE_BATCH_BYTES): one flush, one syscall, for a batch's worth of blocks
+        // instead of one per frame.
         let write = async {
-            let mut fed = match first {
-                Some(item) => feed(&mut sink, item).await?,
+            let (mut fed, mut bytes) = match first {
+                Some(item) => feed(&mut sink, item, write_timeout).await?,
                 None => {
-                    sink.feed(Message::Ping(Default::default())).await?;
-                    1
+                    timed(write_timeout, sink.feed(Message::Ping(Default::default()))).await?;
+                    (1, 0)
                 }
             };
-            while fed < WRITE_BATCH {
+            while fed < WRITE_BATCH && bytes < WRITE_BATCH_BYTES {
                 let Some(item) = queue.try_recv() else { break };
-                fed += feed(&mut sink, item).await?;
+                let (f, b) = feed(&mut sink, item, write_timeout).await?;
+                fed += f;
+                bytes += b;
             }
-            sink.flush().await
+            timed(write_timeout, sink.flush()).await
         };
-        // A peer that stops reading blocks this write; the kill switch still ends it
-        // (frames fed but not flushed stay in the sink's buffer and go first in the
-        // farewell).
+        // A peer that stops reading blocks this write until the deadline; the kill
+        // switch still ends it sooner (frames fed but not flushed stay in the sink's
+        // buffer and go first in the farewell).
         tokio::select! {
             biased;
             _ = kill_rx.changed() => break,
-            sent = write => if sent.is_err() { return },
+            sent = write => match sent {
+                Ok(()) => {}
+                Err(WriteError::Socket) => {
+                    queue.discard();
+                    return;
+                }
+                Err(WriteError::Stalled) => {
+                    tracing::info!(conn_queue = ?queue.bound.queued(), "cutting off a connection that stopped reading");
+                    let _ = kill.send_if_modified(|current| {
+                        if current.is_some() {
+                            return false;
+                        }
+                        *current = Some(Kill::with_error(
+                            RelayErrorCode::SlowConsumer,
+                            format!(
+                                "the connection took no frame for {} s; reconnect and resume",
+                                write_timeout.as_secs_f32()
+                            ),
+                            close_code::TRY_AGAIN_LATER,
+                        ));
+                        true
+                    });
+                    break;
+                }
+            },
         }
     }
     let kill = kill_rx.borrow().clone();
-    let Some(kill) = kill else { return };
+    let Some(kill) = kill else {
+        queue.discard();
+        return;
+    };
+    if !kill.flush_queue {
+        // A slow consumer's backlog (megabytes, perhaps) is freed now, not when the
+        // farewell below gives up.
+        let dropped = queue.discard();
+        tracing::debug!(dropped, "discarded the queue of an ending connection");
+    }
     let farewell = async {
         if kill.flush_queue {
             while let Some(item) = queue.try_recv() {
-                feed(&mut sink, item).await?;
-                sink.flush().await?;
+                feed(&mut sink, item, write_timeout).await?;
+                timed(write_timeout, sink.flush()).await?;
             }
+            queue.discard();
         }
         if let Some(error) = kill.error {
-            sink.send(Message::Text(frame_json(&RelayFrame::Error(error)).into())).await?;
+            timed(write_timeout, sink.send(Message::Text(frame_json(&RelayFrame::Error(error)).into()))).await?;
         }
         let reason = prefix_within(&kill.reason, MAX_CLOSE_REASON).to_owned();
-        sink.send(Message::Close(Some(CloseFrame { code: kill.close_code, reason: reason.into() }))).await?;
-        sink.close().await
+        let close = Message::Close(Some(CloseFrame { code: kill.close_code, reason: reason.into() }));
+        timed(write_timeout, sink.send(close)).await?;
+        timed(write_timeout, sink.close()).await
     };
     // The peer may be gone or never read again: either way, stop after the bound.
     let bound =
@@ -643,30 +651,27 @@ async fn write_loop(
 
 #[cfg(test)]
 mod tests {
+    use super::queue::Queued;
     use super::*;
 
-    fn bound(capacity: usize) -> QueueBound {
-        QueueBound { queued: AtomicUsize::new(0), capacity }
+    fn bound(frames: usize, bytes: usize) -> QueueBound {
+        QueueBound::new(QueueLimits { frames, bytes })
     }
 
     #[test]
-    fn a_queue_counts_frames_not_items_and_refuses_what_does_not_fit() {
-        let q = bound(100);
-        assert!(q.reserve(64), "a batch fits an empty queue");
-        assert!(q.reserve(36), "up to the bound");
-        assert!(!q.reserve(1), "one frame past the bound is refused");
-        q.release(64);
-        assert!(!q.reserve(65), "a batch larger than the room left is refused whole");
-        assert!(q.reserve(64));
-        assert_eq!(q.queued.load(Ordering::Acquire), 100);
-    }
-
-    #[test]
-    fn a_batch_larger_than_the_queue_is_admitted_only_into_an_empty_queue() {
-        let q = bound(8);
-        assert!(q.reserve(64), "an empty queue takes a whole batch, whatever its bound");
-        assert!(!q.reserve(1), "then nothing more until the writer takes it");
-        q.release(64);
-        assert!(q.reserve(1));
+    fn an_ending_connection_frees_its_queue_and_refuses_more() {
+        let (tx, rx) = mpsc::channel(16);
+        let bound = Arc::new(bound(16, 1 << 20));
+        let (kill, _) = watch::channel(None);
+        let handle = ConnHandle { id: 1, tx, bound: Arc::clone(&bound), kill: Arc::new(kill) };
+        let mut queue = Queue { rx, bound: Arc::clone(&bound) };
+        for _ in 0..3 {
+            handle.send_text("x".repeat(1000)).unwrap();
+        }
+        handle.send_texts_or_cut_off(vec!["y".repeat(1000), "z".repeat(1000)]);
+        assert_eq!(bound.queued().frames, 5);
+        assert_eq!(queue.discard(), 5);
+        assert_eq!(bound.queued(), Queued::default(), "nothing is counted (or held) any more");
+        assert_eq!(handle.send_text("late".into()), Err(SendError::Closed));
     }
 }

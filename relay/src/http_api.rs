@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -22,9 +23,11 @@ use terminull_protocol::{BridgeId, DeviceId};
 use crate::bridge_conn::serve_bridge;
 use crate::challenge::Side;
 use crate::client_conn::serve_client;
+use crate::http_limits::{BodyLimits, bounded_body};
 use crate::hub::push::SubscriptionError;
 use crate::hub::{Hub, PairOutcome, PairStartError, unix_now};
 use crate::limits::IpRateLimiter;
+use crate::peers::PeerSlot;
 use crate::webpush::Subscription;
 
 /// What every handler shares.
@@ -53,6 +56,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
             error(StatusCode::METHOD_NOT_ALLOWED, "this endpoint does not accept that method")
         })
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            BodyLimits { max: body_limit, timeout: hub.config.http_body_timeout },
+            bounded_body,
+        ))
         .with_state(Api { hub, pair_limiter })
 }
 
@@ -99,8 +106,9 @@ fn socket_endpoint(side: Side) -> MethodRouter<Api> {
     get(
         move |State(api): State<Api>,
               ConnectInfo(peer): ConnectInfo<SocketAddr>,
+              admission: Option<Extension<Arc<PeerSlot>>>,
               upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>| async move {
-            accept_socket(api, peer, upgrade, side)
+            accept_socket(api, peer, admission.map(|Extension(slot)| slot), upgrade, side)
         },
     )
 }
@@ -112,10 +120,12 @@ fn socket_endpoint(side: Side) -> MethodRouter<Api> {
 const CLIENT_READ_BUFFER: usize = 8 * 1024;
 
 /// Upgrades to a WebSocket served by `side`'s loop, within the relay's connection
-/// limit and message size (devices get the small read buffer).
+/// limit and message size (devices get the small read buffer). `admission` is the
+/// connection's place in the per-address table: it moves to the WebSocket's task.
 fn accept_socket(
     api: Api,
     peer: SocketAddr,
+    admission: Option<Arc<PeerSlot>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     side: Side,
 ) -> Response {
@@ -136,8 +146,8 @@ fn accept_socket(
     upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
         let _tracked = tracked;
         match side {
-            Side::Bridge => serve_bridge(hub, socket, peer, slot).await,
-            Side::Client => serve_client(hub, socket, peer, slot).await,
+            Side::Bridge => serve_bridge(hub, socket, peer, slot, admission).await,
+            Side::Client => serve_client(hub, socket, peer, slot, admission).await,
         }
     })
 }

@@ -44,6 +44,15 @@ struct Cli {
     /// Frames queued toward one bridge [default: 8192].
     #[arg(long)]
     bridge_queue: Option<usize>,
+    /// Bytes queued toward one client before it is cut off as a slow consumer [default: 8388608].
+    #[arg(long)]
+    client_queue_bytes: Option<usize>,
+    /// Bytes queued toward one bridge [default: 33554432].
+    #[arg(long)]
+    bridge_queue_bytes: Option<usize>,
+    /// Seconds the socket may take to accept one frame before the peer is cut off [default: 20].
+    #[arg(long)]
+    write_timeout_secs: Option<u64>,
     /// Frames per second one client connection may send [default: 200].
     #[arg(long)]
     client_rate: Option<u32>,
@@ -59,6 +68,15 @@ struct Cli {
     /// WebSocket connections in total [default: 20000].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// TCP connections (HTTP and WebSocket) from one address, IPv6 per /64 [default: 128].
+    #[arg(long)]
+    max_connections_per_ip: Option<usize>,
+    /// Unauthenticated connections (HTTP, WebSockets before register/auth) in total [default: 1024].
+    #[arg(long)]
+    max_unauthenticated: Option<usize>,
+    /// Unauthenticated connections from one address [default: 32].
+    #[arg(long)]
+    max_unauthenticated_per_ip: Option<usize>,
     /// Connections one device may hold to one bridge [default: 8].
     #[arg(long)]
     max_connections_per_device: Option<usize>,
@@ -86,6 +104,15 @@ struct Cli {
     /// Largest HTTP request body, bytes [default: 16384].
     #[arg(long)]
     http_body_limit: Option<usize>,
+    /// Seconds an HTTP client may take to send a request's headers [default: 10].
+    #[arg(long)]
+    http_header_timeout_secs: Option<u64>,
+    /// Seconds an HTTP client may take to send a request's body [default: 10].
+    #[arg(long)]
+    http_body_timeout_secs: Option<u64>,
+    /// Seconds an HTTP connection (not a WebSocket) is kept at most [default: 120].
+    #[arg(long)]
+    http_connection_lifetime_secs: Option<u64>,
     /// Seconds a pairing request waits for the bridge [default: 30].
     #[arg(long)]
     pair_timeout_secs: Option<u64>,
@@ -117,6 +144,15 @@ impl Cli {
         set(&mut c.max_message_bytes, self.max_message_bytes);
         set(&mut c.client_queue_frames, self.client_queue);
         set(&mut c.bridge_queue_frames, self.bridge_queue);
+        set(&mut c.client_queue_bytes, self.client_queue_bytes);
+        set(&mut c.bridge_queue_bytes, self.bridge_queue_bytes);
+        set(&mut c.write_timeout, self.write_timeout_secs.map(secs));
+        set(&mut c.max_connections_per_ip, self.max_connections_per_ip);
+        set(&mut c.max_unauthenticated, self.max_unauthenticated);
+        set(&mut c.max_unauthenticated_per_ip, self.max_unauthenticated_per_ip);
+        set(&mut c.http_header_timeout, self.http_header_timeout_secs.map(secs));
+        set(&mut c.http_body_timeout, self.http_body_timeout_secs.map(secs));
+        set(&mut c.http_connection_lifetime, self.http_connection_lifetime_secs.map(secs));
         set(&mut c.client_frames_per_sec, self.client_rate);
         set(&mut c.client_frames_burst, self.client_burst);
         set(&mut c.bridge_frames_per_sec, self.bridge_rate);

@@ -18,11 +18,12 @@ use crate::config::RelayConfig;
 use crate::error::RelayError;
 use crate::hub::Hub;
 use crate::hub::push::sweep_interval;
+use crate::peers::{PeerSlot, Peers};
 use crate::store::Store;
 use crate::webpush::PushSender;
 
-/// How long an HTTP client may take to send its request headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest HTTP request head (request line and headers) hyper buffers.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// How long stopping waits for connections to finish before closing the store anyway.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -62,7 +63,8 @@ impl Relay {
         let secure = tls.is_some();
         let hub = Arc::new(Hub::new(Arc::new(config), store, snapshot, sender));
         let router = crate::http_api::router(Arc::clone(&hub));
-        hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls));
+        let peers = Peers::new(&hub.config);
+        hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls, peers));
         hub.tasks.spawn(sweep_loop(Arc::clone(&hub)));
         tracing::info!(%addr, tls = secure, "relay listening");
         Ok(RunningRelay { addr, secure, hub })
@@ -116,8 +118,16 @@ impl Drop for RunningRelay {
     }
 }
 
-/// Accepts TCP connections until shutdown, each served by hyper (HTTP/1.1 with upgrades).
-async fn accept_loop(hub: Arc<Hub>, listener: TcpListener, router: Router, tls: Option<TlsAcceptor>) {
+/// Accepts TCP connections until shutdown, each admitted by `peers` (per address, and
+/// while unauthenticated) and served by hyper (HTTP/1.1 with upgrades).
+async fn accept_loop(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    router: Router,
+    tls: Option<TlsAcceptor>,
+    peers: Arc<Peers>,
+) {
+    let refusal = refused_response();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -132,6 +142,17 @@ async fn accept_loop(hub: Arc<Hub>, listener: TcpListener, router: Router, tls: 
                 continue;
             }
         };
+        let admission = match peers.admit(peer.ip()) {
+            Ok(admission) => admission,
+            Err(refused) => {
+                tracing::debug!(%peer, %refused, "refusing a connection");
+                if tls.is_none() {
+                    // Best effort, never waiting: the socket is closed right after.
+                    let _ = tcp.try_write(refusal.as_bytes());
+                }
+                continue;
+            }
+        };
         // Only latency is at stake; a refusal changes nothing.
         let _ = tcp.set_nodelay(true);
         let router = router.clone();
@@ -139,11 +160,11 @@ async fn accept_loop(hub: Arc<Hub>, listener: TcpListener, router: Router, tls: 
         let conn_hub = Arc::clone(&hub);
         hub.tasks.spawn(async move {
             match tls {
-                None => serve_connection(conn_hub, tcp, peer, router).await,
+                None => serve_connection(conn_hub, tcp, peer, router, admission).await,
                 Some(acceptor) => {
                     let timeout = conn_hub.config.tls_handshake_timeout;
                     match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve_connection(conn_hub, stream, peer, router).await,
+                        Ok(Ok(stream)) => serve_connection(conn_hub, stream, peer, router, admission).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -154,17 +175,24 @@ async fn accept_loop(hub: Arc<Hub>, listener: TcpListener, router: Router, tls: 
 }
 
 /// Serves HTTP/1.1 on one connection, handing upgraded WebSockets to the router's
-/// handlers; on shutdown, finishes the request in progress and closes.
-async fn serve_connection<S>(hub: Arc<Hub>, io: S, peer: SocketAddr, router: Router)
+/// handlers (with `admission`, the connection's place in the per-address table). Request
+/// heads must arrive within `http_header_timeout` (an idle keep-alive connection is
+/// closed after as long); after `http_connection_lifetime`, or on shutdown, the request
+/// in progress is finished (within the longer of `http_body_timeout` and `pair_timeout`)
+/// and the connection closed. A connection that became a WebSocket has left this
+/// function by then: its bounds are the WebSocket's own.
+async fn serve_connection<S>(hub: Arc<Hub>, io: S, peer: SocketAddr, router: Router, admission: Arc<PeerSlot>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(Arc::clone(&admission));
         router.clone().oneshot(request)
     });
+    let config = &hub.config;
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.timer(TokioTimer::new()).header_read_timeout(config.http_header_timeout).max_buf_size(MAX_HEAD_BYTES);
     let connection = builder.serve_connection(TokioIo::new(io), service).with_upgrades();
     tokio::pin!(connection);
     let result = tokio::select! {
@@ -173,10 +201,33 @@ where
             connection.as_mut().graceful_shutdown();
             connection.await
         }
+        _ = tokio::time::sleep(config.http_connection_lifetime) => {
+            connection.as_mut().graceful_shutdown();
+            // A pairing request in progress may wait for its bridge that long.
+            let grace = config.http_body_timeout.max(config.pair_timeout);
+            match tokio::time::timeout(grace, connection).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::debug!(%peer, "closing an HTTP connection that outlived its bound");
+                    return;
+                }
+            }
+        }
     };
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
     }
+}
+
+/// What a connection refused by the per-address bounds gets (plain HTTP only), written
+/// without waiting before the socket is closed.
+fn refused_response() -> String {
+    let body = r#"{"error":"too many connections from this address to the relay; retry later"}"#;
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\nRetry-After: 10\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// Drops expired held pushes now and then.

@@ -112,6 +112,10 @@ fn load_config(dir: &std::path::Path) -> terminull_relay::RelayConfig {
     c.max_malformed_frames = MALFORMED_BUDGET;
     c.max_connections_per_device = CONNECTIONS_PER_DEVICE;
     c.max_connections = MAX_CONNECTIONS;
+    // Every simulated peer comes from 127.0.0.1: the per-address bounds (pinned by
+    // attack_relay.rs) would otherwise refuse most of them.
+    c.max_connections_per_ip = 4 * MAX_CONNECTIONS;
+    c.max_unauthenticated_per_ip = c.max_unauthenticated;
     // A slow consumer reads its final `error` only once the bridge has heard of the cut;
     // the relay must still be trying to deliver it then. Every other peer answers the
     // relay's close (or drops the socket) at once, so this costs no time. The challenge
