@@ -17,6 +17,7 @@ pub mod error;
 mod http_api;
 mod hub;
 mod limits;
+pub mod listing;
 mod refusal;
 pub mod server;
 mod store;

@@ -19,7 +19,7 @@ use crate::error::RelayError;
 use crate::hub::Hub;
 use crate::hub::push::sweep_interval;
 use crate::store::Store;
-use crate::webpush::PushSender;
+use crate::webpush::{EndpointPolicy, PushSender};
 
 /// How long an HTTP client may take to send its request headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,9 +43,10 @@ impl Relay {
             .await
             .map_err(RelayError::StoreLoader)??;
         let sender = match PushSender::new(snapshot.vapid_key.clone(), config.vapid_subject.clone()) {
-            Ok(sender) => {
-                sender.with_timeout(config.push_timeout).allow_plain_http(config.allow_insecure_push_endpoints)
-            }
+            Ok(sender) => sender
+                .with_timeout(config.push_timeout)
+                .allow_plain_http(config.allow_insecure_push_endpoints)
+                .with_policy(EndpointPolicy::new(config.push_allowed_hosts.clone())),
             Err(e) => {
                 store.close().await;
                 return Err(e.into());
@@ -64,6 +65,7 @@ impl Relay {
         let router = crate::http_api::router(Arc::clone(&hub));
         hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls));
         hub.tasks.spawn(sweep_loop(Arc::clone(&hub)));
+        hub.tasks.spawn(crate::hub::expiry::sweep_registrations(Arc::clone(&hub)));
         tracing::info!(%addr, tls = secure, "relay listening");
         Ok(RunningRelay { addr, secure, hub })
     }
