@@ -208,3 +208,39 @@ async fn wait_for_signal() -> std::io::Result<()> {
         tokio::signal::ctrl_c().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_allow_hosts_and_registration_bounds_reach_the_config() {
+        let cli = Cli::try_parse_from([
+            "terminull-relay",
+            "--data",
+            "/tmp/relay",
+            "--push-allow-host",
+            "Push.Internal:8443",
+            "--push-allow-host",
+            "[fd00::5]",
+            "--registration-ttl-secs",
+            "86400",
+            "--unestablished-registration-ttl-secs",
+            "600",
+            "--new-bridges-per-ip",
+            "3",
+        ])
+        .unwrap();
+        let c = cli.config();
+        let hosts: Vec<String> = c.push_allowed_hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(hosts, ["push.internal:8443", "[fd00::5]"]);
+        assert_eq!(c.registration_ttl, Duration::from_secs(86400));
+        assert_eq!(c.unestablished_registration_ttl, Duration::from_secs(600));
+        assert_eq!(c.new_bridges_per_ip, 3);
+
+        let defaults = Cli::try_parse_from(["terminull-relay", "--data", "/tmp/relay"]).unwrap().config();
+        assert!(defaults.push_allowed_hosts.is_empty(), "no host admitted unless named");
+        let err = Cli::try_parse_from(["terminull-relay", "--data", "/d", "--push-allow-host", "a b"]).unwrap_err();
+        assert!(err.to_string().contains("expected HOST or HOST:PORT"), "{err}");
+    }
+}

@@ -300,6 +300,9 @@ async fn attack_an_unrenewed_registration_expires_and_an_established_one_stays()
     let (phone_ws, _) = connect_device(&relay, &kept.public().bridge_id(), &phone).await;
     drop(phone_ws);
     drop(other);
+    // And one that stays connected: never expires.
+    let online_key = Identity::generate();
+    let online = FakeBridge::connect(&relay, &online_key, vec![], vec![]).await;
 
     let squatter_id = squatter.public().bridge_id();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -313,13 +316,15 @@ async fn attack_an_unrenewed_registration_expires_and_an_established_one_stays()
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(list_devices(&relay, &kept.public().bridge_id(), &kept).await.0, 200, "established: kept");
+    assert_eq!(list_devices(&relay, &online.id(), &online_key).await.0, 200, "online: kept");
+    drop(online);
     relay.shutdown().await;
     // Deleted from the store too.
     let relay = start(cfg).await;
     assert_eq!(list_devices(&relay, &squatter_id, &squatter).await.0, 404, "the expired registration came back");
     let db = std::fs::metadata(dir.path().join("relay.redb")).unwrap().len();
     println!(
-        "attack: unrenewed registration (200 junk devices): gone {:.1} s after its bridge left (lifetime 1 s), also after a restart; established one kept; relay.redb {} KiB",
+        "attack: unrenewed registration (200 junk devices): gone {:.1} s after its bridge left (lifetime 1 s), also after a restart; established and online ones kept; relay.redb {} KiB",
         expired_after.as_secs_f64(),
         db / 1024
     );

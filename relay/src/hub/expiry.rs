@@ -18,10 +18,13 @@ use super::{Hub, unix_now};
 use crate::conn::{Kill, close_code};
 use crate::store::StoreOp;
 
+/// How stale the stored `last_seen` of a connected bridge may get.
+const ONLINE_REFRESH_SECS: u64 = 60 * 60;
+
 impl Hub {
     /// Deletes the registrations that expired at `now` (Unix seconds); returns how many.
-    /// Online bridges never expire (their `last_seen` moves to `now`); device
-    /// connections of an expired bridge are closed.
+    /// Online bridges never expire (their `last_seen` is refreshed, stored, every hour);
+    /// device connections of an expired bridge are closed.
     pub(crate) fn expire_registrations(&self, now: u64) -> usize {
         let long = self.config.registration_ttl.as_secs();
         let short = self.config.unestablished_registration_ttl.as_secs();
@@ -29,11 +32,17 @@ impl Hub {
         let mut expired: Vec<BridgeId> = Vec::new();
         for (id, bridge) in &mut state.bridges {
             if bridge.online().is_some() {
-                bridge.last_seen = now;
+                // Online bridges never expire; their stored `last_seen` is kept within an
+                // hour of now so that a crash does not age them.
+                if now.saturating_sub(bridge.last_seen) >= ONLINE_REFRESH_SECS {
+                    bridge.last_seen = now;
+                    self.store.submit(StoreOp::PutBridge(id.clone(), bridge.stored()));
+                }
                 continue;
             }
             let ttl = if bridge.established { long } else { short };
-            if bridge.last_seen.saturating_add(ttl) <= now {
+            // Whole seconds: strictly after, so that at least `ttl` has passed.
+            if bridge.last_seen.saturating_add(ttl) < now {
                 expired.push(id.clone());
             }
         }
