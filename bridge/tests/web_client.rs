@@ -162,7 +162,14 @@ fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
         // The bridge registers before the phone arrives.
         let mut online = false;
         for _ in 0..100 {
-            let url = format!("{}/v1/bridges/{}/devices", relay.http_url(), bridge.record.bridge_id);
+            // The listing is for the bridge or its devices only: signed by the paired device.
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            let query = terminull_relay::listing::devices_listing_query(
+                &bridge.device_identity,
+                bridge.record.bridge_id.as_str(),
+                now,
+            );
+            let url = format!("{}/v1/bridges/{}/devices?{query}", relay.http_url(), bridge.record.bridge_id);
             if terminull_client::net::request_json("GET", &url, None, Duration::from_secs(2))
                 .await
                 .is_ok_and(|r| r.status == 200)

@@ -40,7 +40,7 @@ pub(crate) async fn serve_bridge(
         }
     };
     let bridge_id = register.bridge_id.clone();
-    if let Err(Refusal { code, message }) = hub.register_bridge(&register, io.handle.clone()) {
+    if let Err(Refusal { code, message }) = hub.register_bridge(&register, io.handle.clone(), peer.ip()) {
         tracing::info!(conn = id, %bridge_id, %message, "bridge registration refused");
         io.handle.kill(Kill::with_error(code, message, close_code::POLICY).after_queue());
         return io.finish().await;

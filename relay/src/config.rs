@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::webpush::AllowedHost;
 
 /// A PEM certificate chain and its private key: the relay terminates TLS itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +156,24 @@ pub struct RelayConfig {
     pub subscription_clock_skew: Duration,
     /// Pending store writes before new ones are dropped (and logged). Default 65 536.
     pub store_queue_ops: usize,
+
+    /// Push endpoint hosts admitted whatever address they resolve to (a self-hosted push
+    /// service on a private network, a test receiver on loopback). Every other endpoint
+    /// must be, and resolve to, a public unicast address. Default none.
+    pub push_allowed_hosts: Vec<AllowedHost>,
+    /// An established registration (its bridge connected again after registering, or one
+    /// of its devices authenticated) whose bridge has not connected for this long is
+    /// deleted with its devices, subscriptions and held pushes. Default 30 days.
+    pub registration_ttl: Duration,
+    /// A registration not yet established is deleted this long after its bridge was last
+    /// connected. Default 1 h.
+    pub unestablished_registration_ttl: Duration,
+    /// New bridge registrations (ids the relay does not know) one IP address may make per
+    /// `new_bridges_window`, as a token bucket: this many at once, then one every
+    /// window / count. Default 10.
+    pub new_bridges_per_ip: u32,
+    /// The window of `new_bridges_per_ip`. Default 1 h.
+    pub new_bridges_window: Duration,
 }
 
 impl RelayConfig {
@@ -212,6 +231,11 @@ impl RelayConfig {
             allow_insecure_push_endpoints: false,
             subscription_clock_skew: Duration::from_secs(300),
             store_queue_ops: 65_536,
+            push_allowed_hosts: Vec::new(),
+            registration_ttl: Duration::from_secs(30 * 24 * 60 * 60),
+            unestablished_registration_ttl: Duration::from_secs(60 * 60),
+            new_bridges_per_ip: 10,
+            new_bridges_window: Duration::from_secs(60 * 60),
         }
     }
 
@@ -252,6 +276,12 @@ impl RelayConfig {
             if value.is_zero() {
                 return Err(ConfigError::Zero { setting: name });
             }
+        }
+        if self.new_bridges_per_ip == 0 {
+            return Err(ConfigError::Zero { setting: "new_bridges_per_ip" });
+        }
+        if self.new_bridges_window.is_zero() {
+            return Err(ConfigError::Zero { setting: "new_bridges_window" });
         }
         Ok(())
     }

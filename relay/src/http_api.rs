@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, RawQuery, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
@@ -28,6 +28,7 @@ use crate::hub::push::SubscriptionError;
 use crate::hub::{Hub, PairOutcome, PairStartError, unix_now};
 use crate::limits::IpRateLimiter;
 use crate::peers::PeerSlot;
+use crate::listing::ListingAuth;
 use crate::webpush::Subscription;
 
 /// What every handler shares.
@@ -214,15 +215,31 @@ async fn pair(
     }
 }
 
-/// `GET /v1/bridges/{bridge_id}/devices`: the registry (public keys only).
-async fn devices(State(api): State<Api>, bridge_id: Result<Path<String>, PathRejection>) -> Response {
+/// `GET /v1/bridges/{bridge_id}/devices`: the registry (public keys and names), for the
+/// bridge or one of its active devices only (signed query, `crate::listing`).
+async fn devices(
+    State(api): State<Api>,
+    bridge_id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
     let bridge_id = match bridge_id {
         Ok(Path(bridge_id)) => BridgeId(bridge_id),
         Err(rejection) => return path_refused(rejection),
     };
-    match api.hub.devices(&bridge_id) {
-        Some(devices) => Json(devices).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("bridge `{bridge_id}` is not registered at this relay")),
+    let auth = ListingAuth::from_query(query.as_deref());
+    // Without a signature, nothing is told, not even whether the bridge is registered.
+    if let Err(refusal) = auth.require_all() {
+        return error(StatusCode::UNAUTHORIZED, refusal.message);
+    }
+    let Some((keys, devices)) = api.hub.devices(&bridge_id) else {
+        return error(StatusCode::NOT_FOUND, format!("bridge `{bridge_id}` is not registered at this relay"));
+    };
+    let skew = api.hub.config.subscription_clock_skew.as_secs();
+    match auth.check(bridge_id.as_str(), &keys, &devices, unix_now(), skew) {
+        Ok(()) => Json(devices).into_response(),
+        Err(refusal) => {
+            error(StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::UNAUTHORIZED), refusal.message)
+        }
     }
 }
 
@@ -292,6 +309,9 @@ async fn change_subscription(api: &Api, body: Result<Bytes, BytesRejection>, sub
     let verified = from_b64("sig", &change.sig).and_then(|sig| key.verify(&signed, &sig, "the subscription change"));
     if let Err(e) = verified {
         return error(StatusCode::UNAUTHORIZED, format!("`sig`: {e} under the device's key"));
+    }
+    if subscribe && let Err(e) = api.hub.push_policy().check_subscription_endpoint(&sub.endpoint).await {
+        return error(StatusCode::BAD_REQUEST, format!("the subscription endpoint is not allowed: {e}"));
     }
     let new = subscribe.then(|| change.subscription.clone());
     match api.hub.set_subscription(&change.bridge_id, &change.device_id, new, change.ts).await {

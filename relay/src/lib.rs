@@ -19,6 +19,7 @@ mod http_limits;
 mod hub;
 mod limits;
 mod peers;
+pub mod listing;
 mod refusal;
 pub mod server;
 mod store;

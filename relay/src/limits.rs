@@ -55,7 +55,10 @@ impl TokenBucket {
 /// Per-IP token buckets, at most `max_ips` tracked at once.
 #[derive(Debug)]
 pub(crate) struct IpRateLimiter {
-    per_minute: u32,
+    /// Tokens refilled per second.
+    rate: f64,
+    /// Tokens banked at most.
+    burst: f64,
     max_ips: usize,
     buckets: Mutex<HashMap<IpAddr, TokenBucket>>,
 }
@@ -63,7 +66,15 @@ pub(crate) struct IpRateLimiter {
 impl IpRateLimiter {
     /// `per_minute` requests per minute per address, bursting to `per_minute`.
     pub(crate) fn new(per_minute: u32, max_ips: usize) -> Self {
-        Self { per_minute, max_ips, buckets: Mutex::new(HashMap::new()) }
+        Self::per_window(per_minute, Duration::from_secs(60), max_ips)
+    }
+
+    /// `count` requests per `window` per address: `count` at once, then one every
+    /// `window / count`.
+    pub(crate) fn per_window(count: u32, window: Duration, max_ips: usize) -> Self {
+        let burst = f64::from(count.max(1));
+        let rate = f64::from(count) / window.as_secs_f64().max(f64::MIN_POSITIVE);
+        Self { rate, burst, max_ips, buckets: Mutex::new(HashMap::new()) }
     }
 
     /// Whether `ip` may make one more request now.
@@ -82,8 +93,7 @@ impl IpRateLimiter {
                 return false;
             }
         }
-        let rate = f64::from(self.per_minute) / 60.0;
-        let burst = f64::from(self.per_minute.max(1));
+        let (rate, burst) = (self.rate, self.burst);
         buckets.entry(ip).or_insert_with(|| TokenBucket::new(rate, burst)).try_take(now)
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use terminull_relay::webpush::AllowedHost;
 use terminull_relay::{Relay, RelayConfig, TlsFiles};
 use tracing_subscriber::EnvFilter;
 
@@ -131,6 +132,22 @@ struct Cli {
     /// Accept plain http:// push endpoints (local testing only).
     #[arg(long)]
     allow_insecure_push_endpoints: bool,
+    /// Admit push endpoints on HOST (any port) or HOST:PORT whatever address it resolves to:
+    /// a self-hosted push service on a private network. Repeatable. Without it, push
+    /// endpoints must be public addresses.
+    #[arg(long = "push-allow-host", value_name = "HOST[:PORT]")]
+    push_allow_hosts: Vec<AllowedHost>,
+    /// Seconds an established bridge registration survives without its bridge connecting
+    /// [default: 2592000 (30 days)].
+    #[arg(long)]
+    registration_ttl_secs: Option<u64>,
+    /// Seconds a registration that is not yet established survives after its bridge was
+    /// last connected [default: 3600].
+    #[arg(long)]
+    unestablished_registration_ttl_secs: Option<u64>,
+    /// New bridge registrations per IP address per hour [default: 10].
+    #[arg(long)]
+    new_bridges_per_ip: Option<u32>,
 }
 
 impl Cli {
@@ -173,6 +190,10 @@ impl Cli {
         set(&mut c.push_ttl, self.push_ttl_secs.map(secs));
         set(&mut c.push_max_attempts, self.push_max_attempts);
         c.allow_insecure_push_endpoints = self.allow_insecure_push_endpoints;
+        c.push_allowed_hosts = self.push_allow_hosts.clone();
+        set(&mut c.registration_ttl, self.registration_ttl_secs.map(secs));
+        set(&mut c.unestablished_registration_ttl, self.unestablished_registration_ttl_secs.map(secs));
+        set(&mut c.new_bridges_per_ip, self.new_bridges_per_ip);
         c
     }
 }
@@ -221,5 +242,41 @@ async fn wait_for_signal() -> std::io::Result<()> {
     #[cfg(not(unix))]
     {
         tokio::signal::ctrl_c().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_allow_hosts_and_registration_bounds_reach_the_config() {
+        let cli = Cli::try_parse_from([
+            "terminull-relay",
+            "--data",
+            "/tmp/relay",
+            "--push-allow-host",
+            "Push.Internal:8443",
+            "--push-allow-host",
+            "[fd00::5]",
+            "--registration-ttl-secs",
+            "86400",
+            "--unestablished-registration-ttl-secs",
+            "600",
+            "--new-bridges-per-ip",
+            "3",
+        ])
+        .unwrap();
+        let c = cli.config();
+        let hosts: Vec<String> = c.push_allowed_hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(hosts, ["push.internal:8443", "[fd00::5]"]);
+        assert_eq!(c.registration_ttl, Duration::from_secs(86400));
+        assert_eq!(c.unestablished_registration_ttl, Duration::from_secs(600));
+        assert_eq!(c.new_bridges_per_ip, 3);
+
+        let defaults = Cli::try_parse_from(["terminull-relay", "--data", "/tmp/relay"]).unwrap().config();
+        assert!(defaults.push_allowed_hosts.is_empty(), "no host admitted unless named");
+        let err = Cli::try_parse_from(["terminull-relay", "--data", "/d", "--push-allow-host", "a b"]).unwrap_err();
+        assert!(err.to_string().contains("expected HOST or HOST:PORT"), "{err}");
     }
 }

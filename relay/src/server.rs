@@ -20,7 +20,7 @@ use crate::hub::Hub;
 use crate::hub::push::sweep_interval;
 use crate::peers::{PeerSlot, Peers};
 use crate::store::Store;
-use crate::webpush::PushSender;
+use crate::webpush::{EndpointPolicy, PushSender};
 
 /// The largest HTTP request head (request line and headers) hyper buffers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -44,9 +44,10 @@ impl Relay {
             .await
             .map_err(RelayError::StoreLoader)??;
         let sender = match PushSender::new(snapshot.vapid_key.clone(), config.vapid_subject.clone()) {
-            Ok(sender) => {
-                sender.with_timeout(config.push_timeout).allow_plain_http(config.allow_insecure_push_endpoints)
-            }
+            Ok(sender) => sender
+                .with_timeout(config.push_timeout)
+                .allow_plain_http(config.allow_insecure_push_endpoints)
+                .with_policy(EndpointPolicy::new(config.push_allowed_hosts.clone())),
             Err(e) => {
                 store.close().await;
                 return Err(e.into());
@@ -66,6 +67,7 @@ impl Relay {
         let peers = Peers::new(&hub.config);
         hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls, peers));
         hub.tasks.spawn(sweep_loop(Arc::clone(&hub)));
+        hub.tasks.spawn(crate::hub::expiry::sweep_registrations(Arc::clone(&hub)));
         tracing::info!(%addr, tls = secure, "relay listening");
         Ok(RunningRelay { addr, secure, hub })
     }

@@ -50,6 +50,14 @@ pub(crate) struct StoredBridge {
     pub agents: Vec<AgentSummary>,
     /// Sessions a client may resume, oldest first.
     pub resumable: Vec<SessionId>,
+    /// When the bridge was last connected, Unix seconds (0 in stores written before
+    /// registrations expired: read as "now").
+    #[serde(default)]
+    pub last_seen: u64,
+    /// Whether the registration is established: its bridge connected again after
+    /// registering, or one of its devices authenticated. Decides its lifetime.
+    #[serde(default)]
+    pub established: bool,
 }
 
 /// A device's Web Push subscription and the `ts` it was registered with.
@@ -99,6 +107,8 @@ pub(crate) enum StoreOp {
     DeleteSubscription(BridgeId, DeviceId),
     PutQueued(BridgeId, DeviceId, u64, QueuedPush),
     DeleteQueued(BridgeId, DeviceId, u64),
+    /// Deletes a bridge's registration, device registry, subscriptions and held pushes.
+    DeleteBridge(BridgeId),
     /// Answered once every earlier operation is committed.
     Flush(oneshot::Sender<Result<(), String>>),
     /// Commit what is pending and stop.
@@ -341,6 +351,35 @@ fn apply(db: &Database, writes: Vec<StoreOp>) -> Result<(), redb::Error> {
                 StoreOp::DeleteQueued(b, d, seq) => {
                     queue.remove((b.as_str(), d.as_str(), seq))?;
                 }
+                StoreOp::DeleteBridge(b) => {
+                    let b = b.as_str();
+                    bridges.remove(b)?;
+                    devices.remove(b)?;
+                    let mut subs = Vec::new();
+                    for entry in subscriptions.range((b, "")..)? {
+                        let (key, _) = entry?;
+                        let (bridge, device) = key.value();
+                        if bridge != b {
+                            break;
+                        }
+                        subs.push(device.to_owned());
+                    }
+                    for device in subs {
+                        subscriptions.remove((b, device.as_str()))?;
+                    }
+                    let mut held = Vec::new();
+                    for entry in queue.range((b, "", 0)..)? {
+                        let (key, _) = entry?;
+                        let (bridge, device, seq) = key.value();
+                        if bridge != b {
+                            break;
+                        }
+                        held.push((device.to_owned(), seq));
+                    }
+                    for (device, seq) in held {
+                        queue.remove((b, device.as_str(), seq))?;
+                    }
+                }
                 StoreOp::Flush(_) | StoreOp::Stop => {}
             }
         }
@@ -371,6 +410,8 @@ mod tests {
                 keys: PublicKeys { ed25519: "e".into(), x25519: "x".into() },
                 agents: vec![],
                 resumable: vec![SessionId("s1".into())],
+                last_seen: 5,
+                established: false,
             },
         ));
         let push = Push { device_id: device.clone(), kind: PushKind::TurnFinished, payload: "cA==".into() };
@@ -394,6 +435,42 @@ mod tests {
         assert_eq!(second.bridges[0].1.resumable, vec![SessionId("s1".into())]);
         assert_eq!(second.queue.len(), 1);
         assert_eq!(second.queue[0].2, 7);
+        assert_eq!((second.bridges[0].1.last_seen, second.bridges[0].1.established), (5, false));
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn deleting_a_bridge_deletes_its_devices_subscriptions_and_held_pushes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path(), 64).unwrap();
+        let keys = PublicKeys { ed25519: "e".into(), x25519: "x".into() };
+        let stored = StoredBridge { keys, agents: vec![], resumable: vec![], last_seen: 1, established: true };
+        let sub = StoredSubscription {
+            subscription: Subscription { endpoint: "https://p.example/x".into(), p256dh: "k".into(), auth: "a".into() },
+            ts: 1,
+        };
+        for b in ["brg_a", "brg_ab", "brg_b"] {
+            let b = BridgeId(b.into());
+            store.submit(StoreOp::PutBridge(b.clone(), stored.clone()));
+            store.submit(StoreOp::PutDevices(b.clone(), vec![]));
+            for d in ["dev_1", "dev_2"] {
+                let d = DeviceId(d.into());
+                store.submit(StoreOp::PutSubscription(b.clone(), d.clone(), sub.clone()));
+                let push = Push { device_id: d.clone(), kind: PushKind::Error, payload: "cQ==".into() };
+                store.submit(StoreOp::PutQueued(b.clone(), d, 3, QueuedPush { push, queued_at: 2 }));
+            }
+        }
+        store.submit(StoreOp::DeleteBridge(BridgeId("brg_a".into())));
+        store.close().await;
+        let (store, loaded) = Store::open(dir.path(), 16).unwrap();
+        let left = |ids: Vec<&BridgeId>| ids.iter().all(|b| b.as_str() != "brg_a");
+        assert_eq!(loaded.bridges.len(), 2);
+        assert!(left(loaded.bridges.iter().map(|b| &b.0).collect()));
+        assert!(left(loaded.devices.iter().map(|b| &b.0).collect()));
+        assert_eq!(loaded.subscriptions.len(), 4);
+        assert!(left(loaded.subscriptions.iter().map(|b| &b.0).collect()));
+        assert_eq!(loaded.queue.len(), 4);
+        assert!(left(loaded.queue.iter().map(|b| &b.0).collect()));
         store.close().await;
     }
 }

@@ -48,11 +48,13 @@ async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
     bridge.send(&RelayFrame::ReplayDone(done.clone())).await;
     assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDoneFrame { conn: None, ..done }));
 
-    let (code, body) = http(relay.addr(), "GET", &format!("/v1/bridges/{}/devices", bridge.id()), None).await;
-    assert_eq!(code, 200);
-    let listed: Vec<terminull_protocol::relay::DeviceRecord> = serde_json::from_str(&body).unwrap();
-    assert_eq!(listed, vec![device_record(&device, "phone", false)]);
-    let (code, body) = http(relay.addr(), "GET", "/v1/bridges/brg_nobody/devices", None).await;
+    for signer in [&bridge.identity, &device] {
+        let (code, body) = list_devices(&relay, &bridge.id(), signer).await;
+        assert_eq!(code, 200, "{body}");
+        let listed: Vec<terminull_protocol::relay::DeviceRecord> = serde_json::from_str(&body).unwrap();
+        assert_eq!(listed, vec![device_record(&device, "phone", false)]);
+    }
+    let (code, body) = list_devices(&relay, &BridgeId("brg_nobody".into()), &device).await;
     assert_eq!(code, 404);
     assert!(body.contains("\"error\""), "{body}");
     assert_eq!(http(relay.addr(), "GET", "/healthz", None).await, (200, "ok".to_owned()));
@@ -108,8 +110,7 @@ async fn a_register_with_a_bad_signature_a_foreign_id_or_no_answer_is_refused() 
     assert_eq!((errors, close), (vec![RelayErrorCode::BadFrame], Some(1008)));
 
     // None of them registered anything.
-    let path = format!("/v1/bridges/{}/devices", bridge.public().bridge_id());
-    assert_eq!(http(relay.addr(), "GET", &path, None).await.0, 404);
+    assert_eq!(list_devices(&relay, &bridge.public().bridge_id(), &bridge).await.0, 404);
     relay.shutdown().await;
 }
 
@@ -374,7 +375,7 @@ async fn a_restart_keeps_the_registration_the_registry_and_held_pushes() {
     }
     let relay = start(config(dir.path())).await;
     let bridge_id = bridge_key.public().bridge_id();
-    let (code, body) = http(relay.addr(), "GET", &format!("/v1/bridges/{bridge_id}/devices"), None).await;
+    let (code, body) = list_devices(&relay, &bridge_id, &bridge_key).await;
     assert_eq!(code, 200);
     assert!(body.contains(device.public().device_id().as_str()));
 

@@ -12,7 +12,8 @@ use p256::ecdsa::{Signature, VerifyingKey};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::user_agent::UserAgent;
 use terminull_relay::webpush::{
-    CryptoError, MAX_PLAINTEXT_LEN, PushError, PushOutcome, PushSender, Subscription, Urgency, VapidKey, decrypt,
+    CryptoError, EndpointPolicy, MAX_PLAINTEXT_LEN, PushError, PushOutcome, PushSender, Subscription, Urgency,
+    VapidKey, decrypt,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -220,8 +221,14 @@ fn check_request(
     decrypt(ua_private, auth, body).map_err(|e| format!("decrypt: {e}"))
 }
 
+/// A sender for the local receivers: plain http allowed, and 127.0.0.1 admitted as an
+/// operator would admit a self-hosted push service (loopback is refused otherwise).
 fn sender() -> PushSender {
-    PushSender::new(VapidKey::generate(), SUBJECT).unwrap().allow_plain_http(true).with_timeout(Duration::from_secs(5))
+    PushSender::new(VapidKey::generate(), SUBJECT)
+        .unwrap()
+        .allow_plain_http(true)
+        .with_timeout(Duration::from_secs(5))
+        .with_policy(EndpointPolicy::new(vec!["127.0.0.1".parse().unwrap()]))
 }
 
 #[tokio::test]

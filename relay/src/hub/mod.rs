@@ -8,6 +8,7 @@
 //! change to durable state is also handed to the [`Store`] writer.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,12 +28,14 @@ use tokio_util::task::TaskTracker;
 use crate::batch::Forward;
 use crate::config::RelayConfig;
 use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, frame_json};
+use crate::limits::IpRateLimiter;
 use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
 
 use crate::webpush::PushSender;
 
+pub(crate) mod expiry;
 pub(crate) mod push;
 
 /// The longest device name the relay stores.
@@ -57,6 +60,10 @@ struct Bridge {
     clients: HashSet<ConnId>,
     subscriptions: HashMap<DeviceId, StoredSubscription>,
     held: HashMap<DeviceId, VecDeque<(u64, QueuedPush)>>,
+    /// When the bridge was last connected (Unix seconds; refreshed while it is online).
+    last_seen: u64,
+    /// Connected again after registering, or a device authenticated: the long lifetime.
+    established: bool,
 }
 
 impl Bridge {
@@ -72,11 +79,19 @@ impl Bridge {
             clients: HashSet::new(),
             subscriptions: HashMap::new(),
             held: HashMap::new(),
+            last_seen: unix_now(),
+            established: false,
         }
     }
 
     fn stored(&self) -> StoredBridge {
-        StoredBridge { keys: self.keys.clone(), agents: self.agents.clone(), resumable: self.resumable.clone() }
+        StoredBridge {
+            keys: self.keys.clone(),
+            agents: self.agents.clone(),
+            resumable: self.resumable.clone(),
+            last_seen: self.last_seen,
+            established: self.established,
+        }
     }
 
     fn online(&self) -> Option<&ConnHandle> {
@@ -210,6 +225,8 @@ pub(crate) struct Hub {
     next_pairing: AtomicU64,
     next_push_seq: AtomicU64,
     connections: AtomicUsize,
+    /// New bridge registrations per IP address.
+    new_bridges: IpRateLimiter,
     /// Cancelled when the relay stops.
     pub shutdown: CancellationToken,
     /// Every task the relay spawns, so that stopping can wait for them.
@@ -285,7 +302,11 @@ impl Hub {
                 tracing::error!(bridge_id = %id, "skipping a stored bridge whose keys do not match its id");
                 continue;
             }
-            state.bridges.insert(id, Bridge::new(stored.keys, stored.agents, stored.resumable));
+            let mut bridge = Bridge::new(stored.keys, stored.agents, stored.resumable);
+            // Stored before registrations expired: start their clock now, as established.
+            (bridge.last_seen, bridge.established) =
+                if stored.last_seen == 0 { (now, true) } else { (stored.last_seen, stored.established) };
+            state.bridges.insert(id, bridge);
         }
         for (id, devices) in snapshot.devices {
             let Some(bridge) = state.bridges.get_mut(&id) else { continue };
@@ -317,6 +338,8 @@ impl Hub {
         }
         let tokens = ResumeTokens::new(snapshot.jwt_key, config.resume_token_ttl);
         let push = PushDispatch { sender, in_flight: Arc::new(Semaphore::new(config.max_push_in_flight)) };
+        let new_bridges =
+            IpRateLimiter::per_window(config.new_bridges_per_ip, config.new_bridges_window, config.max_tracked_ips);
         Self {
             config,
             state: Mutex::new(state),
@@ -327,6 +350,7 @@ impl Hub {
             next_pairing: AtomicU64::new(1),
             next_push_seq: AtomicU64::new(max_seq + 1),
             connections: AtomicUsize::new(0),
+            new_bridges,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
         }
@@ -367,7 +391,7 @@ impl Hub {
     /// Records a registration whose signature the caller has checked, makes `handle`
     /// the bridge's connection (closing an older one), answers `registered` and tells
     /// the bridge's clients.
-    pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle) -> Result<(), Refusal> {
+    pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle, peer: IpAddr) -> Result<(), Refusal> {
         let bad = Refusal::bad_frame;
         let active = check_devices(&reg.devices, self.config.max_devices_per_bridge)?;
         if reg.agents.len() > self.config.max_agents_per_bridge {
@@ -391,10 +415,21 @@ impl Hub {
         if state.stopping {
             return Err(Refusal::shutting_down());
         }
-        if !state.bridges.contains_key(&reg.bridge_id) && state.bridges.len() >= self.config.max_bridges {
+        let known = state.bridges.contains_key(&reg.bridge_id);
+        if !known && state.bridges.len() >= self.config.max_bridges {
             return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
+            ));
+        }
+        if !known && !self.new_bridges.allow(peer) {
+            return Err(Refusal::new(
+                RelayErrorCode::RateLimited,
+                format!(
+                    "more than {} new bridge registrations from {peer} within {} s; retry later",
+                    self.config.new_bridges_per_ip,
+                    self.config.new_bridges_window.as_secs()
+                ),
             ));
         }
         let bridge = state
@@ -404,6 +439,9 @@ impl Hub {
         bridge.keys = reg.keys.clone();
         bridge.agents = reg.agents.clone();
         bridge.resumable = resumable;
+        bridge.last_seen = unix_now();
+        // Connecting again after registering establishes the registration.
+        bridge.established |= known;
         let replaced = bridge.online.replace(handle.clone());
         self.store.submit(StoreOp::PutBridge(reg.bridge_id.clone(), bridge.stored()));
         if let Some(old) = replaced {
@@ -552,6 +590,8 @@ impl Hub {
             return; // an older connection, already replaced
         }
         bridge.online = None;
+        bridge.last_seen = unix_now();
+        self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
         tracing::info!(%bridge_id, conn, "bridge disconnected");
         state.fail_pairings(bridge_id);
         self.broadcast_status(&mut state, bridge_id);
@@ -689,6 +729,10 @@ impl Hub {
             ));
         }
         let now = unix_now();
+        if !bridge.established {
+            bridge.established = true;
+            self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+        }
         let status = self.status(bridge, bridge_id, device_id, now);
         let conn = handle.id;
         bridge.clients.insert(conn);
@@ -757,9 +801,9 @@ impl Hub {
 
     // ----- HTTP API -----
 
-    /// The device registry of `bridge_id`, when the bridge is known.
-    pub(crate) fn devices(&self, bridge_id: &BridgeId) -> Option<Vec<DeviceRecord>> {
-        self.lock().bridges.get(bridge_id).map(|b| b.devices.clone())
+    /// The keys and device registry of `bridge_id`, when the bridge is known.
+    pub(crate) fn devices(&self, bridge_id: &BridgeId) -> Option<(PublicKeys, Vec<DeviceRecord>)> {
+        self.lock().bridges.get(bridge_id).map(|b| (b.keys.clone(), b.devices.clone()))
     }
 
     /// Sends a pairing request to the bridge; the receiver yields its outcome.
@@ -803,9 +847,13 @@ impl Hub {
             client.handle.kill(bye());
         }
         state.clients.clear();
-        for bridge in state.bridges.values_mut() {
+        let now = unix_now();
+        for (bridge_id, bridge) in &mut state.bridges {
             if let Some(online) = bridge.online.take() {
                 online.kill(bye());
+                // It was connected until now: its registration's clock starts here.
+                bridge.last_seen = now;
+                self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
             }
             bridge.clients.clear();
         }
@@ -817,30 +865,4 @@ impl Hub {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resumable_sessions_are_deduplicated_and_the_newest_kept() {
-        let ids: Vec<SessionId> = ["a", "b", "a", "c", "d"].iter().map(|s| SessionId((*s).into())).collect();
-        let kept = bounded_sessions(&ids, 2);
-        assert_eq!(kept, vec![SessionId("c".into()), SessionId("d".into())]);
-    }
-
-    #[test]
-    fn a_device_whose_id_does_not_match_its_key_is_refused() {
-        let key = terminull_protocol::crypto::keys::Identity::generate().public();
-        let record = DeviceRecord {
-            device_id: DeviceId("dev_aaaaaaaaaaaaaaaa".into()),
-            keys: key.to_wire(),
-            name: "phone".into(),
-            revoked: false,
-        };
-        assert!(check_devices(std::slice::from_ref(&record), 8).unwrap_err().message.contains("does not match"));
-        let good = DeviceRecord { device_id: key.device_id(), ..record };
-        assert_eq!(check_devices(std::slice::from_ref(&good), 8).unwrap().len(), 1);
-        assert!(check_devices(&[good.clone(), good.clone()], 8).unwrap_err().message.contains("twice"));
-        let revoked = DeviceRecord { revoked: true, ..good };
-        assert!(check_devices(&[revoked], 8).unwrap().is_empty(), "revoked devices may not connect");
-    }
-}
+mod tests;

@@ -13,7 +13,7 @@ use super::{Hub, unix_now};
 use crate::conn::{ConnId, frame_json};
 use crate::refusal::Refusal;
 use crate::store::{QueuedPush, StoreOp, StoredSubscription};
-use crate::webpush::{PushError, PushOutcome, Subscription, Urgency};
+use crate::webpush::{EndpointPolicy, PushError, PushOutcome, Subscription, Urgency};
 
 /// Why a push subscription change was refused (HTTP API).
 #[derive(Debug, PartialEq, Eq)]
@@ -35,6 +35,11 @@ fn urgency(kind: PushKind) -> Urgency {
 }
 
 impl Hub {
+    /// Which push endpoints the relay may contact.
+    pub(crate) fn push_policy(&self) -> &EndpointPolicy {
+        self.push.sender.policy()
+    }
+
     /// The bridge's `push` for one of its devices.
     pub(crate) fn bridge_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push) -> Result<(), Refusal> {
         let text = frame_json(&RelayFrame::Push(push.clone()));

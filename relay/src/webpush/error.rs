@@ -38,6 +38,20 @@ pub enum PushError {
         #[source]
         source: CryptoError,
     },
+    /// The endpoint's host is, or resolves only to, an address outside public unicast space
+    /// (loopback, private, link-local…) and the operator did not admit the host.
+    #[error(
+        "push to {host}: {addr} is a {range} address; the relay only pushes to public hosts \
+         (an operator admits a self-hosted push service with --push-allow-host)"
+    )]
+    ForbiddenAddress {
+        /// The endpoint's host.
+        host: String,
+        /// The refused address (the first one, when the host resolves to several).
+        addr: std::net::IpAddr,
+        /// The range it is in, e.g. `loopback (127.0.0.0/8)`.
+        range: &'static str,
+    },
     /// The TLS client could not be configured.
     #[error("TLS client configuration: {0}")]
     TlsConfig(#[source] rustls::Error),

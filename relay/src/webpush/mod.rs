@@ -17,6 +17,8 @@
 //!
 //! [`PushSender`] puts both on the wire: one HTTP/1.1 `POST` per push, over TLS for `https://`
 //! endpoints (webpki roots), with every read bounded and the whole exchange under a timeout.
+//! It connects only to public addresses unless its [`EndpointPolicy`] admits the host (the
+//! address checked is the one connected to), and never follows a redirect.
 //! Its [`PushOutcome`] tells the caller whether the push was accepted, whether the
 //! subscription is gone for good (delete it) or whether to try again later.
 //!
@@ -24,11 +26,13 @@
 
 mod ece;
 mod error;
+mod guard;
 mod http;
 mod vapid;
 
 pub use ece::{CryptoError, MAX_PLAINTEXT_LEN, RECORD_SIZE, SubscriptionKeys, decrypt, encrypt, seal};
 pub use error::PushError;
+pub use guard::{AllowedHost, EndpointPolicy, non_public};
 pub use vapid::VapidKey;
 
 use http::{Endpoint, Scheme};
@@ -172,6 +176,7 @@ pub struct PushSender {
     subject: String,
     timeout: Duration,
     allow_http: bool,
+    policy: EndpointPolicy,
     tls: TlsConnector,
 }
 
@@ -182,6 +187,7 @@ impl fmt::Debug for PushSender {
             .field("subject", &self.subject)
             .field("timeout", &self.timeout)
             .field("allow_http", &self.allow_http)
+            .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
 }
@@ -207,6 +213,7 @@ impl PushSender {
             subject,
             timeout: Self::DEFAULT_TIMEOUT,
             allow_http: false,
+            policy: EndpointPolicy::default(),
             tls: TlsConnector::from(Arc::new(config)),
         })
     }
@@ -222,6 +229,18 @@ impl PushSender {
     pub fn allow_plain_http(mut self, allow: bool) -> Self {
         self.allow_http = allow;
         self
+    }
+
+    /// Which endpoints may be contacted: public addresses only by default; `policy` may admit
+    /// named hosts whatever they resolve to.
+    pub fn with_policy(mut self, policy: EndpointPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The endpoint policy, for checking a subscription before storing it.
+    pub fn policy(&self) -> &EndpointPolicy {
+        &self.policy
     }
 
     /// The VAPID public key (base64url, uncompressed point) clients subscribe with as their
@@ -278,12 +297,31 @@ impl PushSender {
         outcome
     }
 
-    /// Connects (TLS for `https`), writes the request, reads the response.
+    /// Resolves the host, keeps the addresses the policy allows, connects to the first that
+    /// answers (TLS for `https`), writes the request, reads the response. The address
+    /// checked is the address connected to: a name that resolves elsewhere later (DNS
+    /// rebinding) is checked again on every push.
     async fn exchange(&self, endpoint: &Endpoint, request: &[u8]) -> Result<http::Response, PushError> {
         let host = endpoint.authority.as_str();
-        let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-            .await
-            .map_err(|source| PushError::Connect { host: host.to_owned(), source })?;
+        let addrs = self.policy.resolve(endpoint).await?;
+        let mut last = None;
+        let mut connected = None;
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(tcp) => {
+                    connected = Some(tcp);
+                    break;
+                }
+                Err(source) => last = Some(source),
+            }
+        }
+        let tcp = match (connected, last) {
+            (Some(tcp), _) => tcp,
+            (None, source) => {
+                let source = source.unwrap_or_else(|| std::io::Error::other("no address to connect to"));
+                return Err(PushError::Connect { host: host.to_owned(), source });
+            }
+        };
         // Only latency is at stake; a refusal changes nothing.
         let _ = tcp.set_nodelay(true);
         match endpoint.scheme {

@@ -32,12 +32,14 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// A WebSocket client connection.
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// The test defaults: loopback, short timeouts, plain-http push endpoints allowed.
+/// The test defaults: loopback, short timeouts, plain-http push endpoints allowed and the
+/// loopback push receivers admitted (`--push-allow-host 127.0.0.1`).
 pub fn config(dir: &Path) -> RelayConfig {
     let mut c = RelayConfig::new("127.0.0.1:0".parse().unwrap(), dir);
     c.auth_timeout = Duration::from_secs(2);
     c.close_timeout = Duration::from_secs(2);
     c.allow_insecure_push_endpoints = true;
+    c.push_allowed_hosts = vec!["127.0.0.1".parse().unwrap()];
     c.push_retry_base = Duration::from_millis(50);
     c.push_timeout = Duration::from_secs(2);
     c
@@ -377,6 +379,13 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>
     let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status line");
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, body)
+}
+
+/// `GET /v1/bridges/{bridge_id}/devices` signed by `signer` (the bridge or a device).
+pub async fn list_devices(relay: &RunningRelay, bridge_id: &BridgeId, signer: &Identity) -> (u16, String) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let query = terminull_relay::listing::devices_listing_query(signer, bridge_id.as_str(), now);
+    http(relay.addr(), "GET", &format!("/v1/bridges/{bridge_id}/devices?{query}"), None).await
 }
 
 /// A request a local push receiver got.
