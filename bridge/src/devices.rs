@@ -5,6 +5,7 @@
 //! in the running daemon from the next message on (the registry re-reads the file
 //! whenever it changed).
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -98,30 +99,65 @@ impl DeviceRegistry {
         PublicIdentity::from_wire(&record.keys).ok()
     }
 
-    fn write(&self, devices: &[DeviceRecord]) -> Result<(), DevicesError> {
-        Ok(write_private_json(&self.path, devices, JsonLayout::Pretty)?)
+    /// Changes the device list under the registry's locks: an in-process mutex (threads
+    /// of this process) and an advisory lock on `devices.json.lock` (other processes:
+    /// the daemon, `terminull devices revoke`, a pairing), held across the read, the
+    /// change and the atomic write (temp file, rename, 0600), so two changes at once
+    /// cannot lose one another.
+    fn modify<R>(
+        &self,
+        change: impl FnOnce(&mut Vec<DeviceRecord>) -> Result<R, DevicesError>,
+    ) -> Result<R, DevicesError> {
+        static IN_PROCESS: Mutex<()> = Mutex::new(());
+        let _in_process = IN_PROCESS.lock().unwrap_or_else(|p| p.into_inner());
+        let lock_path = lock_file(&self.path);
+        let io = |e| DevicesError::Home(PrivateFileError::io(&lock_path, e));
+        if let Some(dir) = lock_path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(io)?;
+        lock.lock().map_err(io)?;
+        let mut devices = self.read()?;
+        let out = change(&mut devices)?;
+        write_private_json(&self.path, &devices, JsonLayout::Pretty)?;
+        // Unlocked when `lock` closes.
+        Ok(out)
     }
 
     /// Adds (or re-pairs) a device.
     pub fn add(&self, record: DeviceRecord) -> Result<(), DevicesError> {
-        let mut devices = self.read()?;
-        devices.retain(|d| d.device_id != record.device_id);
-        devices.push(record);
-        self.write(&devices)
+        self.modify(|devices| {
+            devices.retain(|d| d.device_id != record.device_id);
+            devices.push(record);
+            Ok(())
+        })
     }
 
     /// Revokes a device: from its next message on it can do nothing.
     pub fn revoke(&self, device: &str) -> Result<DeviceRecord, DevicesError> {
-        let mut devices = self.read()?;
-        let record = devices
-            .iter_mut()
-            .find(|d| d.device_id.as_str() == device)
-            .ok_or_else(|| DevicesError::UnknownDevice(device.to_owned()))?;
-        record.revoked = true;
-        let out = record.clone();
-        self.write(&devices)?;
-        Ok(out)
+        self.modify(|devices| {
+            let record = devices
+                .iter_mut()
+                .find(|d| d.device_id.as_str() == device)
+                .ok_or_else(|| DevicesError::UnknownDevice(device.to_owned()))?;
+            record.revoked = true;
+            Ok(record.clone())
+        })
     }
+}
+
+/// The advisory lock file next to the device list (`devices.json.lock`).
+fn lock_file(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".lock");
+    path.with_file_name(name)
 }
 
 /// How long a pairing offer lives by default.
