@@ -8,7 +8,7 @@
 //!
 //! Off unless enabled (`terminull up --lan`, or `[lan]` in config.toml).
 //!
-//! Bounds (docs/bridge.md, "LAN server limits"): unauthenticated sockets have their
+//! Bounds (docs/relay.md, "LAN server limits"): unauthenticated sockets have their
 //! own budget per IP and in all ([`limits`]) and a handshake deadline; paired devices
 //! have theirs; pairing requests are limited per IP; each device connection writes
 //! through a queue bounded in bytes and frames with a write deadline ([`outbox`]).
