@@ -13,6 +13,7 @@
 //! have theirs; pairing requests are limited per IP; each device connection writes
 //! through a queue bounded in bytes and frames with a write deadline ([`outbox`]).
 
+mod accept;
 mod limits;
 mod outbox;
 
@@ -48,6 +49,11 @@ pub struct LanConfig {
     pub listen: SocketAddr,
     /// The largest WebSocket message accepted.
     pub max_message_bytes: usize,
+    /// TCP connections at once from one IP address, whatever they carry (the web
+    /// app's requests, pairing, WebSockets); more are closed at once.
+    pub max_tcp_per_ip: usize,
+    /// TCP connections at once in all.
+    pub max_tcp: usize,
     /// Authenticated (paired) device connections at once.
     pub max_connections: usize,
     /// WebSockets not yet authenticated at once, from everyone.
@@ -56,7 +62,8 @@ pub struct LanConfig {
     pub max_unauthenticated_per_ip: usize,
     /// Connections at once per device.
     pub max_connections_per_device: usize,
-    /// Time allowed for the whole handshake: the challenge written, `auth` read.
+    /// Time allowed for the whole handshake (the challenge written, `auth` read), and
+    /// for an HTTP request's headers and a pairing request's body.
     pub auth_timeout: Duration,
     /// Bytes queued toward one device connection at most; the link waits for room.
     pub max_queued_bytes: usize,
@@ -83,6 +90,8 @@ impl LanConfig {
         Self {
             listen,
             max_message_bytes: 1 << 20,
+            max_tcp_per_ip: 32,
+            max_tcp: 1024,
             max_connections: 256,
             max_unauthenticated: 64,
             max_unauthenticated_per_ip: 8,
@@ -173,10 +182,11 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    let config = Arc::new(config);
     let lan = Lan {
         ctx,
         home,
-        config: Arc::new(config),
+        config: config.clone(),
         connections: Arc::default(),
         unauthenticated: Arc::default(),
         authenticated: Arc::default(),
@@ -194,19 +204,12 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);
     tracing::info!("LAN server listening on ws://{addr}");
-    // Without TCP_NODELAY a small frame (a reply, one block) waits for the peer's
-    // delayed ACK: the end-to-end benchmark measured 24 ms p50 per block on loopback.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let task = tokio::spawn(async move {
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        if let Err(e) = axum::serve(listener, service).await {
-            tracing::error!("the LAN server stopped: {e}");
-        }
-    });
+    let task = tokio::spawn(accept::accept_loop(listener, router, config, stop.subscribe()));
     Ok(RunningLan { addr, authenticated, task, stop })
 }
+
+/// The largest pairing request body read.
+const PAIR_BODY_LIMIT: usize = 16 * 1024;
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
@@ -216,7 +219,7 @@ async fn pair(
     State(lan): State<Lan>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(bridge_id): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Response {
     if bridge_id != lan.ctx.identity.public().bridge_id().as_str() {
         return error(StatusCode::NOT_FOUND, format!("this is not bridge `{bridge_id}`"));
@@ -231,6 +234,17 @@ async fn pair(
             return error(StatusCode::TOO_MANY_REQUESTS, "too many pairing requests; wait a minute");
         }
     }
+    // A body trickled in, or announced and never sent, is cut at the deadline.
+    let body = match tokio::time::timeout(config.auth_timeout, axum::body::to_bytes(body, PAIR_BODY_LIMIT)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, format!("the pairing request's body: {e}")),
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the pairing request's body did not arrive within {:?}", config.auth_timeout),
+            );
+        }
+    };
     let request: PairRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not a pairing request: {e}")),

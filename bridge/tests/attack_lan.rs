@@ -178,7 +178,7 @@ async fn attack_lan_unauthenticated_flood_from_one_address_does_not_deny_a_paire
     .await
     .expect("the paired device connects in time");
     println!(
-        "attack: lan unauthenticated flood: {SOCKETS} sockets from 127.0.0.2: {} upgraded, {refused} refused (503); paired device from 127.0.0.1: {}",
+        "attack: lan unauthenticated flood: {SOCKETS} sockets from 127.0.0.2: {} upgraded, {refused} refused (503 or closed); paired device from 127.0.0.1: {}",
         held.len(),
         if opened.is_ok() { "linked" } else { "refused" }
     );
@@ -282,4 +282,102 @@ fn attack_device_registry_concurrent_adds_and_revokes_lose_nothing() {
     );
     assert_eq!(failed, 0);
     assert_eq!((devices.len(), revoked, active), (2 * EACH, EACH, EACH), "a change was lost");
+}
+
+/// Runs `terminull pair` (waiting, asking) for the bridge of `paired` at `server`,
+/// pairs a phone with its link, checks the phone is refused while the terminal has
+/// not answered, answers `answer`; returns the exit status and whether the phone can
+/// connect afterwards.
+async fn pair_and_answer(
+    paired: &support::remote::Paired,
+    server: &RunningLan,
+    answer: &str,
+) -> (std::process::ExitStatus, bool) {
+    use std::io::{BufRead, Write};
+    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_terminull"))
+        .args(["pair", "--json", "--lan", &server.ws_url(), "--ttl", "60", "--home"])
+        .arg(paired.bridge_home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(cli.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let offer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let phone_dir = tempfile::tempdir().unwrap();
+    let phone = DeviceHome::at(phone_dir.path());
+    terminull_client::pairing::pair(&phone, offer["link"].as_str().unwrap(), "phone", None)
+        .await
+        .expect("the exchange itself completes");
+    let record = phone.bridge(None).unwrap();
+    let pending = Connection::open_lan(&phone, &record, &server.ws_url()).await;
+    assert!(pending.is_err(), "usable before the terminal confirmed its code");
+    // The question comes once the device answered: read it, then answer.
+    let mut question = vec![0u8; 256];
+    let n = std::io::Read::read(&mut stdout, &mut question).unwrap();
+    assert!(String::from_utf8_lossy(&question[..n]).contains("Does the device show"), "{question:?}");
+    cli.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+    let status = cli.wait().unwrap();
+    let usable = Connection::open_lan(&phone, &record, &server.ws_url()).await.is_ok();
+    (status, usable)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_lan_a_paired_device_is_refused_until_its_short_code_is_confirmed_on_the_terminal() {
+    let paired = support::remote::paired_bridge().await;
+    let server = start_lan(&paired, |_| {}).await;
+    let (no, usable_after_no) = pair_and_answer(&paired, &server, "n\n").await;
+    let (yes, usable_after_yes) = pair_and_answer(&paired, &server, "y\n").await;
+    println!(
+        "attack: lan unconfirmed pairing: refused while pending; answer N: exit {:?}, usable {usable_after_no}; answer y: exit {:?}, usable {usable_after_yes}",
+        no.code(),
+        yes.code()
+    );
+    assert!(!no.success() && !usable_after_no, "a device refused on the terminal stays refused");
+    assert!(yes.success() && usable_after_yes, "a confirmed device is usable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_lan_silent_sockets_and_trickled_pairing_bodies_are_cut_at_the_deadline() {
+    const SILENT: usize = 40;
+    let deadline = Duration::from_secs(2);
+    let paired = support::remote::paired_bridge().await;
+    let server = start_lan(&paired, |c| c.auth_timeout = deadline).await;
+    let started = Instant::now();
+    // Sockets that never send a request: over the per-address share they are closed at
+    // once, the others when the headers' deadline passes.
+    let mut silent = Vec::new();
+    for _ in 0..SILENT {
+        silent.push(connect_from("127.0.0.2", server.addr()).await);
+    }
+    let mut closed = 0;
+    for tcp in &mut silent {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut byte)).await {
+            closed += 1;
+        }
+    }
+    let silent_after = started.elapsed();
+    // A pairing body announced and trickled.
+    let bridge_id = paired.ctx.identity.public().bridge_id();
+    let mut tcp = connect_from("127.0.0.2", server.addr()).await;
+    let head = format!(
+        "POST /v1/bridges/{bridge_id}/pair HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{{\"pairing"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let trickled_at = Instant::now();
+    let mut response = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(15), tcp.read_to_end(&mut response)).await;
+    let trickle_after = trickled_at.elapsed();
+    let status = String::from_utf8_lossy(&response).split_whitespace().nth(1).unwrap_or("none").to_owned();
+    println!(
+        "attack: lan silent sockets and trickled body: {closed}/{SILENT} silent sockets from one address closed within {:.1} s; a trickled pairing body answered {status} after {:.1} s (deadline {} s)",
+        silent_after.as_secs_f64(),
+        trickle_after.as_secs_f64(),
+        deadline.as_secs()
+    );
+    assert_eq!(closed, SILENT);
+    assert_eq!(status, "408");
 }
