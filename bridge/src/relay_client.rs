@@ -234,6 +234,8 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
     }
     let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(OUTBOX);
     let budget = Arc::new(tokio::sync::Semaphore::new(OUTBOX_BYTES));
+    // When this connection ends, links waiting for room stop waiting.
+    let _close_budget = CloseOnDrop(budget.clone());
     let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
     let mut notices = ctx.service.notices();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -440,6 +442,15 @@ async fn read(ws: &mut Ws) -> Result<RelayFrame, RelayConnError> {
             Ok(Some(Ok(_))) => continue,
             Ok(Some(Err(e))) => return Err(RelayConnError::Receive(e)),
         }
+    }
+}
+
+/// Closes the queue's byte budget when dropped: whoever waits for room gets an error.
+struct CloseOnDrop(Arc<tokio::sync::Semaphore>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 

@@ -21,7 +21,7 @@ use terminull_client::connection::Connection;
 use terminull_client::home::DeviceHome;
 use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::relay::DeviceRecord;
+use terminull_protocol::relay::{DeviceRecord, RelayFrame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -380,4 +380,48 @@ async fn attack_lan_silent_sockets_and_trickled_pairing_bodies_are_cut_at_the_de
     );
     assert_eq!(closed, SILENT);
     assert_eq!(status, "408");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_relay_that_stops_reading_the_bridge_is_left_at_the_write_deadline_with_memory_bounded() {
+    const BLOCKS: u64 = 300;
+    const BLOCK_BYTES: u64 = 900_000;
+    const BOUND_MIB: u64 = 160;
+    let paired = support::remote::paired_bridge().await;
+    let relay = support::hostile::HostileRelay::start().await;
+    tokio::spawn(terminull_bridge::relay_client::run(
+        paired.ctx.clone(),
+        paired.home(),
+        relay.url.clone(),
+        Default::default(),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut connection = Connection::open(&paired.device, &paired.record, Some(&relay.url)).await.expect("link opens");
+    let cwd = tempfile::tempdir().unwrap();
+    let session = open_session(&mut connection, cwd.path()).await;
+    let registrations =
+        || relay.from_bridge.lock().unwrap().iter().filter(|f| matches!(f, RelayFrame::Register(_))).count();
+    let before = rss_mib();
+    relay.stall_bridge.store(true, Ordering::SeqCst);
+    let text = format!("bench blocks {BLOCKS} {BLOCK_BYTES}");
+    connection.tx.send(json!({"id": "m1", "type": "user_message", "session_id": session, "text": text})).await.unwrap();
+    let stalled_at = Instant::now();
+    let mut peak = before;
+    let mut left_after = None;
+    while stalled_at.elapsed() < Duration::from_secs(75) {
+        peak = peak.max(rss_mib());
+        if registrations() > 1 {
+            left_after = Some(stalled_at.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let total_mb = BLOCKS * BLOCK_BYTES / 1_000_000;
+    println!(
+        "attack: relay stops reading the bridge: {total_mb} MB stream, RSS {before} MiB -> peak {peak} MiB (bound +{BOUND_MIB} MiB), bridge reconnected after {:.1} s (write deadline 30 s)",
+        left_after.map(|t| t.as_secs_f64()).unwrap_or(f64::NAN)
+    );
+    let left_after = left_after.expect("the bridge leaves a relay that stopped reading");
+    assert!(left_after < Duration::from_secs(70), "left after {left_after:?}");
+    assert!(peak - before <= BOUND_MIB, "RSS grew {} MiB", peak - before);
 }
