@@ -25,6 +25,10 @@ use terminull_protocol::relay::{DeviceRecord, RelayFrame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+/// Held by the tests that measure this process's memory, so they do not measure
+/// each other.
+static MEMORY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// This process's resident set, in MiB.
 fn rss_mib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -118,6 +122,7 @@ async fn attack_lan_stalled_reader_is_cut_within_the_write_deadline_and_memory_s
     /// The stated bound on the process's growth while the device is stalled.
     const BOUND_MIB: u64 = 160;
     let write_timeout = Duration::from_secs(3);
+    let _alone = MEMORY.lock().await;
     let paired = support::remote::paired_bridge().await;
     let server = start_lan(&paired, |c| c.write_timeout = write_timeout).await;
     let stall = Arc::new(AtomicBool::new(false));
@@ -315,9 +320,17 @@ async fn pair_and_answer(
     let pending = Connection::open_lan(&phone, &record, &server.ws_url()).await;
     assert!(pending.is_err(), "usable before the terminal confirmed its code");
     // The question comes once the device answered: read it, then answer.
-    let mut question = vec![0u8; 256];
-    let n = std::io::Read::read(&mut stdout, &mut question).unwrap();
-    assert!(String::from_utf8_lossy(&question[..n]).contains("Does the device show"), "{question:?}");
+    let mut question = String::new();
+    // The question ends without a newline, and may come in more than one write.
+    while !question.contains("[y/N]") {
+        let mut buf = [0u8; 256];
+        let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        question.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(question.contains("Does the device show"), "{question:?}");
     cli.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
     let status = cli.wait().unwrap();
     let usable = Connection::open_lan(&phone, &record, &server.ws_url()).await.is_ok();
@@ -387,6 +400,7 @@ async fn attack_relay_that_stops_reading_the_bridge_is_left_at_the_write_deadlin
     const BLOCKS: u64 = 300;
     const BLOCK_BYTES: u64 = 900_000;
     const BOUND_MIB: u64 = 160;
+    let _alone = MEMORY.lock().await;
     let paired = support::remote::paired_bridge().await;
     let relay = support::hostile::HostileRelay::start().await;
     tokio::spawn(terminull_bridge::relay_client::run(
