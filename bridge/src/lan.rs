@@ -7,14 +7,23 @@
 //! the one dispatcher sees the same messages as from the relay or the local socket.
 //!
 //! Off unless enabled (`terminull up --lan`, or `[lan]` in config.toml).
+//!
+//! Bounds (docs/relay.md, "LAN server limits"): unauthenticated sockets have their
+//! own budget per IP and in all ([`limits`]) and a handshake deadline; paired devices
+//! have theirs; pairing requests are limited per IP; each device connection writes
+//! through a queue bounded in bytes and frames with a write deadline ([`outbox`]).
+
+mod accept;
+mod limits;
+mod outbox;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::{Message, WebSocket};
-use axum::extract::{DefaultBodyLimit, Path, State, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -40,12 +49,29 @@ pub struct LanConfig {
     pub listen: SocketAddr,
     /// The largest WebSocket message accepted.
     pub max_message_bytes: usize,
-    /// Device connections at once.
+    /// TCP connections at once from one IP address, whatever they carry (the web
+    /// app's requests, pairing, WebSockets); more are closed at once.
+    pub max_tcp_per_ip: usize,
+    /// TCP connections at once in all.
+    pub max_tcp: usize,
+    /// Authenticated (paired) device connections at once.
     pub max_connections: usize,
+    /// WebSockets not yet authenticated at once, from everyone.
+    pub max_unauthenticated: usize,
+    /// WebSockets not yet authenticated at once, from one IP address.
+    pub max_unauthenticated_per_ip: usize,
     /// Connections at once per device.
     pub max_connections_per_device: usize,
-    /// Time allowed to answer the challenge.
+    /// Time allowed for the whole handshake (the challenge written, `auth` read), and
+    /// for an HTTP request's headers and a pairing request's body.
     pub auth_timeout: Duration,
+    /// Bytes queued toward one device connection at most; the link waits for room.
+    pub max_queued_bytes: usize,
+    /// Frames queued toward one device connection at most.
+    pub max_queued_frames: usize,
+    /// A write (or flush) to a device that makes no progress for this long ends the
+    /// connection (a slow consumer; the device resumes from its last seq).
+    pub write_timeout: Duration,
     /// A connection with no frame (or pong) for this long is closed.
     pub idle_timeout: Duration,
     /// How often the server pings.
@@ -54,6 +80,8 @@ pub struct LanConfig {
     pub max_malformed_frames: u32,
     /// Pairing requests accepted per minute (all clients together).
     pub pair_requests_per_minute: u32,
+    /// Pairing requests accepted per minute from one IP address.
+    pub pair_requests_per_minute_per_ip: u32,
 }
 
 impl LanConfig {
@@ -62,13 +90,21 @@ impl LanConfig {
         Self {
             listen,
             max_message_bytes: 1 << 20,
+            max_tcp_per_ip: 32,
+            max_tcp: 1024,
             max_connections: 256,
+            max_unauthenticated: 64,
+            max_unauthenticated_per_ip: 8,
             max_connections_per_device: 8,
             auth_timeout: Duration::from_secs(10),
+            max_queued_bytes: 8 << 20,
+            max_queued_frames: 1024,
+            write_timeout: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
             ping_interval: Duration::from_secs(20),
             max_malformed_frames: 32,
-            pair_requests_per_minute: 10,
+            pair_requests_per_minute: 60,
+            pair_requests_per_minute_per_ip: 10,
         }
     }
 }
@@ -79,8 +115,11 @@ struct Lan {
     home: Home,
     config: Arc<LanConfig>,
     connections: Arc<Mutex<HashMap<DeviceId, usize>>>,
-    total: Arc<std::sync::atomic::AtomicUsize>,
-    pairings: Arc<Mutex<std::collections::VecDeque<Instant>>>,
+    /// Upgraded sockets before `auth`, per IP.
+    unauthenticated: Arc<limits::Counter>,
+    /// Authenticated device connections (one address: every device behind a NAT).
+    authenticated: Arc<limits::Counter>,
+    pairings: Arc<limits::PairLimiter>,
     /// Becomes true when the server stops; every connection ends on it.
     stopping: tokio::sync::watch::Receiver<bool>,
 }
@@ -89,6 +128,7 @@ struct Lan {
 #[derive(Debug)]
 pub struct RunningLan {
     addr: SocketAddr,
+    authenticated: Arc<limits::Counter>,
     task: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -107,6 +147,11 @@ impl RunningLan {
     /// `http://addr`.
     pub fn http_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Authenticated device connections open now.
+    pub fn device_connections(&self) -> usize {
+        self.authenticated.total()
     }
 
     /// Stops accepting and drops every connection (devices see their socket close).
@@ -137,15 +182,18 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    let config = Arc::new(config);
     let lan = Lan {
         ctx,
         home,
-        config: Arc::new(config),
+        config: config.clone(),
         connections: Arc::default(),
-        total: Arc::default(),
+        unauthenticated: Arc::default(),
+        authenticated: Arc::default(),
         pairings: Arc::default(),
         stopping,
     };
+    let authenticated = lan.authenticated.clone();
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/client", get(device_socket))
@@ -156,37 +204,47 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);
     tracing::info!("LAN server listening on ws://{addr}");
-    // Without TCP_NODELAY a small frame (a reply, one block) waits for the peer's
-    // delayed ACK: the end-to-end benchmark measured 24 ms p50 per block on loopback.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!("the LAN server stopped: {e}");
-        }
-    });
-    Ok(RunningLan { addr, task, stop })
+    let task = tokio::spawn(accept::accept_loop(listener, router, config, stop.subscribe()));
+    Ok(RunningLan { addr, authenticated, task, stop })
 }
+
+/// The largest pairing request body read.
+const PAIR_BODY_LIMIT: usize = 16 * 1024;
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
 
-async fn pair(State(lan): State<Lan>, Path(bridge_id): Path<String>, body: axum::body::Bytes) -> Response {
+async fn pair(
+    State(lan): State<Lan>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(bridge_id): Path<String>,
+    body: axum::body::Body,
+) -> Response {
     if bridge_id != lan.ctx.identity.public().bridge_id().as_str() {
         return error(StatusCode::NOT_FOUND, format!("this is not bridge `{bridge_id}`"));
     }
-    {
-        let mut recent = lan.pairings.lock().unwrap_or_else(|p| p.into_inner());
-        while recent.front().is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
-            recent.pop_front();
+    let config = &lan.config;
+    match lan.pairings.allow(peer.ip(), config.pair_requests_per_minute_per_ip, config.pair_requests_per_minute) {
+        Ok(()) => {}
+        Err(limits::Full::ThisAddress) => {
+            return error(StatusCode::TOO_MANY_REQUESTS, "too many pairing requests from this address; wait a minute");
         }
-        if recent.len() >= lan.config.pair_requests_per_minute as usize {
+        Err(limits::Full::Everyone) => {
             return error(StatusCode::TOO_MANY_REQUESTS, "too many pairing requests; wait a minute");
         }
-        recent.push_back(Instant::now());
     }
+    // A body trickled in, or announced and never sent, is cut at the deadline.
+    let body = match tokio::time::timeout(config.auth_timeout, axum::body::to_bytes(body, PAIR_BODY_LIMIT)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, format!("the pairing request's body: {e}")),
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the pairing request's body did not arrive within {:?}", config.auth_timeout),
+            );
+        }
+    };
     let request: PairRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("the body is not a pairing request: {e}")),
@@ -201,20 +259,32 @@ async fn pair(State(lan): State<Lan>, Path(bridge_id): Path<String>, body: axum:
     }
 }
 
-async fn device_socket(State(lan): State<Lan>, upgrade: WebSocketUpgrade) -> Response {
-    use std::sync::atomic::Ordering;
-    if lan.total.fetch_add(1, Ordering::SeqCst) >= lan.config.max_connections {
-        lan.total.fetch_sub(1, Ordering::SeqCst);
-        return error(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
-    }
-    let max = lan.config.max_message_bytes;
+async fn device_socket(
+    State(lan): State<Lan>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let config = &lan.config;
+    let pending =
+        match lan.unauthenticated.admit(peer.ip(), config.max_unauthenticated_per_ip, config.max_unauthenticated) {
+            Ok(admitted) => admitted,
+            Err(limits::Full::ThisAddress) => {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many unauthenticated connections from this address",
+                );
+            }
+            Err(limits::Full::Everyone) => {
+                return error(StatusCode::SERVICE_UNAVAILABLE, "too many unauthenticated connections");
+            }
+        };
+    let max = config.max_message_bytes;
     upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
         let mut stopping = lan.stopping.clone();
         tokio::select! {
-            () = serve_device(lan.clone(), socket) => {}
+            () = serve_device(lan.clone(), socket, peer.ip(), pending) => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
-        lan.total.fetch_sub(1, Ordering::SeqCst);
     })
 }
 
@@ -226,20 +296,33 @@ fn refusal(code: RelayErrorCode, message: impl Into<String>) -> RelayFrame {
     RelayFrame::Error(RelayError { code, message: message.into(), session_id: None })
 }
 
-/// One device connection: authenticate, then run its link.
-async fn serve_device(lan: Lan, mut socket: WebSocket) {
+/// Sends `frame` within the handshake deadline (a peer that does not read gets no more).
+async fn send_within(lan: &Lan, socket: &mut WebSocket, frame: &RelayFrame) -> bool {
+    matches!(tokio::time::timeout(lan.config.auth_timeout, socket.send(frame_message(frame))).await, Ok(Ok(())))
+}
+
+/// One device connection: authenticate (within the handshake deadline, on the
+/// unauthenticated budget `pending`), then run its link on the authenticated budget.
+async fn serve_device(lan: Lan, mut socket: WebSocket, ip: IpAddr, pending: limits::Admitted) {
     let bridge_id = lan.ctx.identity.public().bridge_id();
     let challenge = terminull_protocol::crypto::random_bytes::<32>();
-    if socket.send(frame_message(&RelayFrame::Challenge(Challenge { nonce: b64url(&challenge) }))).await.is_err() {
-        return;
-    }
-    let auth = match tokio::time::timeout(lan.config.auth_timeout, socket.next()).await {
-        Ok(Some(Ok(Message::Text(t)))) => serde_json::from_str::<RelayFrame>(&t).ok(),
-        _ => None,
+    let challenge_frame = RelayFrame::Challenge(Challenge { nonce: b64url(&challenge) });
+    let handshake = async {
+        if socket.send(frame_message(&challenge_frame)).await.is_err() {
+            return None;
+        }
+        match socket.next().await {
+            Some(Ok(Message::Text(t))) => Some(serde_json::from_str::<RelayFrame>(&t).ok()),
+            _ => Some(None),
+        }
+    };
+    let auth = match tokio::time::timeout(lan.config.auth_timeout, handshake).await {
+        Ok(Some(auth)) => auth,
+        // Gone, or too slow: nothing more to say.
+        Ok(None) | Err(_) => return,
     };
     let Some(RelayFrame::Auth(auth)) = auth else {
-        let _ = socket
-            .send(frame_message(&refusal(RelayErrorCode::BadFrame, "expected `auth` answering the challenge")))
+        send_within(&lan, &mut socket, &refusal(RelayErrorCode::BadFrame, "expected `auth` answering the challenge"))
             .await;
         return;
     };
@@ -247,8 +330,8 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
         let message =
             version_mismatch("this device", auth.protocol_version, "this bridge's LAN server", PROTOCOL_VERSION);
         lan.ctx.refusals.record(format!("refused a LAN connection of device {}: {message}", auth.device_id));
-        let _ = socket.send(frame_message(&refusal(RelayErrorCode::UnsupportedVersion, message))).await;
-        let _ = socket.close().await;
+        send_within(&lan, &mut socket, &refusal(RelayErrorCode::UnsupportedVersion, message)).await;
+        let _ = tokio::time::timeout(lan.config.auth_timeout, socket.close()).await;
         return;
     }
     let device_id = auth.device_id.clone();
@@ -260,10 +343,16 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
     if auth.bridge_id != bridge_id || verified.is_err() {
         let code = verified.err().unwrap_or(RelayErrorCode::UnknownDevice);
         lan.ctx.refusals.record(format!("refused a LAN connection of device {device_id}: {code:?}"));
-        let _ =
-            socket.send(frame_message(&refusal(code, "not a paired device of this bridge, or a bad signature"))).await;
+        send_within(&lan, &mut socket, &refusal(code, "not a paired device of this bridge, or a bad signature")).await;
         return;
     }
+    // Authenticated: off the unauthenticated budget, onto the paired devices' own.
+    drop(pending);
+    let Ok(_admitted) = lan.authenticated.admit(ip, usize::MAX, lan.config.max_connections) else {
+        let too_many = refusal(RelayErrorCode::TooManyConnections, "too many device connections to this bridge");
+        send_within(&lan, &mut socket, &too_many).await;
+        return;
+    };
     let admitted = {
         let mut per = lan.connections.lock().unwrap_or_else(|p| p.into_inner());
         let n = per.entry(device_id.clone()).or_default();
@@ -275,7 +364,7 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
     };
     if !admitted {
         let too_many = refusal(RelayErrorCode::TooManyConnections, "too many connections for this device");
-        let _ = socket.send(frame_message(&too_many)).await;
+        send_within(&lan, &mut socket, &too_many).await;
         return;
     }
     let status = RelayStatus {
@@ -284,7 +373,7 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
         agents: lan.ctx.service.agent_summaries().await,
         resume_tokens: Default::default(),
     };
-    if socket.send(frame_message(&RelayFrame::RelayStatus(status))).await.is_ok() {
+    if send_within(&lan, &mut socket, &RelayFrame::RelayStatus(status)).await {
         run_device(&lan, socket, &device_id).await;
     }
     let mut per = lan.connections.lock().unwrap_or_else(|p| p.into_inner());
@@ -296,15 +385,35 @@ async fn serve_device(lan: Lan, mut socket: WebSocket) {
     }
 }
 
+/// Frames handed from the link to the connection's queue at most; the queue itself
+/// is bounded in bytes ([`LanConfig::max_queued_bytes`]).
+const LINK_HANDOFF: usize = 16;
+
 async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
-    let (mut sink, mut stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<RelayFrame>(1024);
+    let (sink, mut stream) = socket.split();
+    let config = &lan.config;
+    let (outbox, mut writer) =
+        outbox::Outbox::start(sink, config.max_queued_bytes, config.max_queued_frames, config.write_timeout);
+    // The link's frames wait for room in the queue in their own task, so the read
+    // loop below (pings, the idle check, refusals) never waits on a slow device.
+    let (out_tx, mut out_rx) = mpsc::channel::<RelayFrame>(LINK_HANDOFF);
+    let forward = {
+        let outbox = outbox.clone();
+        tokio::spawn(async move {
+            while let Some(frame) = out_rx.recv().await {
+                if !outbox.push(frame_message(&frame)).await {
+                    return;
+                }
+            }
+        })
+    };
+    let send = |frame: &RelayFrame| outbox.try_push(frame_message(frame));
     let mut controls: Option<mpsc::Sender<terminull_protocol::relay::ControlEnvelope>> = None;
     let mut malformed = 0u32;
-    let mut ping = tokio::time::interval(lan.config.ping_interval);
+    let mut ping = tokio::time::interval(config.ping_interval);
     let mut last_heard = Instant::now();
     let (end_tx, mut end_rx) = mpsc::channel::<LinkEnd>(1);
-    loop {
+    let writer_end = loop {
         tokio::select! {
             message = stream.next() => {
                 let text = match message {
@@ -315,17 +424,17 @@ async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
                     }
                     Some(Ok(Message::Binary(_))) => {
                         malformed += 1;
-                        let _ = sink.send(frame_message(&refusal(RelayErrorCode::BadFrame, "binary messages are not frames"))).await;
-                        if malformed > lan.config.max_malformed_frames { return; }
+                        send(&refusal(RelayErrorCode::BadFrame, "binary messages are not frames"));
+                        if malformed > config.max_malformed_frames { break None; }
                         continue;
                     }
-                    _ => return,
+                    _ => break None,
                 };
                 last_heard = Instant::now();
                 match serde_json::from_str::<RelayFrame>(&text) {
                     Ok(RelayFrame::LinkHello(hello)) if &hello.device_id == device_id => match link::accept(&lan.ctx, &hello) {
                         Ok((accept, open)) => {
-                            if sink.send(frame_message(&RelayFrame::LinkAccept(accept))).await.is_err() { return; }
+                            if !send(&RelayFrame::LinkAccept(accept)) { break None; }
                             let (tx, rx) = mpsc::channel(256);
                             controls = Some(tx);
                             let out = out_tx.clone();
@@ -335,56 +444,67 @@ async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
                             });
                         }
                         Err(reason) => {
-                            let _ = sink.send(frame_message(&refusal(RelayErrorCode::UnknownDevice, reason.to_string()))).await;
-                            return;
+                            send(&refusal(RelayErrorCode::UnknownDevice, reason.to_string()));
+                            break None;
                         }
                     },
                     Ok(RelayFrame::Control(control)) => match &controls {
                         Some(tx) if tx.try_send(control).is_ok() => {}
                         Some(_) => {
-                            let _ = sink.send(frame_message(&refusal(RelayErrorCode::RateLimited, "too many control messages waiting"))).await;
-                            return;
+                            send(&refusal(RelayErrorCode::RateLimited, "too many control messages waiting"));
+                            break None;
                         }
                         None => {
-                            let _ = sink.send(frame_message(&refusal(RelayErrorCode::BadFrame, "send link_hello first"))).await;
+                            send(&refusal(RelayErrorCode::BadFrame, "send link_hello first"));
                         }
                     },
                     Ok(other) => {
                         malformed += 1;
                         let message = format!("`{}` is not sent to a bridge by a device", other.frame_type());
-                        let _ = sink.send(frame_message(&refusal(RelayErrorCode::BadFrame, message))).await;
+                        send(&refusal(RelayErrorCode::BadFrame, message));
                     }
                     Err(e) => {
                         malformed += 1;
-                        let _ = sink.send(frame_message(&refusal(RelayErrorCode::BadFrame, format!("not a frame: {e}")))).await;
+                        send(&refusal(RelayErrorCode::BadFrame, format!("not a frame: {e}")));
                     }
                 }
-                if malformed > lan.config.max_malformed_frames {
-                    return;
+                if malformed > config.max_malformed_frames {
+                    break None;
                 }
             }
-            Some(frame) = out_rx.recv() => {
-                // Frames already queued go out in one write: a flush per frame cost a
-                // syscall each while the link streams.
-                if sink.feed(frame_message(&frame)).await.is_err() { return; }
-                for _ in 0..63 {
-                    let Ok(frame) = out_rx.try_recv() else { break };
-                    if sink.feed(frame_message(&frame)).await.is_err() { return; }
-                }
-                if sink.flush().await.is_err() { return; }
-            }
+            end = &mut writer => break Some(end.unwrap_or(outbox::WriterEnd::Closed)),
             Some(end) = end_rx.recv() => {
                 if let LinkEnd::Revoked(reason) = end {
-                    let _ = sink.send(frame_message(&refusal(RelayErrorCode::UnknownDevice, reason))).await;
-                    return;
+                    send(&refusal(RelayErrorCode::UnknownDevice, reason));
+                    break None;
                 }
             }
             _ = ping.tick() => {
-                if last_heard.elapsed() > lan.config.idle_timeout {
-                    return;
+                if last_heard.elapsed() > config.idle_timeout {
+                    break None;
                 }
-                if sink.send(Message::Ping(Vec::new().into())).await.is_err() { return; }
+                // A full queue needs no ping: the write deadline watches it.
+                outbox.try_push(Message::Ping(Vec::new().into()));
             }
         }
+    };
+    forward.abort();
+    drop(controls);
+    if writer_end == Some(outbox::WriterEnd::Stalled) {
+        tracing::warn!(
+            "cut LAN device {device_id}: a write made no progress for {:?} (a slow consumer; it can resume)",
+            config.write_timeout
+        );
+        lan.ctx.refusals.record(format!("cut LAN device {device_id}: it stopped reading"));
+        return;
+    }
+    if writer_end.is_some() {
+        return;
+    }
+    // The last frames queued (a refusal) go out within the write deadline, then the
+    // socket closes.
+    drop(outbox);
+    if tokio::time::timeout(config.write_timeout, &mut writer).await.is_err() {
+        writer.abort();
     }
 }

@@ -27,6 +27,12 @@ use crate::service::Notice;
 
 /// Frames queued toward the relay before links wait.
 const OUTBOX: usize = 8192;
+/// Bytes queued toward the relay at most, all links together (each frame counted by
+/// its sealed size): a link waits for room, falls behind and resumes from history.
+const OUTBOX_BYTES: usize = 16 << 20;
+/// A write to the relay (or a flush) that makes no progress for this long ends the
+/// connection; the bridge reconnects and devices resume.
+const RELAY_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Control messages queued per device link.
 const LINK_INBOX: usize = 256;
 /// Queued frames written per flush (a flush's consecutive blocks for one connection
@@ -184,6 +190,9 @@ enum RelayConnError {
     /// Reading from the socket failed.
     #[error(transparent)]
     Receive(tokio_tungstenite::tungstenite::Error),
+    /// A write made no progress within the write deadline: the relay stopped reading.
+    #[error("the relay read nothing for {0:?}; reconnecting")]
+    WriteStalled(Duration),
 }
 
 async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result<(), RelayConnError> {
@@ -224,6 +233,9 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
         other => return Err(RelayConnError::Unexpected { expected: "registered", got: other.frame_type() }),
     }
     let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(OUTBOX);
+    let budget = Arc::new(tokio::sync::Semaphore::new(OUTBOX_BYTES));
+    // When this connection ends, links waiting for room stop waiting.
+    let _close_budget = CloseOnDrop(budget.clone());
     let mut links: HashMap<u64, mpsc::Sender<ControlEnvelope>> = HashMap::new();
     let mut notices = ctx.service.notices();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -258,18 +270,20 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                                 links.insert(conn, tx);
                                 let (link_out, mut link_rx) = mpsc::channel::<RelayFrame>(1024);
                                 let out = out_tx.clone();
+                                let budget = budget.clone();
                                 tokio::spawn(async move {
                                     let run = open.run(rx, link_out);
                                     let forward = async {
                                         while let Some(frame) = link_rx.recv().await {
-                                            if out.send(with_conn(frame, conn)).await.is_err() {
+                                            if !enqueue(&out, &budget, with_conn(frame, conn)).await {
                                                 return;
                                             }
                                         }
                                     };
                                     let (end, ()) = tokio::join!(run, forward);
                                     if let LinkEnd::Revoked(reason) = end {
-                                        let _ = out.send(Outgoing::Frame(RelayFrame::CloseConn(CloseConn { conn, reason }))).await;
+                                        let close = Outgoing::Frame(RelayFrame::CloseConn(CloseConn { conn, reason }));
+                                        enqueue(&out, &budget, close).await;
                                     }
                                 });
                             }
@@ -324,6 +338,8 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     let Ok(next) = out_rx.try_recv() else { break };
                     queued.push(next);
                 }
+                // The room these frames hold is given back once they are written.
+                let written: usize = queued.iter().map(|o| outgoing_cost(o) as usize).sum();
                 for write in group(queued, MAX_BATCH_BLOCKS, MAX_BATCH_ENC_BYTES) {
                     let frame = match write {
                         Write::Frame(frame) => frame,
@@ -331,7 +347,11 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
                     };
                     feed(&mut ws, &frame).await?;
                 }
-                ws.flush().await.map_err(RelayConnError::Flush)?;
+                match tokio::time::timeout(RELAY_WRITE_TIMEOUT, ws.flush()).await {
+                    Ok(flushed) => flushed.map_err(RelayConnError::Flush)?,
+                    Err(_) => return Err(RelayConnError::WriteStalled(RELAY_WRITE_TIMEOUT)),
+                }
+                budget.add_permits(written);
             }
             _ = tick.tick() => {
                 let now: HashSet<SessionId> = ctx.service.live_session_ids().await.into_iter().collect();
@@ -425,15 +445,51 @@ async fn read(ws: &mut Ws) -> Result<RelayFrame, RelayConnError> {
     }
 }
 
-/// Queues `frame` without flushing.
-async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), RelayConnError> {
-    let text = serde_json::to_string(frame).map_err(RelayConnError::Encode)?;
-    ws.feed(Message::text(text)).await.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source })
+/// Closes the queue's byte budget when dropped: whoever waits for room gets an error.
+struct CloseOnDrop(Arc<tokio::sync::Semaphore>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
+/// The queue room `outgoing` takes: its sealed text (a block's `enc`) or its JSON,
+/// at most the whole budget.
+fn outgoing_cost(outgoing: &Outgoing) -> u32 {
+    let len = match outgoing {
+        Outgoing::Block { block, .. } => {
+            block.enc.len() + block.block_type.len() + block.session_id.as_str().len() + 64
+        }
+        Outgoing::Frame(frame) => serde_json::to_vec(frame).map(|v| v.len()).unwrap_or(0),
+    };
+    u32::try_from(len.clamp(1, OUTBOX_BYTES)).unwrap_or(u32::MAX)
+}
+
+/// Queues `outgoing` toward the relay once the byte budget has room for it (the
+/// connection's writer gives the room back); `false` once the connection is gone.
+async fn enqueue(out: &mpsc::Sender<Outgoing>, budget: &tokio::sync::Semaphore, outgoing: Outgoing) -> bool {
+    let Ok(room) = budget.acquire_many(outgoing_cost(&outgoing)).await else { return false };
+    room.forget();
+    out.send(outgoing).await.is_ok()
+}
+
+/// Queues `frame` without flushing, within the write deadline.
+async fn feed(ws: &mut Ws, frame: &RelayFrame) -> Result<(), RelayConnError> {
+    let text = serde_json::to_string(frame).map_err(RelayConnError::Encode)?;
+    match tokio::time::timeout(RELAY_WRITE_TIMEOUT, ws.feed(Message::text(text))).await {
+        Ok(fed) => fed.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source }),
+        Err(_) => Err(RelayConnError::WriteStalled(RELAY_WRITE_TIMEOUT)),
+    }
+}
+
+/// Sends `frame`, within the write deadline.
 async fn write(ws: &mut Ws, frame: &RelayFrame) -> Result<(), RelayConnError> {
     let text = serde_json::to_string(frame).map_err(RelayConnError::Encode)?;
-    ws.send(Message::text(text)).await.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source })
+    match tokio::time::timeout(RELAY_WRITE_TIMEOUT, ws.send(Message::text(text))).await {
+        Ok(sent) => sent.map_err(|source| RelayConnError::Send { frame: frame.frame_type(), source }),
+        Err(_) => Err(RelayConnError::WriteStalled(RELAY_WRITE_TIMEOUT)),
+    }
 }
 
 /// Wraps a link so its `Arc` context can be built from the daemon's parts.

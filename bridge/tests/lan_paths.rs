@@ -194,7 +194,7 @@ fn the_cli_pairs_over_the_lan_and_a_remote_chat_finds_the_daemon_by_mdns() {
     assert!(lan_url.starts_with("ws://127.0.0.1:"), "{lan_url}");
 
     // No relay anywhere: the link names the daemon's LAN server.
-    let offer = terminull(&["pair", "--home", bridge_home, "--json", "--no-wait"]);
+    let offer = terminull(&["pair", "--home", bridge_home, "--json", "--no-wait", "--yes"]);
     let offer: serde_json::Value = serde_json::from_slice(&offer.stdout).unwrap();
     let link = offer["link"].as_str().unwrap();
     assert!(!link.contains("&r="), "no relay in {link}");

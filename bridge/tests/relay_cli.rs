@@ -71,7 +71,7 @@ fn a_second_home_pairs_then_chats_and_attaches_through_the_relay_until_revoked()
 
     // `terminull pair` on the bridge's machine.
     let out = terminull()
-        .args(["pair", "--json", "--no-wait", "--relay", &url, "--home"])
+        .args(["pair", "--json", "--no-wait", "--yes", "--relay", &url, "--home"])
         .arg(bridge.path())
         .output()
         .unwrap();

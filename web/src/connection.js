@@ -98,6 +98,13 @@ export async function connect() {
       versionMismatch(String(e.message));
       return;
     }
+    if (/unknown_device/.test(String(e.message)) && app.shortCode) {
+      // Just paired: the bridge holds the device until its terminal confirms the
+      // short code (docs/bridge.md, "Confirming the short code"); retry meanwhile.
+      reconnect.backoff = Math.min(reconnect.backoff, 1000);
+      scheduleReconnect('connecting', 'confirm the code on the computer…');
+      return;
+    }
     if (/unknown_device/.test(String(e.message))) {
       setConn('offline', 'not paired');
       toast('The bridge does not know this device (revoked?). Pair again.', 'warn');

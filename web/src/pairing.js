@@ -88,7 +88,7 @@ function showBanner() {
   }
   ui.banner.hidden = false;
   ui.banner.append(
-    h('div', null, 'Paired. Check that your computer shows the same code:'),
+    h('div', null, 'Paired. Check that your computer shows the same code, and confirm it there:'),
     h('div', { class: 'short-code', testid: 'short-code' }, app.shortCode),
     h('div', { class: 'small' }, `Bridge ${app.bridge?.bridgeId ?? ''}. If the codes differ, revoke this device on the computer.`),
     h(

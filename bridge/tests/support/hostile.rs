@@ -41,6 +41,9 @@ pub struct HostileRelay {
     /// The protocol version its `registered` and its `relay_status` name (this build's
     /// unless a test says otherwise).
     pub versions: Shared<(u32, u32)>,
+    /// While true, it reads nothing more from the bridge (a relay that stopped reading);
+    /// it still writes to it.
+    pub stall_bridge: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A frame as a device receives it: no `conn`; a batch becomes its blocks.
@@ -76,6 +79,7 @@ impl HostileRelay {
             hold: Arc::default(),
             tokens: Arc::default(),
             versions: Arc::new(Mutex::new((PROTOCOL_VERSION, PROTOCOL_VERSION))),
+            stall_bridge: Arc::default(),
         };
         let bridge_rx = Arc::new(tokio::sync::Mutex::new(bridge_rx));
         let r = relay.clone();
@@ -118,8 +122,10 @@ impl HostileRelay {
         ws.send(send(&RelayFrame::Registered(registered))).await.unwrap();
         let mut injected = injected.lock().await;
         loop {
+            let stalled = self.stall_bridge.load(std::sync::atomic::Ordering::SeqCst);
             tokio::select! {
-                frame = ws.next() => {
+                () = tokio::time::sleep(Duration::from_millis(50)), if stalled => {}
+                frame = ws.next(), if !stalled => {
                     let Some(Ok(Message::Text(text))) = frame else { return };
                     let frame: RelayFrame = serde_json::from_str(&text).unwrap();
                     self.from_bridge.lock().unwrap().push(frame.clone());

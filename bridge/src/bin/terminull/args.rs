@@ -59,9 +59,15 @@ pub(crate) enum Command {
         /// Seconds the offer stays valid.
         #[arg(long, default_value_t = terminull_bridge::devices::DEFAULT_OFFER_TTL_SECS, value_name = "SECS")]
         ttl: u64,
-        /// Print the link (and the QR code) and return without waiting.
-        #[arg(long)]
+        /// Print the link (and the QR code) and return without waiting (needs `--yes`:
+        /// nobody is left to confirm the short code).
+        #[arg(long, requires = "yes")]
         no_wait: bool,
+        /// Accept the device without comparing the short code (scripts, tests). The risk:
+        /// whoever uses the link first (a photo of the QR code, a leaked link) is paired
+        /// and usable at once; without it the device stays refused until you confirm here.
+        #[arg(long, alias = "no-confirm")]
+        yes: bool,
         /// Print `{"link": …, "pairing_id": …, "expires_at": …}` instead of the QR code.
         #[arg(long)]
         json: bool,

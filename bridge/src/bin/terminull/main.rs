@@ -43,7 +43,9 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapter(AdapterSubcommand::Replay(args)) => adapter::replay(args),
         Command::Agents { json, home } => daemon::agents(json, home),
         Command::Up { home, log_level, relay, lan, no_mdns } => daemon::up(home, &log_level, relay, lan, no_mdns),
-        Command::Pair { relay, lan, ttl, no_wait, json, home } => pairing::pair(home, relay, lan, ttl, no_wait, json),
+        Command::Pair { relay, lan, ttl, no_wait, yes, json, home } => {
+            pairing::pair(home, relay, lan, ttl, pairing::Confirm { no_wait, yes }, json)
+        }
         Command::Devices { action, json, home } => pairing::devices(home, action, json),
         Command::Device(DeviceCommand::Pair { link, name, home, no_discover }) => {
             pairing::device_pair(home, &link, &name, no_discover)

@@ -11,12 +11,22 @@ use terminull_bridge::home::Home;
 use crate::args::DevicesAction;
 use crate::{runtime, write_stdout};
 
+/// How `terminull pair` ends: whether it waits, and whether the short code must be
+/// confirmed on this terminal before the device is usable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Confirm {
+    /// Return once the link is shown (only with `yes`).
+    pub(crate) no_wait: bool,
+    /// Accept the device without asking.
+    pub(crate) yes: bool,
+}
+
 pub(crate) fn pair(
     home: Option<PathBuf>,
     relay: Option<String>,
     lan: Option<String>,
     ttl: u64,
-    no_wait: bool,
+    confirm: Confirm,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     use terminull_bridge::devices;
@@ -33,7 +43,8 @@ pub(crate) fn pair(
         ),
     };
     let identity = devices::bridge_identity(&home)?;
-    let (secret, expires_at) = devices::create_offer(&home, ttl)?;
+    let ask = !(confirm.yes || confirm.no_wait);
+    let (secret, expires_at) = devices::create_offer_with(&home, ttl, ask)?;
     let public = identity.public();
     let link = PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at };
     let url = link.to_url(&base);
@@ -48,21 +59,58 @@ pub(crate) fn pair(
             "{art}\nScan with the terminull app, or on another computer run:\n  terminull device pair '{url}'\n\nThe offer is valid for {ttl} s and can pair one device. The bridge must be running (`terminull up`) to answer.",
         ))?;
     }
-    if no_wait {
+    if confirm.no_wait {
         return Ok(ExitCode::SUCCESS);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(ttl);
     while std::time::Instant::now() < deadline {
-        if let Some(result) = devices::offer_result(&home, &secret) {
+        let Some(result) = devices::offer_result(&home, &secret) else {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        };
+        if result.pending.is_none() {
             write_stdout(&format!(
-                "Paired \"{}\" ({}).\nShort code: {}  — check that the device shows the same code; if not, run `terminull devices revoke {}`.",
+                "Paired \"{}\" ({}) without confirmation (--yes).\nShort code: {}  — check that the device shows the same code; if not, run `terminull devices revoke {}`.",
                 result.name, result.device_id, result.short_code, result.device_id
             ))?;
             return Ok(ExitCode::SUCCESS);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        return confirm_on_terminal(&home, &secret, &result);
     }
     anyhow::bail!("no device paired within {ttl} s; the offer has expired")
+}
+
+/// Asks whether the device shows the same short code; only a `y`/`yes` makes it usable.
+fn confirm_on_terminal(
+    home: &Home,
+    secret: &[u8; 32],
+    result: &terminull_bridge::devices::PairingResult,
+) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let registry = terminull_bridge::devices::DeviceRegistry::open(home);
+    let mut out = std::io::stdout().lock();
+    write!(
+        out,
+        "Device \"{}\" ({}) answered the offer.\nDoes the device show {}? [y/N] ",
+        result.name, result.device_id, result.short_code
+    )?;
+    out.flush()?;
+    drop(out);
+    let mut answer = String::new();
+    // End of input (no terminal) is a no.
+    let _ = std::io::stdin().read_line(&mut answer);
+    let accept = matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+    terminull_bridge::devices::confirm_pairing(home, &registry, secret, accept)?;
+    if accept {
+        write_stdout(&format!("Paired \"{}\" ({}).", result.name, result.device_id))?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        write_stdout(&format!(
+            "Not paired: \"{}\" ({}) stays refused. If the codes differed, someone else used the link; run `terminull pair` again.",
+            result.name, result.device_id
+        ))?;
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 pub(crate) fn devices(home: Option<PathBuf>, action: Option<DevicesAction>, json: bool) -> anyhow::Result<ExitCode> {
@@ -105,7 +153,7 @@ pub(crate) fn device_pair(
     let discover = (!no_discover).then_some(terminull_client::mdns::MdnsScope::AllInterfaces);
     let paired = runtime()?.block_on(terminull_client::pairing::pair(&device, link, name, discover))?;
     write_stdout(&format!(
-        "Paired with bridge {}.\nShort code: {}  — check that the bridge shows the same code.",
+        "Paired with bridge {}.\nShort code: {}  — check that the bridge shows the same code; confirm it there if it asks (until then the bridge refuses this device).",
         paired.bridge_id, paired.short_code
     ))?;
     Ok(ExitCode::SUCCESS)
