@@ -468,9 +468,11 @@ impl Service {
                     let registry = self.read_registry();
                     if registry.get(r.agent.as_str()).is_none() {
                         let known: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
+                        let scanning =
+                            if *self.inner.scanning.borrow() { "; the adapter scan is still running" } else { "" };
                         return Err(error(
                             ReplyErrorCode::UnknownAgent,
-                            format!("no agent `{}` is registered (known: {})", r.agent, known.join(", ")),
+                            format!("no agent `{}` is registered (known: {}){scanning}", r.agent, known.join(", ")),
                         ));
                     }
                 }
