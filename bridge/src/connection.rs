@@ -201,7 +201,11 @@ pub async fn serve<A: Send + 'static>(
             Some(gate) => Some(gate.write_owned().await),
             None => None,
         };
-        let dispatched = service.dispatch(control).await;
+        let mut dispatched = service.dispatch(control).await;
+        let mut guard = dispatched.guard.take();
+        if let (Some(guard), Peer::Local) = (guard.as_mut(), &peer) {
+            guard.reap_when_left();
+        }
         let reply = match (&dispatched.follow, attach) {
             (Some((session, _)), Some(attach)) => {
                 Outbound::Attached { reply: dispatched.reply, session_id: session.id.clone(), attach }
@@ -215,7 +219,11 @@ pub async fn serve<A: Send + 'static>(
         if let Some((session, following)) = dispatched.follow {
             let gate = gates.entry(session.id.clone()).or_default().clone();
             let forwarder = Forwarder { session, gate, peer: peer.clone(), out: out.clone() };
-            followers.spawn(forwarder.run(following));
+            followers.spawn(async move {
+                // Following until the forwarder ends (the connection left, or the session).
+                let _guard = guard;
+                forwarder.run(following).await;
+            });
         }
     }
     followers.abort_all();

@@ -155,6 +155,52 @@ pub struct Config {
     /// Terminal handoff (`[handoff] poll_ms = 2000`).
     #[serde(default)]
     pub handoff: Option<HandoffSection>,
+    /// Limits on what the bridge runs (`[limits] max_live_sessions = 32`); every key
+    /// optional, docs/bridge.md "Files, locks and limits".
+    #[serde(default)]
+    pub limits: LimitsSection,
+}
+
+/// `[limits]` in the configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// The most sessions live at once (each may hold an adapter process); default
+    /// [`DEFAULT_MAX_LIVE_SESSIONS`]. One more is refused with `busy`.
+    #[serde(default)]
+    pub max_live_sessions: Option<usize>,
+    /// Seconds a session may sit with no follower and no running turn before its
+    /// adapter is stopped (the session stays resumable); default [`DEFAULT_IDLE_SECS`].
+    #[serde(default)]
+    pub idle_secs: Option<u64>,
+    /// Seconds each adapter has to answer `initialize` during a scan; default
+    /// [`DEFAULT_SCAN_TIMEOUT_SECS`].
+    #[serde(default)]
+    pub scan_timeout_secs: Option<u64>,
+}
+
+/// Live sessions allowed at once when `[limits] max_live_sessions` is not set.
+pub const DEFAULT_MAX_LIVE_SESSIONS: usize = 32;
+/// Idle seconds before a session's adapter is stopped, when `[limits] idle_secs` is not set.
+pub const DEFAULT_IDLE_SECS: u64 = 900;
+/// Seconds for each adapter's handshake during a scan, when `[limits] scan_timeout_secs` is not set.
+pub const DEFAULT_SCAN_TIMEOUT_SECS: u64 = 10;
+
+impl LimitsSection {
+    /// `max_live_sessions`, or its default (at least 1).
+    pub fn max_live_sessions(&self) -> usize {
+        self.max_live_sessions.unwrap_or(DEFAULT_MAX_LIVE_SESSIONS).max(1)
+    }
+
+    /// `idle_secs` as a duration, or its default.
+    pub fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.idle_secs.unwrap_or(DEFAULT_IDLE_SECS))
+    }
+
+    /// `scan_timeout_secs` as a duration, or its default (at least 1 s).
+    pub fn scan_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.scan_timeout_secs.unwrap_or(DEFAULT_SCAN_TIMEOUT_SECS).max(1))
+    }
 }
 
 /// `[handoff]` in the configuration (docs/session-handoff.md); `Config::session_policy`

@@ -244,6 +244,9 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 
 /// The per-child dispatch loop: one task, so events keep the order the child wrote them.
 async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<AdapterEvent>, peer: Peer, label: String) {
+    // What the adapter sends must not flood the log: its warnings are rate-limited.
+    let mut limit = terminull_rpc::log_limit::LogLimit::default();
+    let source = format!("adapter {label}");
     while let Some(message) = incoming.recv().await {
         let event = match message {
             Incoming::Notification(n) if n.method == proto::Stream::METHOD => {
@@ -254,7 +257,9 @@ async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<Adapt
                 match blocks::validate(raw) {
                     Ok(block) => AdapterEvent::Block(block),
                     Err(e) => {
-                        tracing::warn!(adapter = %label, "invalid block: {e}");
+                        if limit.admit(&source) {
+                            tracing::warn!(adapter = %label, "invalid block: {e}");
+                        }
                         AdapterEvent::Invalid(e.to_string())
                     }
                 }
@@ -266,7 +271,9 @@ async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<Adapt
                 }
             }
             Incoming::Notification(n) => {
-                tracing::warn!(adapter = %label, "unknown notification `{}`", n.method);
+                if limit.admit(&source) {
+                    tracing::warn!(adapter = %label, "unknown notification `{}`", n.method);
+                }
                 AdapterEvent::Invalid(format!("unknown notification `{}`", n.method))
             }
             Incoming::Request(r) => {
@@ -276,7 +283,9 @@ async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<Adapt
                 AdapterEvent::Invalid(format!("the adapter sent a request (`{}`)", r.method))
             }
             Incoming::BadLine(e) => {
-                tracing::warn!(adapter = %label, "skipped a stdout line: {e}");
+                if limit.admit(&source) {
+                    tracing::warn!(adapter = %label, "skipped a stdout line: {e}");
+                }
                 AdapterEvent::BadLine(e)
             }
             Incoming::Invalid { error, .. } => AdapterEvent::Invalid(format!("not a JSON-RPC message: {error}")),

@@ -50,7 +50,7 @@ pub async fn bind(path: &Path) -> Result<UnixListener, LocalError> {
         std::fs::remove_file(path).map_err(io)?;
     }
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
+        terminull_net::private_file::create_private_dir_all(dir).map_err(io)?;
     }
     let listener = UnixListener::bind(path).map_err(io)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;

@@ -131,7 +131,8 @@ pub struct ScanOptions {
     pub config: Config,
     /// The directory of the `terminull` executable, searched before `PATH`.
     pub exe_dir: Option<PathBuf>,
-    /// Deadline for each handshake.
+    /// Deadline for each handshake (`[limits] scan_timeout_secs`): a drop-in that never
+    /// answers `initialize` is refused after it, and never holds the others up.
     pub handshake_timeout: Duration,
     /// Deadline for each `detect`.
     pub detect_timeout: Duration,
@@ -143,11 +144,10 @@ impl ScanOptions {
         let exe_dir = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf));
         Self {
             home,
-            config,
             exe_dir,
-            handshake_timeout: proto::response_timeout(<proto::Initialize as proto::AdapterRequest>::METHOD)
-                .unwrap_or(Duration::from_secs(120)),
+            handshake_timeout: config.limits.scan_timeout(),
             detect_timeout: Duration::from_secs(30),
+            config,
         }
     }
 }
@@ -167,6 +167,13 @@ struct Candidate {
 
 /// Finds, checks and detects every candidate adapter.
 pub async fn scan(opts: &ScanOptions) -> Registry {
+    scan_progressively(opts, |_| {}).await
+}
+
+/// [`scan`], handing `progress` the registry of the candidates probed so far each time
+/// one finishes (so an agent is usable before a slow one is done); returns the final one.
+pub async fn scan_progressively(opts: &ScanOptions, mut progress: impl FnMut(Registry)) -> Registry {
+    use futures::StreamExt as _;
     let mut refused = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
     for built_in in BUILT_INS {
@@ -189,7 +196,7 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
         }
     }
     candidates.extend(acp_candidates(opts, &mut refused));
-    let drop_ins = drop_in_candidates(&opts.home.ext_adapters(), &mut refused);
+    let drop_ins = drop_in_candidates(&opts.home.ext_adapters(), opts.home.root(), &mut refused);
     candidates.extend(drop_ins.into_iter().map(|path| Candidate {
         expected: None,
         kind: "drop-in",
@@ -198,17 +205,39 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
         source: Source::DropIn { path },
     }));
 
-    let probes = candidates.iter().map(|c| probe(opts, c));
-    let results = futures::future::join_all(probes).await;
+    let mut probes: futures::stream::FuturesUnordered<_> =
+        candidates.iter().enumerate().map(|(i, c)| async move { (i, probe(opts, c).await) }).collect();
+    let mut results: Vec<Option<Result<Agent, ProbeError>>> = candidates.iter().map(|_| None).collect();
+    while let Some((i, result)) = probes.next().await {
+        results[i] = Some(result);
+        if !probes.is_empty() {
+            progress(assemble(opts, &candidates, &results, refused.clone(), false));
+        }
+    }
+    drop(probes);
+    assemble(opts, &candidates, &results, refused, true)
+}
 
+/// The registry of the probed candidates (`None`: not probed yet), in candidate order
+/// so that built-ins win an agent id over drop-ins; `log` for the final one.
+fn assemble(
+    opts: &ScanOptions,
+    candidates: &[Candidate],
+    results: &[Option<Result<Agent, ProbeError>>],
+    mut refused: Vec<Refusal>,
+    log: bool,
+) -> Registry {
     let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
-    for (candidate, result) in candidates.into_iter().zip(results) {
+    for (candidate, result) in candidates.iter().zip(results) {
         let (kind, path) = (candidate.kind, candidate.shown.clone());
         let agent = match result {
-            Ok(agent) => agent,
-            Err(e) => {
+            None => continue,
+            Some(Ok(agent)) => agent.clone(),
+            Some(Err(e)) => {
                 let reason = e.to_string();
-                tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
+                if log {
+                    tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
+                }
                 refused.push(Refusal { path, kind, reason });
                 continue;
             }
@@ -236,7 +265,9 @@ pub async fn scan(opts: &ScanOptions) -> Registry {
                 "choose another agent_id".into()
             };
             let reason = format!("agent id `{id}` is already taken by {taken_by}; {hint}");
-            tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
+            if log {
+                tracing::warn!(path = %path.display(), "{kind} adapter refused: {reason}");
+            }
             refused.push(Refusal { path, kind, reason });
             continue;
         }
@@ -312,8 +343,10 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Executables in `dir`, sorted by name; non-executable files are refused with a hint.
-fn drop_in_candidates(dir: &Path, refused: &mut Vec<Refusal>) -> Vec<PathBuf> {
+/// Executables in `dir`, sorted by name; non-executable files, and files that someone
+/// else owns or could write (the file or a directory up to `home`: OpenSSH StrictModes),
+/// are refused with a hint.
+fn drop_in_candidates(dir: &Path, home: &Path, refused: &mut Vec<Refusal>) -> Vec<PathBuf> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
@@ -336,6 +369,11 @@ fn drop_in_candidates(dir: &Path, refused: &mut Vec<Refusal>) -> Vec<PathBuf> {
         }
         if meta.permissions().mode() & 0o111 == 0 {
             let reason = format!("not executable; make it runnable with `chmod +x {}`", path.display());
+            tracing::warn!(path = %path.display(), "drop-in adapter refused: {reason}");
+            refused.push(Refusal { path, kind: "drop-in", reason });
+            continue;
+        }
+        if let Err(reason) = crate::home_guard::check_strict(&path, Some(home)) {
             tracing::warn!(path = %path.display(), "drop-in adapter refused: {reason}");
             refused.push(Refusal { path, kind: "drop-in", reason });
             continue;

@@ -7,9 +7,9 @@
 //! handled here, once; the service also hands the sessions' notices to the relay
 //! connection, which pushes them to devices.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::UserMessage;
@@ -19,12 +19,14 @@ use terminull_protocol::control::{
 };
 use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::AgentSummary;
-use tokio::sync::{Mutex, RwLock, broadcast};
+use tokio::sync::{broadcast, watch};
 
 use crate::history::{HistoryStore, LogStatus, SessionMeta};
 use crate::home::{Config, Home};
 use crate::host::launch;
-use crate::registry::{Registry, ScanOptions, scan};
+pub use crate::live::FollowGuard;
+use crate::live::{Live, LiveSessions, Reaper};
+use crate::registry::{Registry, ScanOptions, scan, scan_progressively};
 /// Notices are made by the sessions; the service hands them to whoever listens.
 pub use crate::session::notices::Notice;
 use crate::session::{Following, SessionHandle, SessionPolicy, SessionSpec, spawn_session};
@@ -37,11 +39,14 @@ pub struct Dispatched {
     pub reply: Reply,
     /// The session this client follows from now on, and its blocks.
     pub follow: Option<(SessionHandle, Following)>,
+    /// Held while the client follows that session (the reaper lets go only of sessions
+    /// nobody follows).
+    pub guard: Option<FollowGuard>,
 }
 
 impl Dispatched {
     fn reply(reply: Reply) -> Self {
-        Self { reply, follow: None }
+        Self { reply, follow: None, guard: None }
     }
 }
 
@@ -71,9 +76,14 @@ pub struct Service {
 struct Inner {
     scan: ScanOptions,
     config: Config,
-    registry: RwLock<Registry>,
+    registry: std::sync::RwLock<Registry>,
+    /// True while the first scan runs.
+    scanning: watch::Sender<bool>,
     history: HistoryStore,
-    sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    sessions: LiveSessions,
+    /// Sessions being started, counted against the cap before they are live.
+    starting: std::sync::atomic::AtomicUsize,
+    reaper: Reaper,
     policy: SessionPolicy,
     notices: broadcast::Sender<Notice>,
 }
@@ -120,27 +130,136 @@ fn new_session_meta(agent: AgentId, cwd: String) -> Result<SessionMeta, ReplyErr
 }
 
 impl Service {
-    /// Scans the adapters and opens the history under `home`.
+    /// Scans the adapters and opens the history under `home`; returns once the scan is done.
     pub async fn start(
         home: Home,
         config: Config,
         scan_options: ScanOptions,
         policy: SessionPolicy,
     ) -> Result<Self, ServiceError> {
+        let service = Self::start_scanning(home, config, scan_options, policy)?;
+        service.scanned().await;
+        Ok(service)
+    }
+
+    /// Opens the history under `home` and scans the adapters in the background: the
+    /// service answers at once (`list_agents` with the agents found so far); a request
+    /// for an agent not found yet waits for the scan, which each adapter's deadline
+    /// bounds. Also starts the reaper of idle sessions. Needs a Tokio runtime.
+    pub fn start_scanning(
+        home: Home,
+        config: Config,
+        scan_options: ScanOptions,
+        policy: SessionPolicy,
+    ) -> Result<Self, ServiceError> {
         let history = HistoryStore::open(home.sessions())?;
-        let registry = scan(&scan_options).await;
-        Self::log_registry(&registry);
-        Ok(Self {
+        let reaper = Reaper::new(config.limits.idle(), config.limits.max_live_sessions());
+        let service = Self {
             inner: Arc::new(Inner {
                 scan: scan_options,
                 config,
-                registry: RwLock::new(registry),
+                registry: std::sync::RwLock::new(Registry::default()),
+                scanning: watch::channel(true).0,
                 history,
-                sessions: Mutex::new(HashMap::new()),
+                sessions: LiveSessions::default(),
+                starting: 0.into(),
+                reaper,
                 policy,
                 notices: broadcast::channel(NOTICE_BUFFER).0,
             }),
+        };
+        let weak = Arc::downgrade(&service.inner);
+        tokio::spawn(async move {
+            let Some(inner) = weak.upgrade() else { return };
+            let registry = scan_progressively(&inner.scan, |partial| {
+                *inner.registry.write().unwrap_or_else(|e| e.into_inner()) = partial;
+                // Wakes the requests waiting for an agent.
+                inner.scanning.send_replace(true);
+            })
+            .await;
+            Self::log_registry(&registry);
+            *inner.registry.write().unwrap_or_else(|e| e.into_inner()) = registry;
+            inner.scanning.send_replace(false);
+        });
+        tokio::spawn(Self::reap_loop(Arc::downgrade(&service.inner)));
+        Ok(service)
+    }
+
+    /// Returns once the first adapter scan is done.
+    pub async fn scanned(&self) {
+        let mut scanning = self.inner.scanning.subscribe();
+        let _ = scanning.wait_for(|s| !*s).await;
+    }
+
+    /// Waits (bounded by the scan's own deadlines) until `agent` is registered or the
+    /// first scan is done; `None` waits for the whole scan.
+    async fn agents_ready(&self, agent: Option<&str>) {
+        let bound = self.inner.scan.handshake_timeout + self.inner.scan.detect_timeout + Duration::from_secs(5);
+        let mut scanning = self.inner.scanning.subscribe();
+        let _ = tokio::time::timeout(bound, async {
+            loop {
+                if !*scanning.borrow_and_update() || agent.is_some_and(|a| self.read_registry().get(a).is_some()) {
+                    return;
+                }
+                if scanning.changed().await.is_err() {
+                    return;
+                }
+            }
         })
+        .await;
+    }
+
+    fn read_registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.inner.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets idle sessions go, every tick and when a local starter leaves, until the
+    /// service is gone.
+    async fn reap_loop(inner: std::sync::Weak<Inner>) {
+        let (Some(mut woken), tick) = ({
+            let Some(inner) = inner.upgrade() else { return };
+            (inner.reaper.take_queue(), inner.reaper.tick())
+        }) else {
+            return;
+        };
+        loop {
+            let only = tokio::select! {
+                id = woken.recv() => match id { Some(id) => Some(id), None => return },
+                () = tokio::time::sleep(tick) => None,
+            };
+            let Some(inner) = inner.upgrade() else { return };
+            let idle = if only.is_some() { Duration::ZERO } else { inner.reaper.idle };
+            crate::live::reap(&inner.sessions, idle, only.as_ref()).await;
+        }
+    }
+
+    /// Lets go now of the sessions nobody follows and that run no turn, idle for at
+    /// least the configured time (`[limits] idle_secs`); returns those let go.
+    pub async fn reap_idle(&self) -> Vec<SessionId> {
+        crate::live::reap(&self.inner.sessions, self.inner.reaper.idle, None).await
+    }
+
+    /// Refuses a new live session when the cap is reached; else counts it as starting
+    /// (call [`Self::started`] once it is live or failed).
+    fn reserve(&self, live: usize) -> Result<(), ReplyError> {
+        use std::sync::atomic::Ordering;
+        let cap = self.inner.reaper.cap;
+        let starting = self.inner.starting.fetch_add(1, Ordering::SeqCst);
+        if live + starting >= cap {
+            self.inner.starting.fetch_sub(1, Ordering::SeqCst);
+            return Err(error(
+                ReplyErrorCode::Busy,
+                format!(
+                    "the bridge runs {cap} live sessions, the most its [limits] max_live_sessions allows; \
+                     stop one (stop_session) or wait until an idle one is let go"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn started(&self) {
+        self.inner.starting.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn log_registry(registry: &Registry) {
@@ -162,7 +281,7 @@ impl Service {
     pub async fn rescan(&self) {
         let registry = scan(&self.inner.scan).await;
         Self::log_registry(&registry);
-        *self.inner.registry.write().await = registry;
+        *self.inner.registry.write().unwrap_or_else(|e| e.into_inner()) = registry;
     }
 
     /// Watches `<home>/ext_adapters/` and rescans when its contents change, compared
@@ -221,10 +340,7 @@ impl Service {
 
     /// The registered agents as apps see them.
     pub async fn agent_summaries(&self) -> Vec<AgentSummary> {
-        self.inner
-            .registry
-            .read()
-            .await
+        self.read_registry()
             .agents
             .iter()
             .map(|a| AgentSummary {
@@ -238,22 +354,35 @@ impl Service {
 
     /// The current registry.
     pub async fn registry(&self) -> Registry {
-        self.inner.registry.read().await.clone()
+        self.read_registry().clone()
     }
 
     /// Stops every live session's adapter and waits for it (history stays; sessions
     /// remain resumable by a later bridge).
     pub async fn shutdown(&self) {
-        let sessions: Vec<_> = self.inner.sessions.lock().await.drain().map(|(_, h)| h).collect();
+        let sessions: Vec<_> = self.inner.sessions.lock().await.drain().map(|(_, live)| live.handle).collect();
         futures::future::join_all(sessions.iter().map(SessionHandle::detach)).await;
     }
 
     /// Handles one decoded control message.
     pub async fn dispatch(&self, control: Control) -> Dispatched {
         let id = control.id.clone();
+        let starts = matches!(control.message, ControlMessage::SessionRequest(_) | ControlMessage::AttachExternal(_));
         let outcome = self.handle(control.message).await;
         match outcome {
-            Ok((result, follow)) => Dispatched { reply: Reply::ok(id, result), follow },
+            Ok((result, follow)) => {
+                let guard = match &follow {
+                    Some((handle, _)) => self
+                        .inner
+                        .sessions
+                        .lock()
+                        .await
+                        .get_mut(&handle.id)
+                        .map(|live| self.inner.reaper.guard(live, starts)),
+                    None => None,
+                };
+                Dispatched { reply: Reply::ok(id, result), follow, guard }
+            }
             Err(e) => Dispatched::reply(Reply::error(id, e.code, e.message)),
         }
     }
@@ -262,8 +391,9 @@ impl Service {
         // Held across the revive so two messages for the same stored session cannot
         // start two actors (and two writers) for it. Reviving starts no process.
         let mut sessions = self.inner.sessions.lock().await;
-        if let Some(h) = sessions.get(id) {
-            return Ok(h.clone());
+        if let Some(live) = sessions.get_mut(id) {
+            live.touch();
+            return Ok(live.handle.clone());
         }
         // Not live: a session in history can be revived (bridge restart).
         let unknown =
@@ -272,9 +402,14 @@ impl Service {
         if meta.status == LogStatus::Stopped {
             return Err(error(ReplyErrorCode::UnknownSession, format!("session `{id}` was stopped")));
         }
-        let log = self.inner.history.open_session(id).map_err(unknown)?;
-        let handle = self.spawn(meta, log, Launch::Revive).await?;
-        sessions.insert(id.clone(), handle.clone());
+        self.reserve(sessions.len())?;
+        let revived = match self.inner.history.open_session(id).map_err(unknown) {
+            Ok(log) => self.spawn(meta, log, Launch::Revive).await,
+            Err(e) => Err(e),
+        };
+        self.started();
+        let handle = revived?;
+        sessions.insert(id.clone(), Live::new(handle.clone()));
         Ok(handle)
     }
 
@@ -284,21 +419,23 @@ impl Service {
         log: crate::history::SessionLog,
         launch: Launch,
     ) -> Result<SessionHandle, ReplyError> {
-        let registry = self.inner.registry.read().await;
-        let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
-            error(ReplyErrorCode::UnknownAgent, format!("agent `{}` is not registered", meta.agent_id))
-        })?;
-        let spec = SessionSpec {
-            command: agent.command.clone(),
-            binary: self.inner.config.agent(meta.agent_id.as_str()).binary,
-            meta,
-            policy: self.inner.policy.clone(),
-            store: self.inner.history.clone(),
-            notices: self.inner.notices.clone(),
-            hooks: agent.declaration.handoff_hooks.clone(),
-            attach: launch == Launch::Attach,
+        self.agents_ready(Some(meta.agent_id.as_str())).await;
+        let spec = {
+            let registry = self.read_registry();
+            let agent = registry.get(meta.agent_id.as_str()).ok_or_else(|| {
+                error(ReplyErrorCode::UnknownAgent, format!("agent `{}` is not registered", meta.agent_id))
+            })?;
+            SessionSpec {
+                command: agent.command.clone(),
+                binary: self.inner.config.agent(meta.agent_id.as_str()).binary,
+                meta,
+                policy: self.inner.policy.clone(),
+                store: self.inner.history.clone(),
+                notices: self.inner.notices.clone(),
+                hooks: agent.declaration.handoff_hooks.clone(),
+                attach: launch == Launch::Attach,
+            }
         };
-        drop(registry);
         spawn_session(spec, log, launch == Launch::Start).await
     }
 
@@ -306,11 +443,19 @@ impl Service {
     /// from its first block: what `session_request` and `attach_external` answer.
     async fn create_and_follow(&self, meta: SessionMeta, launch: Launch) -> Result<Handled, ReplyError> {
         let session_id = meta.session_id.clone();
-        let log =
-            self.inner.history.create(meta.clone()).map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-        let handle = self.spawn(meta, log, launch).await?;
-        let following = handle.follow(Some(0), None).await?;
-        self.inner.sessions.lock().await.insert(session_id.clone(), handle.clone());
+        let live = self.inner.sessions.lock().await.len();
+        self.reserve(live)?;
+        let started = async {
+            let log =
+                self.inner.history.create(meta.clone()).map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
+            let handle = self.spawn(meta, log, launch).await?;
+            let following = handle.follow(Some(0), None).await?;
+            self.inner.sessions.lock().await.insert(session_id.clone(), Live::new(handle.clone()));
+            Ok::<_, ReplyError>((handle, following))
+        }
+        .await;
+        self.started();
+        let (handle, following) = started?;
         Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
     }
 
@@ -318,13 +463,16 @@ impl Service {
         let accepted = || ReplyResult::Accepted {};
         match message {
             ControlMessage::SessionRequest(r) => {
+                self.agents_ready(Some(r.agent.as_str())).await;
                 {
-                    let registry = self.inner.registry.read().await;
+                    let registry = self.read_registry();
                     if registry.get(r.agent.as_str()).is_none() {
                         let known: Vec<_> = registry.agents.iter().map(|a| a.declaration.agent_id.as_str()).collect();
+                        let scanning =
+                            if *self.inner.scanning.borrow() { "; the adapter scan is still running" } else { "" };
                         return Err(error(
                             ReplyErrorCode::UnknownAgent,
-                            format!("no agent `{}` is registered (known: {})", r.agent, known.join(", ")),
+                            format!("no agent `{}` is registered (known: {}){scanning}", r.agent, known.join(", ")),
                         ));
                     }
                 }
@@ -395,7 +543,8 @@ impl Service {
     }
 
     async fn hooks_of(&self, agent_id: &str) -> Result<Vec<HandoffHook>, ReplyError> {
-        let registry = self.inner.registry.read().await;
+        self.agents_ready(Some(agent_id)).await;
+        let registry = self.read_registry();
         let agent = registry
             .get(agent_id)
             .ok_or_else(|| error(ReplyErrorCode::UnknownAgent, format!("agent `{agent_id}` is not registered")))?;
@@ -408,8 +557,9 @@ impl Service {
         agent: Option<&str>,
         cwd: Option<String>,
     ) -> Result<Vec<control::ExternalSessionListing>, ReplyError> {
+        self.agents_ready(agent).await;
         let targets: Vec<(terminull_protocol::ids::AgentId, crate::host::AdapterCommand)> = {
-            let registry = self.inner.registry.read().await;
+            let registry = self.read_registry();
             if let Some(agent) = agent {
                 let a = registry
                     .get(agent)
@@ -462,8 +612,9 @@ impl Service {
     }
 
     async fn models(&self, agent_id: &str) -> Result<Vec<proto::ModelInfo>, ReplyError> {
+        self.agents_ready(Some(agent_id)).await;
         let command = {
-            let registry = self.inner.registry.read().await;
+            let registry = self.read_registry();
             let agent = registry
                 .get(agent_id)
                 .ok_or_else(|| error(ReplyErrorCode::UnknownAgent, format!("agent `{agent_id}` is not registered")))?;
@@ -482,7 +633,7 @@ impl Service {
     }
 
     async fn listings(&self) -> Vec<SessionListing> {
-        let live: Vec<_> = self.inner.sessions.lock().await.values().cloned().collect();
+        let live: Vec<_> = self.inner.sessions.lock().await.values().map(|l| l.handle.clone()).collect();
         let mut out = Vec::new();
         for handle in live {
             if let Some(listing) = handle.listing().await {

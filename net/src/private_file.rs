@@ -75,17 +75,78 @@ pub fn write_private_json<T: Serialize + ?Sized>(
     write_private(path, &text).map_err(|e| PrivateFileError::io(path, e))
 }
 
+/// The mode of every file of state or secrets: the user reads and writes it, no one else.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// The mode of every directory of state: only the user lists or enters it.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// Creates `dir` and its missing parents with mode 0700 (existing ones are left as they are;
+/// [`make_private_tree`] tightens those).
+pub fn create_private_dir_all(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new().recursive(true).mode(PRIVATE_DIR_MODE).create(dir)
+}
+
+/// Creates the one directory `dir` with mode 0700; fails when it exists.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new().mode(PRIVATE_DIR_MODE).create(dir)
+}
+
+/// Open options whose `create` makes the file with mode 0600 (an existing file keeps its
+/// mode; [`make_private_tree`] tightens it).
+pub fn private_open_options() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options.mode(PRIVATE_FILE_MODE);
+    options
+}
+
+/// Takes every permission of group and others away from `root` and everything under it
+/// (files keep the user's bits, so an executable stays one), except the entries in `skip`
+/// and what is under them. Symbolic links are neither changed nor followed. Returns what
+/// was changed, in the order walked; a missing `root` changes nothing.
+pub fn make_private_tree(root: &Path, skip: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut changed = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        if skip.iter().any(|s| s == &path) {
+            continue;
+        }
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7700))?;
+            changed.push(path.clone());
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                pending.push(entry?.path());
+            }
+        }
+    }
+    Ok(changed)
+}
+
 /// Writes `bytes` to `path` readable by the user only, atomically (temp file, rename).
+/// Missing parent directories are created with mode 0700.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        create_private_dir_all(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut file = private_open_options().write(true).create(true).truncate(true).open(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
     std::fs::rename(&tmp, path)
 }
 
@@ -115,6 +176,28 @@ mod tests {
         let b = load_or_create_identity(&path).unwrap();
         assert_eq!(a.public(), b.public());
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_private_tree_loses_group_and_other_bits_except_what_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("home");
+        create_private_dir_all(&root.join("sessions/s1")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&root.join("sessions/s1")), 0o700);
+        let log = root.join("sessions/s1/blocks.jsonl");
+        std::fs::write(&log, b"x").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(root.join("sessions"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tool = root.join("ext/tool");
+        std::fs::create_dir_all(root.join("ext")).unwrap();
+        std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut changed = make_private_tree(&root, &[root.join("ext")]).unwrap();
+        changed.sort();
+        assert_eq!(changed, vec![root.join("sessions"), log.clone()]);
+        assert_eq!((mode(&root.join("sessions")), mode(&log), mode(&tool)), (0o700, 0o600, 0o755));
+        assert!(make_private_tree(&root, &[root.join("ext")]).unwrap().is_empty(), "nothing left to fix");
     }
 
     #[test]

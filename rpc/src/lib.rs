@@ -20,6 +20,8 @@
 
 #![warn(missing_docs)]
 
+pub mod log_limit;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,8 +137,17 @@ struct Shared {
     pending: Mutex<PendingMap>,
     next_id: AtomicI64,
     bad_lines: AtomicU64,
+    /// The rate limit of this peer's warnings (bad lines, unknown ids).
+    log_limit: Mutex<log_limit::LogLimit>,
     /// Set by the reader at end of stream: no response can arrive any more.
     closed: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// Whether a warning about what this peer sent is logged (rate-limited per peer).
+    fn admit_warning(&self) -> bool {
+        self.log_limit.lock().unwrap_or_else(|e| e.into_inner()).admit(&self.name)
+    }
 }
 
 /// The sending half of a connection. Clone it freely; dropping the last clone closes
@@ -190,6 +201,7 @@ where
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicI64::new(1),
         bad_lines: AtomicU64::new(0),
+        log_limit: Mutex::new(log_limit::LogLimit::default()),
         closed: std::sync::atomic::AtomicBool::new(false),
     });
     let writer = tokio::spawn(write_loop(writer, out_rx, config.name.clone()));
@@ -363,7 +375,9 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, 
             }
             Ok(Err(line_error)) => {
                 shared.bad_lines.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(peer = %shared.name, "skipped a line: {line_error}");
+                if shared.admit_warning() {
+                    tracing::warn!(peer = %shared.name, "skipped a line: {line_error}");
+                }
                 Incoming::BadLine(line_error)
             }
             Ok(Ok(value)) => {
@@ -376,7 +390,9 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, 
                     Ok(Message::Request(r)) => Incoming::Request(r),
                     Ok(Message::Notification(n)) => Incoming::Notification(n),
                     Err(error) => {
-                        tracing::warn!(peer = %shared.name, "skipped a message that is not JSON-RPC: {error}");
+                        if shared.admit_warning() {
+                            tracing::warn!(peer = %shared.name, "skipped a message that is not JSON-RPC: {error}");
+                        }
                         Incoming::Invalid { error, id }
                     }
                 }
@@ -395,14 +411,20 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, 
 
 fn complete(shared: &Shared, response: Response) {
     let Some(id) = response.id else {
-        tracing::warn!(peer = %shared.name, "error response without id: {:?}", response.outcome);
+        if shared.admit_warning() {
+            tracing::warn!(peer = %shared.name, "error response without id: {:?}", response.outcome);
+        }
         return;
     };
     match lock(&shared.pending).remove(&id) {
         Some((_, tx)) => {
             let _ = tx.send(response.outcome);
         }
-        None => tracing::warn!(peer = %shared.name, "response to unknown request id {id}"),
+        None => {
+            if shared.admit_warning() {
+                tracing::warn!(peer = %shared.name, "response to unknown request id {id}");
+            }
+        }
     }
 }
 

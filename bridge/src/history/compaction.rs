@@ -182,6 +182,7 @@ pub(super) fn rewrite_without_superseded(
     let mut tmp = tempfile::Builder::new()
         .prefix(".blocks.")
         .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(terminull_net::private_file::PRIVATE_FILE_MODE))
         .tempfile_in(dir)
         .map_err(io_err(dir, "create a temporary file in"))?;
     let tmp_path = tmp.path().to_owned();

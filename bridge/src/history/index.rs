@@ -2,7 +2,7 @@
 //! derived from the log, checked and repaired against it on open, extended by every
 //! append, and binary-searched by replays. Never fsynced: the log is the truth.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,7 +101,12 @@ pub(super) struct BlockIndex {
 }
 
 fn open_for_append(path: &Path) -> Result<File> {
-    OpenOptions::new().read(true).append(true).create(true).open(path).map_err(io_err(path, "open"))
+    terminull_net::private_file::private_open_options()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io_err(path, "open"))
 }
 
 impl BlockIndex {

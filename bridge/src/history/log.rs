@@ -50,7 +50,7 @@ impl SessionLog {
     /// repairing a torn last line and the index.
     pub(super) fn open(session_id: SessionId, dir: PathBuf, policy: SyncPolicy) -> Result<Self> {
         let data_path = dir.join(DATA_FILE);
-        let data = OpenOptions::new()
+        let data = terminull_net::private_file::private_open_options()
             .read(true)
             .append(true)
             .create(true)
@@ -428,6 +428,7 @@ impl CompactionJob {
         let mut index = tempfile::Builder::new()
             .prefix(".blocks.")
             .suffix(".idx.tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(terminull_net::private_file::PRIVATE_FILE_MODE))
             .tempfile_in(&self.dir)
             .map_err(io_err(&self.dir, "create a temporary file in"))?;
         let index_tmp = index.path().to_owned();

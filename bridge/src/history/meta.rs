@@ -140,6 +140,7 @@ pub(super) fn write_meta(dir: &Path, meta: &SessionMeta) -> Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(".meta.")
         .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(terminull_net::private_file::PRIVATE_FILE_MODE))
         .tempfile_in(dir)
         .map_err(io_err(dir, "create a temporary file in"))?;
     tmp.write_all(&bytes).map_err(io_err(tmp.path(), "write"))?;

@@ -1,10 +1,12 @@
 //! The history store: the directory of every session (`<home>/sessions`), creating,
 //! opening, listing sessions and replacing their metadata.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use terminull_net::private_file;
 use terminull_protocol::SessionId;
 use terminull_protocol::blocks::now_ts;
 
@@ -26,7 +28,7 @@ impl HistoryStore {
     /// default [`SyncPolicy`].
     pub fn open(sessions_dir: impl Into<PathBuf>) -> Result<Self> {
         let dir = sessions_dir.into();
-        fs::create_dir_all(&dir).map_err(io_err(&dir, "create the sessions directory"))?;
+        private_file::create_private_dir_all(&dir).map_err(io_err(&dir, "create the sessions directory"))?;
         Ok(Self { dir, policy: SyncPolicy::default() })
     }
 
@@ -52,7 +54,7 @@ impl HistoryStore {
     /// directory exists already.
     pub fn create(&self, meta: SessionMeta) -> Result<SessionLog> {
         let dir = self.session_dir(&meta.session_id)?;
-        match fs::create_dir(&dir) {
+        match private_file::create_private_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(HistoryError::SessionExists { session_id: meta.session_id.0, path: dir });
@@ -60,9 +62,20 @@ impl HistoryStore {
             Err(e) => return Err(io_err(&dir, "create the session directory")(e)),
         }
         let data_path = dir.join(DATA_FILE);
-        File::create(&data_path).map_err(io_err(&data_path, "create"))?;
+        private_file::private_open_options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&data_path)
+            .map_err(io_err(&data_path, "create"))?;
         let index_path = dir.join(INDEX_FILE);
-        fs::write(&index_path, INDEX_MAGIC).map_err(io_err(&index_path, "create"))?;
+        private_file::private_open_options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&index_path)
+            .and_then(|mut f| f.write_all(INDEX_MAGIC.as_ref()))
+            .map_err(io_err(&index_path, "create"))?;
         write_meta(&dir, &meta)?;
         sync_dir(&self.dir)?;
         SessionLog::open(meta.session_id, dir, self.policy)

@@ -30,7 +30,10 @@ pub(crate) fn up(
     let home = Home::resolve(home)?;
     let config = home.load_config()?;
     runtime()?.block_on(async move {
-        std::fs::create_dir_all(home.root()).with_context(|| format!("creating {}", home.root().display()))?;
+        // One bridge per home; the home must be the user's; state in it is made private.
+        let _lock = terminull_bridge::home_guard::prepare(&home, &format!("the daemon, {}", crate::command_line()))?;
+        // The socket answers before any adapter is scanned: the scan runs in the background.
+        let listener = local::bind(&home.socket()).await?;
         let scan = ScanOptions::new(home.clone(), config.clone());
         let config_relay = config.relay.as_ref().map(|r| r.url.clone());
         // `--lan` alone takes `[lan] listen`, else the default; `[lan]` alone enables it too.
@@ -42,13 +45,15 @@ pub(crate) fn up(
         };
         let advertise = !no_mdns && config.lan.as_ref().is_none_or(|c| c.mdns);
         let policy = config.session_policy();
-        let service = Service::start(home.clone(), config, scan, policy).await?;
-        let listener = local::bind(&home.socket()).await?;
-        for id in service.revive_pending_work().await {
-            tracing::info!(session = %id, "revived: it has messages queued or a terminal to watch");
-        }
+        let service = Service::start_scanning(home.clone(), config, scan, policy)?;
         tracing::info!("terminull bridge up: home {}, socket {}", home.root().display(), home.socket().display());
         let server = tokio::spawn(local::serve(service.clone(), listener));
+        let reviver = service.clone();
+        tokio::spawn(async move {
+            for id in reviver.revive_pending_work().await {
+                tracing::info!(session = %id, "revived: it has messages queued or a terminal to watch");
+            }
+        });
         // New or changed drop-ins are picked up without a restart.
         let watcher = tokio::spawn(service.clone().watch_drop_ins(Duration::from_secs(2)));
         let relay_url = relay.or(config_relay);
@@ -81,7 +86,8 @@ pub(crate) fn up(
                     .with_context(|| format!("binding the LAN server on {addr}"))?;
                 if let Some(url) = terminull_bridge::lan::device_url(server.addr()) {
                     let file = home.lan_url_file();
-                    std::fs::write(&file, &url).with_context(|| format!("writing {}", file.display()))?;
+                    terminull_net::private_file::write_private(&file, url.as_bytes())
+                        .with_context(|| format!("writing {}", file.display()))?;
                 }
                 Some(server)
             }

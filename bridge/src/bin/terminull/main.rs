@@ -79,6 +79,12 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// This process's command line, for the home's lock file (bounded).
+pub(crate) fn command_line() -> String {
+    let line = std::env::args().collect::<Vec<_>>().join(" ");
+    line.chars().take(200).collect()
+}
+
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the runtime")
 }

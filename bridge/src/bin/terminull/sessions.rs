@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use terminull_bridge::daemon_client::Client;
 use terminull_bridge::home::Home;
+use terminull_bridge::home_guard::{self, HomeGuardError, HomeLock};
 use terminull_bridge::registry::ScanOptions;
 use terminull_bridge::service::Service;
 use terminull_protocol::control::{self, ControlMessage, ReplyResult};
@@ -14,19 +15,38 @@ use terminull_protocol::control::{self, ControlMessage, ReplyResult};
 use crate::args::RemoteArgs;
 use crate::{runtime, write_stdout};
 
-/// Connects to the daemon of `home`, or starts an in-process bridge when none runs.
-pub(crate) async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<Service>)> {
+/// An in-process bridge and the home's lock it holds.
+pub(crate) type InProcess = (Service, HomeLock);
+
+/// Connects to the daemon of `home`, or starts an in-process bridge when none runs; the
+/// in-process bridge holds the home's lock like a daemon, so two never write one history.
+pub(crate) async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<InProcess>)> {
     let socket = home.socket();
     if socket.exists()
         && let Ok(client) = Client::connect(&socket).await
     {
         return Ok((client, None));
     }
+    let what = format!("an in-process bridge, {}", crate::command_line());
+    let lock = match home_guard::prepare(home, &what) {
+        Ok(lock) => lock,
+        Err(held @ HomeGuardError::Held { .. }) => {
+            // A daemon that is starting binds its socket right after taking the lock.
+            for _ in 0..20 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                if let Ok(client) = Client::connect(&socket).await {
+                    return Ok((client, None));
+                }
+            }
+            return Err(held.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let config = home.load_config()?;
     let scan = ScanOptions::new(home.clone(), config.clone());
     let policy = config.session_policy();
-    let service = Service::start(home.clone(), config, scan, policy).await?;
-    Ok((Client::in_process(&service), Some(service)))
+    let service = Service::start_scanning(home.clone(), config, scan, policy)?;
+    Ok((Client::in_process(&service), Some((service, lock))))
 }
 
 pub(crate) fn with_client<F, Fut>(home: Option<PathBuf>, remote: RemoteArgs, run: F) -> anyhow::Result<ExitCode>
@@ -43,7 +63,7 @@ where
                 client_for(&home).await?
             };
         let outcome = run(client).await;
-        if let Some(service) = service {
+        if let Some((service, _lock)) = service {
             service.shutdown().await;
         }
         let (ok, _client) = outcome?;
@@ -57,7 +77,7 @@ pub(crate) fn list(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode
         let (mut client, service) = client_for(&home).await?;
         let mut kept = Vec::new();
         let result = client.call(ControlMessage::ListSessions(control::ListSessions {}), &mut kept).await;
-        if let Some(service) = service {
+        if let Some((service, _lock)) = service {
             service.shutdown().await;
         }
         let ReplyResult::Sessions { sessions } = result? else { anyhow::bail!("unexpected reply to list_sessions") };
@@ -91,7 +111,7 @@ pub(crate) fn external(
         let message =
             ControlMessage::ScanExternalSessions(control::ScanExternalSessions { agent: agent.map(Into::into), cwd });
         let result = client.call(message, &mut kept).await;
-        if let Some(service) = service {
+        if let Some((service, _lock)) = service {
             service.shutdown().await;
         }
         let ReplyResult::ExternalSessions { sessions } = result? else {
@@ -125,7 +145,7 @@ pub(crate) fn continue_in_terminal(session: String, json: bool, home: Option<Pat
         let mut kept = Vec::new();
         let message = ControlMessage::ContinueInTerminal(control::ContinueInTerminal { session_id: session.into() });
         let result = client.call(message, &mut kept).await;
-        if let Some(service) = service {
+        if let Some((service, _lock)) = service {
             service.shutdown().await;
         }
         let ReplyResult::TerminalCommand { argv, cwd, command } = result? else {
