@@ -24,6 +24,7 @@ pub mod host;
 pub mod lan;
 pub mod link;
 pub mod local;
+pub mod push_counter;
 pub mod registry;
 pub mod relay_client;
 pub mod service;
