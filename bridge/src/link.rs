@@ -9,8 +9,8 @@
 //! verify, when its body does not open (tampered, replayed, reordered), or when the
 //! session it names is not the envelope's `session_id` (which the relay checks the
 //! resume token against). Every refusal but a revocation (which closes the link) is
-//! answered with a sealed `refused` reply ([`refusal`]), at most
-//! [`refusal::REPLIES_PER_WINDOW`] per window.
+//! answered with a sealed `refused` reply (`link/refusal.rs`), at most
+//! `refusal::REPLIES_PER_WINDOW` per window.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
