@@ -403,3 +403,69 @@ fn attack_push_nonces_stay_monotonic_across_a_bridge_restart() {
         push_counter::FILE_NAME
     );
 }
+
+/// The push frames the bridge sent `device` so far, as their counters.
+fn push_counters_sent(relay: &HostileRelay, device: &DeviceId) -> Vec<u64> {
+    relay
+        .from_bridge
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|f| match f {
+            RelayFrame::Push(p) if &p.device_id == device => {
+                terminull_protocol::crypto::attested::control_counter(&p.payload)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_push_nonces_keep_rising_when_the_bridges_relay_link_restarts() {
+    let paired = support::remote::paired_bridge().await;
+    let relay = HostileRelay::start().await;
+    let device = paired.device_identity.public().device_id();
+    let mut client = terminull_bridge::daemon_client::Client::in_process(&paired.service);
+    let mut transcript = terminull_client::transcript::Transcript::default();
+    let cwd = tempfile::tempdir().unwrap();
+    let session = support::remote::start_echo_session(&mut client, cwd.path(), &mut transcript).await;
+    let registers =
+        || relay.from_bridge.lock().unwrap().iter().filter(|f| matches!(f, RelayFrame::Register(_))).count();
+    let runs = 3;
+    for run in 0..runs {
+        // A bridge run: the relay client starts with the home's counters file, as after a restart.
+        let task = tokio::spawn(terminull_bridge::relay_client::run(
+            paired.ctx.clone(),
+            paired.home(),
+            relay.url.clone(),
+            Default::default(),
+        ));
+        for _ in 0..400 {
+            if registers() > run {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        support::remote::say(&mut client, &session, "ping", &mut transcript).await;
+        support::remote::until_turn_end(&mut client, &mut transcript).await;
+        for _ in 0..400 {
+            if push_counters_sent(&relay, &device).len() > run {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        task.abort();
+        let _ = task.await;
+    }
+    let sent = push_counters_sent(&relay, &device);
+    assert_eq!(sent.len(), runs, "one push per turn: {sent:?}");
+    assert!(
+        sent.windows(2).all(|w| w[1] == w[0] + push_counter::BLOCK),
+        "each run starts past the last reservation: {sent:?}"
+    );
+    println!(
+        "attack: push nonces across {runs} bridge relay-link restarts: counters {sent:?}, strictly rising, each run starting exactly at the last reservation's end ({} counters a block), not the clock",
+        push_counter::BLOCK
+    );
+}
