@@ -215,6 +215,7 @@ async fn next(client: &mut Client) -> Result<BridgeMessage> {
 fn refused(outcome: &ReplyOutcome) -> Option<String> {
     match outcome {
         ReplyOutcome::Error { error } => Some(format!("{:?}: {}", error.code, error.message)),
+        ReplyOutcome::Refused { reason, message, .. } => Some(format!("refused ({}): {message}", reason.as_str())),
         ReplyOutcome::Ok { .. } => None,
     }
 }

@@ -52,6 +52,15 @@ pub enum ClientError {
         /// The bridge's explanation.
         message: String,
     },
+    /// A link refused the message before dispatching it (only an encrypted link
+    /// sends this; docs/control-messages.md#refused).
+    #[error("refused ({}): {message}", reason.as_str())]
+    LinkRefused {
+        /// The reason code.
+        reason: terminull_protocol::control::RefusalReason,
+        /// The bridge's explanation.
+        message: String,
+    },
     /// The socket could not be opened.
     #[error("cannot connect to {path}: {source}")]
     Connect {
@@ -165,6 +174,9 @@ impl Client {
                         ReplyOutcome::Ok { result } => Ok(result),
                         ReplyOutcome::Error { error } => {
                             Err(ClientError::Refused { code: error.code, message: error.message })
+                        }
+                        ReplyOutcome::Refused { reason, message, .. } => {
+                            Err(ClientError::LinkRefused { reason, message })
                         }
                     };
                 }

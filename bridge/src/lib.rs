@@ -26,6 +26,7 @@ pub mod lan;
 pub mod link;
 pub mod live;
 pub mod local;
+pub mod push_counter;
 pub mod registry;
 pub mod relay_client;
 pub mod service;

@@ -6,14 +6,18 @@
 //!
 //! A control message is refused (logged with its reason; nothing is dispatched)
 //! when the device is no longer paired or was revoked, when its signature does not
-//! verify, or when its body does not open (tampered, replayed, reordered).
+//! verify, when its body does not open (tampered, replayed, reordered), or when the
+//! session it names is not the envelope's `session_id` (which the relay checks the
+//! resume token against). Every refusal but a revocation (which closes the link) is
+//! answered with a sealed `refused` reply (`link/refusal.rs`), at most
+//! `refusal::REPLIES_PER_WINDOW` per window.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use terminull_protocol::blocks::{Block, now_ts};
-use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, Reply};
+use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, RefusalReason, Reply};
 use terminull_protocol::crypto::channel::{Channel, Sealer, link_keys, session_keys};
 use terminull_protocol::crypto::envelope::{
     link_accept_bytes, link_hello_bytes, open_control, seal_block, seal_reply, verify_control,
@@ -22,13 +26,16 @@ use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::relay::{
-    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplayDoneFrame, ReplyEnvelope, SealedReply,
+    Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplyEnvelope, SealedReply,
 };
 use tokio::sync::mpsc;
+
+mod refusal;
 
 use crate::connection::{self, Inbound, Malformed, Outbound, Peer};
 use crate::devices::DeviceRegistry;
 use crate::service::Service;
+use terminull_protocol::crypto::attested::{control_counter, seal_replay_done};
 
 /// Messages from the dispatcher buffered per link before it waits on the transport.
 const LINK_QUEUE: usize = 4096;
@@ -167,6 +174,7 @@ impl OpenLink {
         let bridge_id = ctx.identity.public().bridge_id();
         let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound<AppKey>>(64);
         let (outbound_tx, outbound_rx) = mpsc::channel::<Outbound<AppKey>>(LINK_QUEUE);
+        let mut answer = refusal::Answer::new(outbound_tx.clone());
         let inbound = futures::stream::poll_fn(move |cx| inbound_rx.poll_recv(cx));
         let peer = Peer::Device(device_id.clone());
         let dispatcher = tokio::spawn(connection::serve(ctx.service.clone(), peer, inbound, outbound_tx));
@@ -180,21 +188,37 @@ impl OpenLink {
                 ctx.refuse(&device_id, "a control message", &reason);
                 break LinkEnd::Revoked(reason);
             };
+            let counter = control_counter(&envelope.body);
+            let mut refuse = |id: Option<String>, reason: RefusalReason, detail: String| {
+                ctx.refuse(&device_id, "a control message", &detail);
+                answer.refused(id, reason, counter, &detail);
+            };
             if envelope.device_id != device_id {
-                ctx.refuse(&device_id, "a control message", format!("it names device `{}`", envelope.device_id));
+                refuse(None, RefusalReason::BadSignature, format!("it names device `{}`", envelope.device_id));
                 continue;
             }
             if let Err(e) = verify_control(&current, bridge_id.as_str(), &envelope) {
-                ctx.refuse(&device_id, "a control message", e);
+                refuse(None, RefusalReason::BadSignature, e.to_string());
                 continue;
             }
-            let value = match open_control(&mut opener, bridge_id.as_str(), &envelope).and_then(|bytes| {
-                serde_json::from_slice::<Value>(&bytes)
-                    .map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })
-            }) {
+            let bytes = match open_control(&mut opener, bridge_id.as_str(), &envelope) {
+                Ok(bytes) => bytes,
+                Err(e @ CryptoError::Replayed { .. }) => {
+                    refuse(None, RefusalReason::Replayed, e.to_string());
+                    continue;
+                }
+                Err(e) => {
+                    refuse(None, RefusalReason::BadSeal, e.to_string());
+                    continue;
+                }
+            };
+            // It opened: the device sent it, so what is wrong with it is answered as
+            // on the local socket (invalid_message), naming its id.
+            let value = match serde_json::from_slice::<Value>(&bytes) {
                 Ok(v) => v,
                 Err(e) => {
-                    ctx.refuse(&device_id, "a control message", e);
+                    ctx.refuse(&device_id, "a control message", format!("not JSON: {e}"));
+                    answer.error(None, format!("the control message is not JSON: {e}"));
                     continue;
                 }
             };
@@ -202,10 +226,19 @@ impl OpenLink {
                 Ok(Some(inbound)) => inbound,
                 Ok(None) => continue,
                 Err(reason) => {
-                    ctx.refuse(&device_id, "a control message", reason);
+                    ctx.refuse(&device_id, "a control message", &reason);
+                    answer.error(reason.id.clone(), reason.to_string());
                     continue;
                 }
             };
+            if let Err(mismatch) = refusal::same_session(&inbound, envelope.session_id.as_ref()) {
+                let id = match &inbound {
+                    Inbound::Control { control, .. } => control.id.clone(),
+                    Inbound::Malformed(_) => None,
+                };
+                refuse(id, RefusalReason::SessionMismatch, mismatch);
+                continue;
+            }
             if inbound_tx.send(inbound).await.is_err() {
                 break LinkEnd::Closed;
             }
@@ -223,6 +256,8 @@ impl OpenLink {
 struct NoAppKey {
     /// The message's `type`.
     message_type: String,
+    /// The message's `id`, when it had one.
+    id: Option<String>,
 }
 
 /// Attaches the app's key to a message that makes the link follow a session, which is
@@ -233,8 +268,8 @@ fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<O
         Some(Inbound::Control { control, .. }) => control,
         Some(Inbound::Malformed(Malformed::Control {
             error: ControlError::InvalidField { message_type, field, .. },
-            ..
-        })) if field == "app_pubkey" => return Err(NoAppKey { message_type }),
+            id,
+        })) if field == "app_pubkey" => return Err(NoAppKey { message_type, id }),
         other => return Ok(other),
     };
     let app_pubkey = match &control.message {
@@ -244,7 +279,7 @@ fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<O
         _ => return Ok(Some(control.into())),
     };
     let Ok(app_key) = b64url_array::<32>("app_pubkey", app_pubkey) else {
-        return Err(NoAppKey { message_type: control.message.message_type().to_owned() });
+        return Err(NoAppKey { message_type: control.message.message_type().to_owned(), id: control.id.clone() });
     };
     control.id.get_or_insert_with(|| {
         *next_id += 1;
@@ -360,7 +395,7 @@ impl Sealing {
                 self.block(session_id, block, replay)
             }
             Outbound::Message(BridgeMessage::ReplayDone { session_id, last_seq }) => {
-                Some(RelayFrame::ReplayDone(ReplayDoneFrame { session_id, last_seq, conn: None }))
+                self.replay_done(session_id, last_seq)
             }
         }
     }
@@ -392,6 +427,23 @@ impl Sealing {
             Ok(body) => Some(RelayFrame::Reply(ReplyEnvelope { device_id: device_id.clone(), body, conn: None })),
             Err(e) => {
                 tracing::error!(device = %device_id, "cannot seal a reply: {e}");
+                None
+            }
+        }
+    }
+
+    /// A `replay_done`, sealed in the session's block sequence so the relay cannot
+    /// make one up (docs/encryption.md#sealed-replay_done).
+    fn replay_done(&mut self, session_id: SessionId, last_seq: Option<u64>) -> Option<RelayFrame> {
+        let device_id = &self.device_id;
+        let Some(sealer) = self.sessions.get_mut(&session_id) else {
+            tracing::warn!(device = %device_id, session = %session_id, "a replay_done for a session this link has no keys for; not sent");
+            return None;
+        };
+        match seal_replay_done(sealer, &session_id, last_seq) {
+            Ok(frame) => Some(RelayFrame::ReplayDone(frame)),
+            Err(e) => {
+                tracing::error!(device = %device_id, "cannot seal a replay_done: {e}");
                 None
             }
         }

@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::devices::handle_pair_request;
 use crate::home::Home;
 use crate::link::{self, LinkContext, LinkEnd};
+use crate::push_counter::PushCounters;
 use crate::service::Notice;
 
 /// Frames queued toward the relay before links wait.
@@ -124,9 +125,13 @@ pub fn backoff_delay(policy: Backoff, failures: u32, jitter: f64) -> Duration {
 /// Runs the relay connection until the future is dropped.
 pub async fn run(ctx: LinkContext, home: Home, relay_url: String, backoff: Backoff) {
     let mut failures = 0u32;
+    // A damaged counters file stops pushes (a counter could repeat), not the link.
+    let counters = PushCounters::open(home.root())
+        .inspect_err(|e| tracing::error!("pushes are off until it is fixed or removed: {e}"))
+        .ok();
     loop {
         let started = std::time::Instant::now();
-        match connect_once(&ctx, &home, &relay_url).await {
+        match connect_once(&ctx, &home, counters.as_ref(), &relay_url).await {
             Ok(()) => tracing::info!("relay connection to {relay_url} closed"),
             Err(e) => tracing::warn!("relay {relay_url}: {e}"),
         }
@@ -195,7 +200,12 @@ enum RelayConnError {
     WriteStalled(Duration),
 }
 
-async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result<(), RelayConnError> {
+async fn connect_once(
+    ctx: &LinkContext,
+    home: &Home,
+    counters: Option<&PushCounters>,
+    relay_url: &str,
+) -> Result<(), RelayConnError> {
     let url = format!("{}/v1/bridge", net::Endpoint::parse(relay_url)?.ws_base());
     let mut ws = net::websocket(&url).await?;
     let identity = ctx.identity.clone();
@@ -369,7 +379,8 @@ async fn connect_once(ctx: &LinkContext, home: &Home, relay_url: &str) -> Result
             }
             notice = notices.recv() => {
                 let Ok(notice) = notice else { continue };
-                for push in seal_pushes(ctx, &notice) {
+                let Some(counters) = counters else { continue };
+                for push in seal_pushes(ctx, counters, &notice) {
                     write(&mut ws, &RelayFrame::Push(push)).await?;
                 }
             }
@@ -391,10 +402,11 @@ fn with_conn(mut frame: RelayFrame, conn: u64) -> Outgoing {
     }
 }
 
-/// One sealed push per active device. The counter is the clock in microseconds,
-/// strictly increasing per bridge process, so nonces never repeat under a device's
-/// push key and the device can refuse a replayed notification.
-fn seal_pushes(ctx: &LinkContext, notice: &Notice) -> Vec<Push> {
+/// One sealed push per active device. The counter comes from the home's persisted
+/// push counters ([`PushCounters`]): it never repeats under a device's push key, across
+/// restarts and clock steps, so the device can refuse a replayed notification. A
+/// device whose counter cannot be reserved gets no push (logged).
+fn seal_pushes(ctx: &LinkContext, counters: &PushCounters, notice: &Notice) -> Vec<Push> {
     let bridge_id = ctx.identity.public().bridge_id();
     let (devices, _) = ctx.devices.snapshot();
     let Ok(payload) = serde_json::to_vec(notice) else { return Vec::new() };
@@ -402,31 +414,21 @@ fn seal_pushes(ctx: &LinkContext, notice: &Notice) -> Vec<Push> {
     for device in devices.into_iter().filter(|d| !d.revoked) {
         let Ok(public) = terminull_protocol::crypto::keys::PublicIdentity::from_wire(&device.keys) else { continue };
         let Ok(shared) = ctx.identity.agree(&public.x25519, "device x25519") else { continue };
+        let counter = match counters.next(&device.device_id) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(device = %device.device_id, "no push sent: {e}");
+                continue;
+            }
+        };
         let key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device.device_id.as_str());
-        let mut sealer = terminull_protocol::crypto::channel::Sealer::starting_at(key, next_push_counter(), "push");
+        let mut sealer = terminull_protocol::crypto::channel::Sealer::starting_at(key, counter, "push");
         let aad = push_aad(bridge_id.as_str(), device.device_id.as_str(), notice.kind.as_str());
         if let Ok(sealed) = sealer.seal(&aad, &payload) {
             out.push(Push { device_id: device.device_id, kind: notice.kind, payload: b64(&sealed) });
         }
     }
     out
-}
-
-fn next_push_counter() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    let mut last = LAST.load(Ordering::Relaxed);
-    loop {
-        let next = now.max(last + 1);
-        match LAST.compare_exchange(last, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return next,
-            Err(seen) => last = seen,
-        }
-    }
 }
 
 type Ws = tokio_tungstenite::WebSocketStream<net::Stream>;

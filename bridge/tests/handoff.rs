@@ -137,6 +137,7 @@ impl Rig {
         match self.call_outcome(message).await {
             ReplyOutcome::Ok { result } => result,
             ReplyOutcome::Error { error } => panic!("{error:?}"),
+            refused @ ReplyOutcome::Refused { .. } => panic!("{refused:?}"),
         }
     }
 

@@ -159,6 +159,18 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
         relay.from_bridge.lock().unwrap().iter().find(|f| matches!(f, RelayFrame::Reply(_))).cloned().unwrap();
     relay.to_client(conn, old_reply);
     device_case("replayed reply", before, nothing_delivered(&mut connection.rx).await, &stats);
+    // 5b. A replay_done the relay made up (unsealed), and the genuine one replayed.
+    let genuine_done =
+        relay.from_bridge.lock().unwrap().iter().find(|f| matches!(f, RelayFrame::ReplayDone(_))).cloned().unwrap();
+    let RelayFrame::ReplayDone(mut unsealed) = genuine_done.clone() else { unreachable!() };
+    unsealed.enc = None;
+    for (name, forged) in
+        [("unsealed replay_done", RelayFrame::ReplayDone(unsealed)), ("replayed replay_done", genuine_done)]
+    {
+        let before = stats.rejected.load(std::sync::atomic::Ordering::Relaxed);
+        relay.to_client(conn, forged);
+        device_case(name, before, nothing_delivered(&mut connection.rx).await, &stats);
+    }
 
     // 6. A notification replayed, to the same client and to a restarted one (the
     // device keeps its push high-water mark in its home).
@@ -227,6 +239,25 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     relay.to_bridge.send(RelayFrame::Control(env)).unwrap();
     settle().await;
     bridge_case("tampered control body", before, &mut accepted, &mut tried);
+    // 9b. A session's control with the envelope's session_id and token removed.
+    let before = refusals.count();
+    let session_control = relay.last_from_client(|f| matches!(f, RelayFrame::Control(c) if c.session_id.is_some()));
+    let RelayFrame::Control(mut stripped) = session_control else { unreachable!() };
+    (stripped.session_id, stripped.token) = (None, None);
+    relay.to_bridge.send(RelayFrame::Control(stripped)).unwrap();
+    settle().await;
+    bridge_case("session control with the envelope's session_id removed", before, &mut accepted, &mut tried);
+    // Each of 7–9b was answered: a sealed `refused` reply reached the device.
+    let mut refused_replies = 0;
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(300), connection.rx.recv()).await {
+        if let BridgeMessage::Reply(r) = message
+            && matches!(r.outcome, ReplyOutcome::Refused { .. })
+        {
+            refused_replies += 1;
+        }
+    }
+    eprintln!("hostile relay: {refused_replies} of 5 refused controls answered `refused`");
+    assert_eq!(refused_replies, 5, "every refused control gets a refused reply");
     // 10. A session_request injected from a key the bridge never paired.
     let stranger = Identity::generate();
     let bridge_id = paired.record.bridge_id.clone();

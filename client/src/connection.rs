@@ -29,7 +29,8 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use terminull_protocol::blocks::Block;
-use terminull_protocol::control::{BridgeMessage, Control, ControlMessage};
+use terminull_protocol::control::{BridgeMessage, Control, ControlMessage, ReplyOutcome};
+use terminull_protocol::crypto::attested::open_replay_done;
 use terminull_protocol::crypto::channel::{Channel, Opener, link_keys, session_keys};
 use terminull_protocol::crypto::envelope::{
     link_accept_bytes, link_hello_bytes, open_block, open_reply, relay_auth_bytes, seal_control,
@@ -54,6 +55,8 @@ const INBOX: usize = 4096;
 const QUEUED: usize = 256;
 /// How long a control message naming a session waits for that session's resume token.
 const TOKEN_WAIT: Duration = Duration::from_secs(5);
+/// Controls remembered by counter for `refused` replies that carry no id.
+const SENT_KEPT: usize = 1024;
 /// How long the handshake (challenge, auth, link) may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -145,7 +148,9 @@ pub struct LinkInfo {
     pub bridge_id: BridgeId,
     /// This device.
     pub device_id: DeviceId,
-    /// The relay's latest `relay_status`.
+    /// The relay's latest `relay_status`, with `agents` emptied: the relay writes that
+    /// list and nothing authenticates it, so the agents come from a `list_agents`
+    /// reply (sealed by the bridge) instead.
     pub status: watch::Receiver<RelayStatus>,
     /// Counters.
     pub stats: Arc<LinkStats>,
@@ -274,7 +279,7 @@ impl Connection {
         if let Some(mismatch) = check_version(server, &status) {
             return Err(ConnectError::Version(mismatch));
         }
-        let (status_tx, status_rx) = watch::channel(status);
+        let (status_tx, status_rx) = watch::channel(advisory(status));
         // 2. The link with the bridge.
         let client_nonce = terminull_protocol::crypto::random_bytes::<16>();
         let hello = LinkHello {
@@ -292,7 +297,7 @@ impl Connection {
                     if let Some(mismatch) = check_version(server, &s) {
                         return Err(ConnectError::Version(mismatch));
                     }
-                    status_tx.send_replace(s);
+                    status_tx.send_replace(advisory(s));
                 }
                 RelayFrame::Push(p) => early_pushes.push(p),
                 RelayFrame::Error(e) => return Err(refused(e)),
@@ -329,6 +334,7 @@ impl Connection {
             channel: Channel::app_side(&keys, "link"),
             sessions: HashMap::new(),
             pending: HashMap::new(),
+            sent: Default::default(),
             next_id: 0,
             status: status_tx,
             stats,
@@ -365,6 +371,14 @@ fn check_version(server: &str, status: &RelayStatus) -> Option<String> {
         .then(|| version_mismatch(server, status.protocol_version, "this device", PROTOCOL_VERSION))
 }
 
+/// The part of a `relay_status` a device may act on: the relay can forge any of it, so
+/// its agent list (which a device would show and offer) is dropped; the resume tokens
+/// are the relay's own business and only open the relay's gate.
+fn advisory(mut status: RelayStatus) -> RelayStatus {
+    status.agents.clear();
+    status
+}
+
 fn from_b64url_vec(text: &str) -> Result<Vec<u8>, CryptoError> {
     terminull_protocol::crypto::from_b64url("nonce", text)
 }
@@ -379,6 +393,9 @@ struct Link {
     sessions: HashMap<SessionId, Opener>,
     /// Session keys waiting for the bridge's attach, by control id.
     pending: HashMap<String, AppSessionKey>,
+    /// The counters of the latest controls sent with an id, at most [`SENT_KEPT`]:
+    /// a `refused` reply without an id names the control by its counter.
+    sent: std::collections::VecDeque<(u64, String)>,
     next_id: u64,
     status: watch::Sender<RelayStatus>,
     stats: Arc<LinkStats>,
@@ -487,8 +504,15 @@ impl Link {
         let token = session_id.as_ref().and_then(|s| self.status.borrow().resume_tokens.get(s).cloned());
         let json =
             serde_json::to_vec(&value).map_err(|e| CryptoError::Json { what: "control", detail: e.to_string() })?;
+        let counter = self.channel.sealer.next_counter();
         let envelope =
             seal_control(&mut self.channel.sealer, &self.identity, self.bridge_id.as_str(), session_id, token, &json)?;
+        if let Some(id) = value.get("id").and_then(Value::as_str) {
+            if self.sent.len() == SENT_KEPT {
+                self.sent.pop_front();
+            }
+            self.sent.push_back((counter, id.to_owned()));
+        }
         Ok(RelayFrame::Control(envelope))
     }
 
@@ -541,13 +565,24 @@ impl Link {
                     Err(err) => return self.refuse_or_break("a block", err),
                 }
             }
-            RelayFrame::ReplayDone(d) => BridgeMessage::ReplayDone { session_id: d.session_id, last_seq: d.last_seq },
+            RelayFrame::ReplayDone(d) => {
+                // Only a sealed replay_done counts: one the relay made up has no `enc`
+                // that opens in the session's block sequence.
+                let Some(opener) = self.sessions.get_mut(&d.session_id) else {
+                    self.reject("a replay_done", format!("no key for session `{}` on this link", d.session_id));
+                    return None;
+                };
+                match open_replay_done(opener, &d) {
+                    Ok(done) => BridgeMessage::ReplayDone { session_id: done.session_id, last_seq: done.last_seq },
+                    Err(err) => return self.refuse_or_break("a replay_done", err),
+                }
+            }
             RelayFrame::RelayStatus(s) => {
                 if let Some(mismatch) = check_version(self.server, &s) {
                     self.reject("a relay_status", &mismatch);
                     return Some(mismatch);
                 }
-                self.status.send_replace(s);
+                self.status.send_replace(advisory(s));
                 return None;
             }
             RelayFrame::Push(p) => {
@@ -609,7 +644,18 @@ impl Link {
         let bytes = open_reply(&mut self.channel.opener, self.bridge_id.as_str(), self.device_id.as_str(), body)?;
         let sealed: SealedReply =
             serde_json::from_slice(&bytes).map_err(|e| CryptoError::Json { what: "reply", detail: e.to_string() })?;
-        let key = sealed.reply.id.as_ref().and_then(|id| self.pending.remove(id));
+        let mut reply = sealed.reply;
+        // A refusal of a control whose id the bridge could not read names its counter.
+        if let ReplyOutcome::Refused { counter: Some(counter), .. } = &reply.outcome
+            && reply.id.is_none()
+        {
+            reply.id = self.sent.iter().find(|(c, _)| c == counter).map(|(_, id)| id.clone());
+        }
+        if let (ReplyOutcome::Refused { reason, message, .. }, Some(id)) = (&reply.outcome, &reply.id) {
+            tracing::warn!("the bridge refused control `{id}` ({}): {message}", reason.as_str());
+            self.pending.remove(id);
+        }
+        let key = reply.id.as_ref().and_then(|id| self.pending.remove(id));
         if let Some(attach) = &sealed.attach {
             let key =
                 key.ok_or_else(|| CryptoError::Pairing("an attach for no session request of this link".into()))?;
@@ -618,6 +664,6 @@ impl Link {
             let keys = session_keys(&shared, attach.session_id.as_str(), &key.public_bytes(), &nonce);
             self.sessions.insert(attach.session_id.clone(), Opener::new(keys.bridge_to_app, "block"));
         }
-        Ok(BridgeMessage::Reply(sealed.reply))
+        Ok(BridgeMessage::Reply(reply))
     }
 }

@@ -261,6 +261,55 @@ pub enum ReplyOutcome {
         /// Why.
         error: ReplyError,
     },
+    /// The link refused the control message before dispatching it: nothing ran
+    /// (docs/control-messages.md#refused). Only a device's encrypted link sends it.
+    Refused {
+        /// Why, as a code.
+        reason: RefusalReason,
+        /// The counter of the control's sealed body (the last 8 bytes of its nonce,
+        /// readable without opening it), when the body decoded that far: how a device
+        /// finds which of its controls was refused when `id` is absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counter: Option<u64>,
+        /// A sentence for a person.
+        message: String,
+    },
+}
+
+/// Why a device's link refused a control message without dispatching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalReason {
+    /// The body's counter is at or below the last one the link accepted: a replayed
+    /// (or late, reordered) control.
+    Replayed,
+    /// The body did not open: tampered, not base64, or sealed under other keys.
+    BadSeal,
+    /// The envelope names another device, or its signature does not verify.
+    BadSignature,
+    /// The sealed message names a session other than the envelope's `session_id`
+    /// (or one of the two names none): the relay's resume-token check would not
+    /// cover the session it drives.
+    SessionMismatch,
+    /// The device was revoked; the link closes after this reply.
+    Revoked,
+    /// Too many refusals on this link in a short time; later ones get no reply.
+    RateLimited,
+}
+
+impl RefusalReason {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalReason::Replayed => "replayed",
+            RefusalReason::BadSeal => "bad_seal",
+            RefusalReason::BadSignature => "bad_signature",
+            RefusalReason::SessionMismatch => "session_mismatch",
+            RefusalReason::Revoked => "revoked",
+            RefusalReason::RateLimited => "rate_limited",
+        }
+    }
 }
 
 /// Why a control message failed.
@@ -424,6 +473,16 @@ impl Reply {
     /// A success.
     pub fn ok(id: Option<String>, result: ReplyResult) -> Self {
         Self { id, outcome: ReplyOutcome::Ok { result } }
+    }
+
+    /// A refusal by the link ([`ReplyOutcome::Refused`]).
+    pub fn refused(
+        id: Option<String>,
+        reason: RefusalReason,
+        counter: Option<u64>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self { id, outcome: ReplyOutcome::Refused { reason, counter, message: message.into() } }
     }
 
     /// A failure.

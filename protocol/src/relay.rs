@@ -419,9 +419,16 @@ pub struct BlockBatch {
 pub struct ReplayDoneFrame {
     /// The session resumed.
     pub session_id: SessionId,
-    /// The highest `seq` sent before this frame, when any block was sent.
+    /// The highest `seq` sent before this frame, when any block was sent. Plaintext
+    /// for routing and logs only: a device takes `last_seq` from `enc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seq: Option<u64>,
+    /// base64(nonce12 ‖ AES-256-GCM ciphertext ‖ tag16) of `{"session_id", "last_seq"}`
+    /// under the session's bridge→app key, the next counter of its block stream
+    /// (docs/encryption.md#sealed-replay_done). A device ignores a `replay_done`
+    /// without it (one the relay made up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enc: Option<String>,
     /// The relay's connection number (relay ↔ bridge only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conn: Option<u64>,

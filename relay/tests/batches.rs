@@ -294,7 +294,7 @@ async fn batches_large_and_small_reach_the_device_in_the_order_sent_before_later
         }
         send_text(&mut bridge.ws, text_of(&batch)).await;
     }
-    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(9), conn: Some(conn) };
+    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(9), enc: None, conn: Some(conn) };
     bridge.send(&RelayFrame::ReplayDone(done)).await;
     for (i, text) in expected.iter().enumerate() {
         assert_eq!(&recv_text(&mut phone).await, text, "block {i} of {}", expected.len());

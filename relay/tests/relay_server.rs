@@ -44,7 +44,7 @@ async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
     bridge.send(&RelayFrame::LinkAccept(accept.clone())).await;
     assert_eq!(recv(&mut phone).await, RelayFrame::LinkAccept(LinkAccept { conn: None, ..accept }), "conn is stripped");
 
-    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(3), conn: Some(conn) };
+    let done = ReplayDoneFrame { session_id: SessionId("s1".into()), last_seq: Some(3), enc: None, conn: Some(conn) };
     bridge.send(&RelayFrame::ReplayDone(done.clone())).await;
     assert_eq!(recv(&mut phone).await, RelayFrame::ReplayDone(ReplayDoneFrame { conn: None, ..done }));
 

@@ -91,6 +91,7 @@ export async function connect() {
     // Re-attach every followed session, from the newest block held.
     for (const s of app.sessions.values()) if (s.followed) attach(s);
     refreshLists();
+    refreshAgents(link);
   } catch (e) {
     reconnect.connecting = false;
     console.warn(`connect: ${e.message ?? e}`);
@@ -132,9 +133,20 @@ function onStatus(status) {
     app.link.close('the bridge came back online');
     return;
   }
-  app.agents = status.agents;
   if (app.link) setConn(app.bridgeOnline ? 'connected' : 'bridge-offline', app.bridgeOnline ? 'connected' : 'bridge offline');
   if (app.view === 'new') fillAgents();
+}
+
+/** The agents from the bridge's sealed `list_agents` reply (the relay_status copy is not authenticated). */
+async function refreshAgents(link) {
+  try {
+    const agents = await link.refreshAgents();
+    if (app.link !== link) return;
+    app.agents = agents;
+    if (app.view === 'new') fillAgents();
+  } catch (e) {
+    console.warn(`list_agents: ${e.message ?? e}`);
+  }
 }
 
 function onPush(notice, counter) {

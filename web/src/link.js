@@ -15,6 +15,7 @@
 // naming both (error code VERSION_MISMATCH: reconnecting will not help).
 
 import * as c from './crypto.js';
+import { controlCounter, openReplayDone } from './attested.js';
 
 /** How long a control naming a session waits for its resume token (relay only). */
 export const TOKEN_WAIT_MS = 5000;
@@ -35,14 +36,23 @@ function versionProblem(frame, direct) {
   return c.versionMismatch(direct ? 'the LAN server' : 'the relay', v, 'this device', c.PROTOCOL_VERSION);
 }
 
-/** A control that failed: `code` is the reply's error code, or `link` when the link went away. */
+/**
+ * A control that failed: `code` is the reply's error code, `refused` when the link
+ * refused it before dispatching (then `reason` is the refusal's code: replayed,
+ * bad_seal, bad_signature, session_mismatch, rate_limited), or `link` when the link
+ * went away.
+ */
 export class ControlError extends Error {
-  constructor(code, message) {
+  constructor(code, message, reason = null) {
     super(message);
     this.name = 'ControlError';
     this.code = code;
+    this.reason = reason;
   }
 }
+
+/** Controls remembered by counter, for `refused` replies that carry no id. */
+const SENT_KEPT = 1024;
 
 function parseFrame(data) {
   if (typeof data !== 'string') return null;
@@ -171,10 +181,10 @@ export function openLink(opts) {
   });
 }
 
+// The relay writes `relay_status.agents` and nothing authenticates it: the list is
+// dropped here, and the agents come from a sealed `list_agents` reply (refreshAgents).
 function sanitizeStatus(frame) {
-  const agents = Array.isArray(frame.agents)
-    ? frame.agents.filter((a) => a && typeof a.agent_id === 'string')
-    : [];
+  const agents = [];
   const tokens = {};
   if (frame.resume_tokens && typeof frame.resume_tokens === 'object') {
     for (const [k, v] of Object.entries(frame.resume_tokens)) if (typeof v === 'string') tokens[k] = v;
@@ -203,15 +213,27 @@ export class Link {
     this.waiting = new Map();
     /** Controls waiting for a resume token: {value, since}. */
     this.queue = [];
+    /** [counter, id] of the latest controls sent, at most SENT_KEPT. */
+    this.sent = [];
+    /** The agents, from the bridge's sealed `list_agents` reply (refreshAgents). */
+    this.verifiedAgents = [];
     this.nextId = 0;
     this.rejected = 0;
     this.closed = null;
     this.tick = setInterval(() => this._flush(), 100);
   }
 
-  /** The current relay_status (agents, resume tokens). */
+  /** The bridge's agents, as its last sealed `list_agents` reply listed them. */
   get agents() {
-    return this.status?.agents ?? [];
+    return this.verifiedAgents;
+  }
+
+  /** Asks the bridge for its agents (a sealed reply: the relay cannot forge it). */
+  async refreshAgents(timeoutMs = REPLY_TIMEOUT_MS) {
+    const result = await this.request({ type: 'list_agents' }, timeoutMs);
+    const agents = Array.isArray(result?.agents) ? result.agents.filter((a) => a && typeof a.agent_id === 'string') : [];
+    this.verifiedAgents = agents;
+    return agents;
   }
 
   /**
@@ -274,7 +296,15 @@ export class Link {
     }
     const sid = typeof value.session_id === 'string' ? value.session_id : null;
     const token = sid != null && !this.direct ? (this.status.resume_tokens[sid] ?? null) : null;
-    return c.sealControl(this.sealer, this.identity, this.bridgeId, sid, token, JSON.stringify(value));
+    const frame = c.sealControl(this.sealer, this.identity, this.bridgeId, sid, token, JSON.stringify(value));
+    if (typeof value.id === 'string') {
+      const counter = controlCounter(frame.body);
+      if (counter != null) {
+        if (this.sent.length >= SENT_KEPT) this.sent.shift();
+        this.sent.push([counter, value.id]);
+      }
+    }
+    return frame;
   }
 
   _fail(id, err) {
@@ -320,9 +350,18 @@ export class Link {
           return this._reply(frame);
         case 'block':
           return this._block(frame);
-        case 'replay_done':
-          if (typeof frame.session_id !== 'string') return this._reject('replay_done', 'no session_id');
-          return this.opts.onReplayDone?.(frame.session_id, Number.isSafeInteger(frame.last_seq) ? frame.last_seq : null);
+        case 'replay_done': {
+          // Only a sealed one counts: the relay cannot make one up.
+          const opener = typeof frame.session_id === 'string' ? this.sessions.get(frame.session_id) : undefined;
+          if (!opener) return this._reject('a replay_done', `no key for session \`${frame.session_id}\` on this link`);
+          let done;
+          try {
+            done = openReplayDone(opener, frame);
+          } catch (e) {
+            return this._refuseOrBreak('a replay_done', e);
+          }
+          return this.opts.onReplayDone?.(done.session_id, done.last_seq);
+        }
         case 'relay_status': {
           const problem = versionProblem(frame, this.direct);
           if (problem) {
@@ -358,7 +397,11 @@ export class Link {
     }
     const reply = sealed && typeof sealed === 'object' ? sealed.reply : null;
     if (!reply || typeof reply !== 'object') return this._reject('a reply', 'no `reply` object');
-    const id = typeof reply.id === 'string' ? reply.id : null;
+    let id = typeof reply.id === 'string' ? reply.id : null;
+    // A refusal of a control whose id the bridge could not read names its counter.
+    if (id == null && reply.status === 'refused' && Number.isSafeInteger(reply.counter)) {
+      id = this.sent.find(([n]) => n === reply.counter)?.[1] ?? null;
+    }
     const key = id != null ? this.pendingKeys.get(id) : undefined;
     if (id != null) this.pendingKeys.delete(id);
     const attach = sealed.attach;
@@ -376,6 +419,9 @@ export class Link {
     clearTimeout(w.timer);
     if (reply.status === 'ok') {
       w.resolve(reply.result ?? {});
+    } else if (reply.status === 'refused') {
+      const reason = String(reply.reason ?? 'refused');
+      w.reject(new ControlError('refused', String(reply.message ?? `the bridge refused it (${reason})`), reason));
     } else {
       const err = reply.error && typeof reply.error === 'object' ? reply.error : {};
       w.reject(new ControlError(String(err.code ?? 'error'), String(err.message ?? 'the bridge refused')));

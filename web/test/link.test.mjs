@@ -59,7 +59,7 @@ const block = (bridge, sid, b, opts) => bridge.ws.conn.block(sid, b, opts);
 test('handshake, a session, its blocks; hostile input refused and counted', async () => {
   const bridge = new FakeBridge();
   const { link, got } = await connect(bridge);
-  assert.deepEqual(link.agents.map((a) => a.agent_id), ['echo']);
+  assert.deepEqual(await link.refreshAgents().then((a) => a.map((x) => x.agent_id)), ['echo']);
   const started = await link.request({ type: 'session_request', agent: 'echo', cwd: '/tmp', app_pubkey: 'ignored' });
   assert.equal(started.session_id, 's-1');
   assert.notEqual(bridge.controls.at(-1).app_pubkey, 'ignored', 'a fresh attachment key replaces the caller’s');
@@ -248,4 +248,46 @@ test('auth names protocol 2; a server that speaks another is refused with one se
   await sleep(5);
   assert.equal(code, 'unsupported_version');
   assert.match(got.closed, /the relay speaks relay protocol 1 and this device speaks 2/);
+});
+
+test('attack: a forged agent list and replay_done from the relay are ignored; sealed ones count', async () => {
+  const bridge = new FakeBridge({ direct: false });
+  const { link, got } = await connect(bridge);
+  const dones = [];
+  link.opts.onReplayDone = (sid, last) => dones.push([sid, last]);
+  const forgedAgents = [{ agent_id: 'evil', display_name: 'Evil', provides_models: false }];
+  deliver(bridge, { type: 'relay_status', protocol_version: c.PROTOCOL_VERSION, bridge_online: true, agents: forgedAgents, resume_tokens: {} });
+  assert.deepEqual(link.agents, [], 'the relay_status agent list is not shown');
+  assert.deepEqual((await link.refreshAgents()).map((a) => a.agent_id), ['echo']);
+  await link.request({ type: 'session_request', agent: 'echo', cwd: '/tmp' });
+  const before = link.rejected;
+  deliver(bridge, { type: 'replay_done', session_id: 's-1', last_seq: 99 });
+  deliver(bridge, { type: 'replay_done', session_id: 's-1', enc: 'AAAA' });
+  assert.deepEqual(dones, [], 'no forged replay_done reached the app');
+  deliver(bridge, bridge.ws.conn.replayDone('s-1', 4));
+  assert.deepEqual(dones, [['s-1', 4]]);
+  assert.equal(link.agents.length, 1);
+  console.log(`attack: forged replay_done and agent list (web): ${link.rejected - before} refused, 0 accepted, 1 sealed replay_done accepted`);
+  assert.equal(got.closed, null);
+  link.close();
+});
+
+test('attack: a refused control rejects its request at once, by id or by counter', async () => {
+  const bridge = new FakeBridge();
+  const { link } = await connect(bridge);
+  bridge.handlers.interrupt = (json, conn) => {
+    conn.refused(json.id, 'session_mismatch');
+    return null;
+  };
+  const t0 = Date.now();
+  await assert.rejects(link.request({ type: 'interrupt', session_id: 's-1' }), (e) => e.code === 'refused' && e.reason === 'session_mismatch');
+  // The bridge could not read the id (a replayed or tampered body): the counter names it.
+  bridge.handlers.stop_session = (json, conn) => {
+    conn.refused(null, 'bad_seal', Number(conn.opener.last));
+    return null;
+  };
+  await assert.rejects(link.request({ type: 'stop_session', session_id: 's-1' }), (e) => e.code === 'refused' && e.reason === 'bad_seal');
+  console.log(`attack: refused controls (web): 2 of 2 rejected as refused within ${Date.now() - t0} ms, none left waiting`);
+  assert.equal(link.waiting.size, 0);
+  link.close();
 });

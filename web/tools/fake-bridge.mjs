@@ -8,6 +8,7 @@
 
 import assert from 'node:assert/strict';
 import * as c from '../src/crypto.js';
+import { sealReplayDone } from '../src/attested.js';
 
 export class FakeBridge {
   constructor({ direct = true, forgeAccept = false, agents, protocolVersion = c.PROTOCOL_VERSION } = {}) {
@@ -171,6 +172,7 @@ class FakeConn {
       return this.reply(json.id, result, { session_id: sid, attach_nonce: c.b64url(nonce) });
     }
     if (json.type === 'list_sessions') return this.reply(json.id, { kind: 'sessions', sessions: b.listings ?? [] });
+    if (json.type === 'list_agents') return this.reply(json.id, { kind: 'agents', agents: b.agents });
     if (json.type === 'scan_external_sessions') {
       if (b.external) return this.reply(json.id, { kind: 'external_sessions', sessions: b.external });
       return this.reply(json.id, { error: { code: 'not_supported', message: 'no handoff here' } });
@@ -189,6 +191,21 @@ class FakeConn {
     const reply = result && result.error ? { type: 'reply', id, status: 'error', error: result.error } : { type: 'reply', id, status: 'ok', result };
     const body = c.sealReply(this.sealer, b.bridgeId, this.deviceId, JSON.stringify({ reply, ...(attach ? { attach } : {}) }));
     this.deliver({ type: 'reply', device_id: this.deviceId, body });
+  }
+
+  /** A `refused` reply (docs/control-messages.md#refused): `id` may be null, then `counter` names the control. */
+  refused(id, reason, counter = null) {
+    const b = this.bridge;
+    const reply = { status: 'refused', reason, message: `the bridge refused this control message (${reason})` };
+    if (id != null) reply.id = id;
+    if (counter != null) reply.counter = counter;
+    const body = c.sealReply(this.sealer, b.bridgeId, this.deviceId, JSON.stringify({ reply }));
+    this.deliver({ type: 'reply', device_id: this.deviceId, body });
+  }
+
+  /** A sealed `replay_done` for this connection's attachment to `sid`. */
+  replayDone(sid, lastSeq = null) {
+    return sealReplayDone(this.sessions.get(sid), sid, lastSeq);
   }
 
   /** A sealed block frame for this connection's attachment to `sid` (as the relay forwards it: no signature). */

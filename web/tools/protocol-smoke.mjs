@@ -51,7 +51,8 @@ async function main() {
   };
   const bridge = { bridgeId: link.bridgeId, keys: link.bridge };
   let l = await openLink({ url: wsUrl, identity, bridge, direct, WebSocket, ...handlers });
-  console.error(`link open; agents ${l.agents.map((a) => a.agent_id).join(', ')}`);
+  const agents = await l.refreshAgents();
+  console.error(`link open; agents ${agents.map((a) => a.agent_id).join(', ')}`);
   const started = await l.request({ type: 'session_request', agent: 'echo', cwd: args.cwd ?? process.cwd() });
   const sid = started.session_id;
   await l.request({ type: 'user_message', session_id: sid, text: 'hello from node' });

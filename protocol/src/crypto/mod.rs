@@ -13,6 +13,7 @@
 //! bytes, the first part being a label that names its purpose. Two different
 //! purposes can therefore never produce the same bytes.
 
+pub mod attested;
 pub mod channel;
 pub mod envelope;
 pub mod keys;
