@@ -13,13 +13,13 @@ use terminull_client::net::{self, Stream};
 use terminull_protocol::blocks::{Block, BlockKind, StreamedText};
 use terminull_protocol::crypto::channel::{Opener, Sealer, session_keys};
 use terminull_protocol::crypto::envelope::{
-    BlockFields, link_hello_bytes, open_block, relay_auth_bytes, seal_block, sign_batch, verify_batch,
+    BlockFields, open_block, relay_auth_bytes, seal_block, sign_batch, verify_batch,
 };
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::crypto::{b64, b64url, from_b64url};
+use terminull_protocol::crypto::{b64, from_b64url};
 use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::{
-    Auth, BlockBatch, BlockEnvelope, DeviceRecord, LinkHello, PROTOCOL_VERSION, Register, RelayFrame,
+    Auth, BlockBatch, BlockEnvelope, DeviceRecord, PROTOCOL_VERSION, Register, RelayFrame,
 };
 use terminull_protocol::samples::realistic_session;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -565,15 +565,8 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
     let device = Arc::new(Identity::generate());
     let mut bws = raw_bridge(&url, &bridge, &device).await?;
     let mut dws = raw_device(&url, &bridge, &device, false).await?;
-    let nonce = terminull_protocol::crypto::random_bytes::<16>();
     let bridge_id = bridge.public().bridge_id();
-    let device_id = device.public().device_id();
-    let hello = LinkHello {
-        device_id: device_id.clone(),
-        client_nonce: b64url(&nonce),
-        sig: b64(&device.sign(&link_hello_bytes(bridge_id.as_str(), device_id.as_str(), &nonce))),
-        conn: None,
-    };
+    let (hello, _) = terminull_protocol::crypto::handshake::DeviceHandshake::start(&device, bridge_id.as_str());
     send_frame(&mut dws, &RelayFrame::LinkHello(hello)).await?;
     let conn = loop {
         if let RelayFrame::LinkHello(h) = read_frame(&mut bws).await? {

@@ -18,12 +18,11 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use terminull_protocol::blocks::{Block, now_ts};
 use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, RefusalReason, Reply};
-use terminull_protocol::crypto::channel::{Channel, Sealer, link_keys, session_keys};
-use terminull_protocol::crypto::envelope::{
-    link_accept_bytes, link_hello_bytes, open_control, seal_block, seal_reply, verify_control,
-};
+use terminull_protocol::crypto::channel::{Channel, Sealer, session_keys};
+use terminull_protocol::crypto::envelope::{open_control, seal_block, seal_reply, verify_control};
+use terminull_protocol::crypto::handshake::accept_hello;
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
+use terminull_protocol::crypto::{CryptoError, b64url, b64url_array};
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::relay::{
     Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplyEnvelope, SealedReply,
@@ -122,29 +121,10 @@ pub fn accept(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenL
 }
 
 fn check_hello(ctx: &LinkContext, hello: &LinkHello) -> Result<(LinkAccept, OpenLink), LinkRefused> {
-    let bridge_id = ctx.identity.public().bridge_id();
     let device = ctx.devices.active(&hello.device_id).ok_or_else(|| LinkRefused::NotPaired(hello.device_id.clone()))?;
-    let client_nonce = b64url_array::<16>("client_nonce", &hello.client_nonce)?;
-    let sig = from_b64("sig", &hello.sig)?;
-    device.verify(
-        &link_hello_bytes(bridge_id.as_str(), hello.device_id.as_str(), &client_nonce),
-        &sig,
-        "link_hello",
-    )?;
-    let bridge_nonce = terminull_protocol::crypto::random_bytes::<16>();
-    let shared = ctx.identity.agree(&device.x25519, "device x25519")?;
-    let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), hello.device_id.as_str());
-    let accept = LinkAccept {
-        device_id: hello.device_id.clone(),
-        bridge_nonce: b64url(&bridge_nonce),
-        sig: b64(&ctx.identity.sign(&link_accept_bytes(
-            bridge_id.as_str(),
-            hello.device_id.as_str(),
-            &client_nonce,
-            &bridge_nonce,
-        ))),
-        conn: None,
-    };
+    // Version 3: the device's signed ephemeral key meets a fresh one of the bridge's,
+    // which is dropped (zeroized) inside `accept_hello`; the keys are forward-secret.
+    let (accept, keys) = accept_hello(&ctx.identity, &device, hello)?;
     Ok((
         accept,
         OpenLink { ctx: ctx.clone(), device_id: hello.device_id.clone(), channel: Channel::bridge_side(&keys, "link") },

@@ -24,15 +24,14 @@ use support::hostile::HostileRelay;
 use terminull_bridge::push_counter::{self, PushCounters};
 use terminull_client::connection::Connection;
 use terminull_protocol::control::{BridgeMessage, RefusalReason, Reply, ReplyOutcome, ReplyResult};
-use terminull_protocol::crypto::channel::{Channel, link_keys};
-use terminull_protocol::crypto::envelope::{
-    link_accept_bytes, link_hello_bytes, open_reply, relay_auth_bytes, seal_control,
-};
+use terminull_protocol::crypto::channel::Channel;
+use terminull_protocol::crypto::envelope::{open_reply, relay_auth_bytes, seal_control};
+use terminull_protocol::crypto::handshake::DeviceHandshake;
 use terminull_protocol::crypto::keys::{Identity, PublicIdentity};
-use terminull_protocol::crypto::{b64, b64url, b64url_array, from_b64, from_b64url};
+use terminull_protocol::crypto::{b64, b64url, from_b64url};
 use terminull_protocol::ids::{BridgeId, DeviceId, SessionId};
 use terminull_protocol::relay::{
-    Auth, ControlEnvelope, LinkAccept, LinkHello, PROTOCOL_VERSION, RelayFrame, RelayStatus, SealedReply,
+    Auth, ControlEnvelope, LinkAccept, PROTOCOL_VERSION, RelayFrame, RelayStatus, SealedReply,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -44,44 +43,32 @@ struct RawDevice {
     identity: Identity,
     bridge_id: BridgeId,
     bridge: PublicIdentity,
-    client_nonce: [u8; 16],
+    pending: Option<DeviceHandshake>,
     channel: Option<Channel>,
 }
 
 impl RawDevice {
     fn new(identity: Identity, paired: &support::remote::Paired) -> Self {
         let bridge = PublicIdentity::from_wire(&paired.record.keys).unwrap();
-        let client_nonce = terminull_protocol::crypto::random_bytes::<16>();
-        Self { identity, bridge_id: paired.record.bridge_id.clone(), bridge, client_nonce, channel: None }
+        Self { identity, bridge_id: paired.record.bridge_id.clone(), bridge, pending: None, channel: None }
     }
 
     fn device_id(&self) -> DeviceId {
         self.identity.public().device_id()
     }
 
-    fn hello(&self, conn: Option<u64>) -> RelayFrame {
-        let sig = self.identity.sign(&link_hello_bytes(
-            self.bridge_id.as_str(),
-            self.device_id().as_str(),
-            &self.client_nonce,
-        ));
-        RelayFrame::LinkHello(LinkHello {
-            device_id: self.device_id(),
-            client_nonce: b64url(&self.client_nonce),
-            sig: b64(&sig),
-            conn,
-        })
+    /// A fresh `link_hello` (version 3: with this link's ephemeral key).
+    fn hello(&mut self, conn: Option<u64>) -> RelayFrame {
+        let (mut hello, pending) = DeviceHandshake::start(&self.identity, self.bridge_id.as_str());
+        hello.conn = conn;
+        self.pending = Some(pending);
+        RelayFrame::LinkHello(hello)
     }
 
     /// Checks the bridge's `link_accept` and derives the link's keys.
     fn accepted(&mut self, accept: &LinkAccept) {
-        let bridge_nonce = b64url_array::<16>("bridge_nonce", &accept.bridge_nonce).unwrap();
-        let signed =
-            link_accept_bytes(self.bridge_id.as_str(), self.device_id().as_str(), &self.client_nonce, &bridge_nonce);
-        self.bridge.verify(&signed, &from_b64("sig", &accept.sig).unwrap(), "link_accept").unwrap();
-        let shared = self.identity.agree(&self.bridge.x25519, "bridge x25519").unwrap();
-        let keys =
-            link_keys(&shared, &self.client_nonce, &bridge_nonce, self.bridge_id.as_str(), self.device_id().as_str());
+        let pending = self.pending.take().expect("hello sent first");
+        let keys = pending.finish(&self.identity, &self.bridge, accept).unwrap();
         self.channel = Some(Channel::app_side(&keys, "link"));
     }
 

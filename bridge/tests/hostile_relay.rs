@@ -12,6 +12,7 @@ use serde_json::json;
 use support::hostile::HostileRelay;
 use terminull_client::connection::Connection;
 use terminull_protocol::control::{BridgeMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::crypto::handshake::DeviceHandshake;
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::crypto::pairing::{self, PairingLink};
 use terminull_protocol::crypto::{b64, b64url, from_b64};
@@ -262,17 +263,8 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     let stranger = Identity::generate();
     let bridge_id = paired.record.bridge_id.clone();
     let hello_from = |identity: &Identity, claimed: terminull_protocol::ids::DeviceId, conn: u64| {
-        let nonce = [5u8; 16];
-        RelayFrame::LinkHello(LinkHello {
-            device_id: claimed.clone(),
-            client_nonce: b64url(&nonce),
-            sig: b64(&identity.sign(&terminull_protocol::crypto::envelope::link_hello_bytes(
-                bridge_id.as_str(),
-                claimed.as_str(),
-                &nonce,
-            ))),
-            conn: Some(conn),
-        })
+        let (hello, _) = DeviceHandshake::start(identity, bridge_id.as_str());
+        RelayFrame::LinkHello(LinkHello { device_id: claimed, conn: Some(conn), ..hello })
     };
     let before = refusals.count();
     relay.to_bridge.send(hello_from(&stranger, stranger.public().device_id(), 900)).unwrap();

@@ -20,7 +20,7 @@ async fn the_lan_server_refuses_a_device_of_another_version_with_one_sentence_an
     let lan = support::remote::start_lan(&paired).await;
     let bridge_id = paired.record.bridge_id.clone();
     let device_id = paired.device_identity.public().device_id();
-    for version in [1, 3] {
+    for version in [2, 4] {
         let (mut ws, _) =
             tokio_tungstenite::connect_async(format!("{}/v1/client", lan.ws_url())).await.expect("the LAN server");
         let Some(Ok(Message::Text(text))) = ws.next().await else { panic!("a challenge") };
@@ -38,11 +38,11 @@ async fn the_lan_server_refuses_a_device_of_another_version_with_one_sentence_an
         let Some(Ok(Message::Text(text))) = ws.next().await else { panic!("an answer") };
         let RelayFrame::Error(error) = serde_json::from_str(&text).unwrap() else { panic!("an error: {text}") };
         assert_eq!(error.code, RelayErrorCode::UnsupportedVersion);
-        let update = if version < 2 { "this device" } else { "this bridge's LAN server" };
+        let update = if version < 3 { "this device" } else { "this bridge's LAN server" };
         assert_eq!(
             error.message,
             format!(
-                "this device speaks relay protocol {version} and this bridge's LAN server speaks 2: update {update}"
+                "this device speaks relay protocol {version} and this bridge's LAN server speaks 3: update {update}"
             )
         );
         // Then the connection ends.
@@ -57,7 +57,7 @@ async fn the_lan_server_refuses_a_device_of_another_version_with_one_sentence_an
         .await;
         assert!(end.is_ok(), "the LAN server closes after refusing");
     }
-    assert!(paired.ctx.refusals.reasons().iter().any(|r| r.contains("speaks relay protocol 1")));
+    assert!(paired.ctx.refusals.reasons().iter().any(|r| r.contains("speaks relay protocol 2")));
     lan.stop();
 }
 
@@ -65,17 +65,17 @@ async fn the_lan_server_refuses_a_device_of_another_version_with_one_sentence_an
 async fn a_device_meeting_a_relay_of_another_version_gives_up_at_once_naming_both() {
     let paired = support::remote::paired_bridge().await;
     let relay = HostileRelay::start().await;
-    relay.versions.lock().unwrap().1 = 1;
+    relay.versions.lock().unwrap().1 = 2;
     let error = Connection::open(&paired.device, &paired.record, Some(&relay.url)).await.expect_err("refused");
     let ConnectError::Version(sentence) = &error else { panic!("not a version error: {error}") };
-    assert_eq!(sentence, "the relay speaks relay protocol 1 and this device speaks 2: update the relay");
+    assert_eq!(sentence, "the relay speaks relay protocol 2 and this device speaks 3: update the relay");
     // The failover link tries once and says why, instead of retrying for minutes.
     let started = Instant::now();
     let routes = Routes { lan: None, discover: None, relay: Some(relay.url.clone()) };
     let error =
         failover::open(&paired.device, &paired.record, routes, FailoverPolicy::default()).await.expect_err("refused");
     assert!(matches!(error, ConnectError::Version(_)), "{error}");
-    assert!(error.to_string().contains("the relay speaks relay protocol 1 and this device speaks 2"), "{error}");
+    assert!(error.to_string().contains("the relay speaks relay protocol 2 and this device speaks 3"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(5), "gave up at once");
 }
 
@@ -83,7 +83,7 @@ async fn a_device_meeting_a_relay_of_another_version_gives_up_at_once_naming_bot
 async fn a_bridge_meeting_a_relay_of_another_version_goes_no_further_and_backs_off() {
     let paired = support::remote::paired_bridge().await;
     let relay = HostileRelay::start().await;
-    relay.versions.lock().unwrap().0 = 3;
+    relay.versions.lock().unwrap().0 = 4;
     support::remote::connect_to_relay(&paired, relay.url.clone());
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let frames: Vec<&'static str> = relay.from_bridge.lock().unwrap().iter().map(RelayFrame::frame_type).collect();
@@ -93,5 +93,5 @@ async fn a_bridge_meeting_a_relay_of_another_version_goes_no_further_and_backs_o
     assert!((2..=12).contains(&registers), "{registers} registrations");
     let register = relay.from_bridge.lock().unwrap()[0].clone();
     let RelayFrame::Register(register) = register else { unreachable!() };
-    assert_eq!(register.protocol_version, 2, "the bridge says which version it speaks");
+    assert_eq!(register.protocol_version, 3, "the bridge says which version it speaks");
 }

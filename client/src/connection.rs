@@ -31,15 +31,14 @@ use serde_json::Value;
 use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{BridgeMessage, Control, ControlMessage, ReplyOutcome};
 use terminull_protocol::crypto::attested::open_replay_done;
-use terminull_protocol::crypto::channel::{Channel, Opener, link_keys, session_keys};
-use terminull_protocol::crypto::envelope::{
-    link_accept_bytes, link_hello_bytes, open_block, open_reply, relay_auth_bytes, seal_control,
-};
+use terminull_protocol::crypto::channel::{Channel, Opener, session_keys};
+use terminull_protocol::crypto::envelope::{open_block, open_reply, relay_auth_bytes, seal_control};
+use terminull_protocol::crypto::handshake::DeviceHandshake;
 use terminull_protocol::crypto::keys::{AppSessionKey, Identity, PublicIdentity};
 use terminull_protocol::crypto::{CryptoError, b64, b64url, b64url_array, from_b64};
 use terminull_protocol::ids::{BridgeId, DeviceId, SessionId};
 use terminull_protocol::relay::{
-    Auth, LinkHello, PROTOCOL_VERSION, RelayErrorCode, RelayFrame, RelayStatus, SealedReply, version_mismatch,
+    Auth, PROTOCOL_VERSION, RelayErrorCode, RelayFrame, RelayStatus, SealedReply, version_mismatch,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
@@ -281,13 +280,9 @@ impl Connection {
         }
         let (status_tx, status_rx) = watch::channel(advisory(status));
         // 2. The link with the bridge.
-        let client_nonce = terminull_protocol::crypto::random_bytes::<16>();
-        let hello = LinkHello {
-            device_id: device_id.clone(),
-            client_nonce: b64url(&client_nonce),
-            sig: b64(&identity.sign(&link_hello_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce))),
-            conn: None,
-        };
+        // Version 3: a fresh ephemeral key for this link only; `pending` holds its
+        // secret until `finish` consumes it (zeroized, never stored).
+        let (hello, pending) = DeviceHandshake::start(&identity, bridge_id.as_str());
         send_frame(&mut ws, &RelayFrame::LinkHello(hello)).await?;
         let mut early_pushes = Vec::new();
         let accept = loop {
@@ -306,14 +301,8 @@ impl Connection {
                 }
             }
         };
-        let bridge_nonce = b64url_array::<16>("bridge_nonce", &accept.bridge_nonce)?;
-        bridge_public.verify(
-            &link_accept_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce, &bridge_nonce),
-            &from_b64("sig", &accept.sig)?,
-            "link_accept",
-        )?;
+        let keys = pending.finish(&identity, &bridge_public, &accept)?;
         let shared = identity.agree(&bridge_public.x25519, "bridge x25519")?;
-        let keys = link_keys(&shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), device_id.as_str());
         let push_key = terminull_protocol::crypto::channel::push_key(&shared, bridge_id.as_str(), device_id.as_str());
         let (tx, out_rx) = mpsc::channel::<Value>(64);
         let (in_tx, rx) = mpsc::channel(INBOX);

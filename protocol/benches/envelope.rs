@@ -13,10 +13,11 @@ mod timing;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use terminull_protocol::crypto::channel::{Opener, Sealer, link_keys, session_keys};
+use terminull_protocol::crypto::channel::{Opener, Sealer, session_keys};
 use terminull_protocol::crypto::envelope::{
     BlockFields, open_block, open_control, seal_block, seal_control, sign_batch, verify_batch, verify_control,
 };
+use terminull_protocol::crypto::handshake::{DeviceHandshake, accept_hello};
 use terminull_protocol::crypto::keys::Identity;
 use terminull_protocol::ids::SessionId;
 
@@ -104,6 +105,7 @@ fn main() {
         .collect();
     let mut copener = Opener::new(keys.app_to_bridge, "control");
     let device_public = device.public();
+    let (hello, _) = DeviceHandshake::start(&device, bridge.public().bridge_id().as_str());
     row(
         "bridge: verify + open a control message",
         measure_each(controls.len(), |j| {
@@ -112,10 +114,9 @@ fn main() {
         }),
     );
     row(
-        "link: X25519 + HKDF (both keys)",
+        "link handshake, bridge side (verify + 3 X25519 + keygen + sign + HKDF)",
         measure(budget, || {
-            let shared = bridge.agree(&device_public.x25519, "device").unwrap();
-            black_box(link_keys(&shared, &[1; 16], &[2; 16], "brg_x", "dev_y"));
+            black_box(accept_hello(&bridge, &device_public, &hello).unwrap());
         }),
     );
     row(

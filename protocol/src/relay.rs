@@ -96,8 +96,10 @@ relay_frames! {
 /// [`RelayErrorCode::UnsupportedVersion`] and a message naming both
 /// ([`version_mismatch`]). Version 2: blocks reach the relay in signed `batch`es,
 /// each session's blocks arrive with consecutive counters, streamed text travels as
-/// appends (docs/block-protocol.md).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// appends (docs/block-protocol.md). Version 3: the link handshake carries an
+/// ephemeral X25519 key from each side and its keys are forward-secret
+/// (docs/encryption.md#forward-secrecy).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The version a peer speaks when its frame has no `protocol_version` (version 1
 /// frames had it only in `register`).
@@ -208,6 +210,9 @@ pub struct LinkHello {
     pub device_id: DeviceId,
     /// 16 fresh random bytes, base64url.
     pub client_nonce: String,
+    /// The device's ephemeral X25519 public key for this link only (32 bytes,
+    /// base64url); its secret is never stored (docs/encryption.md#forward-secrecy).
+    pub client_ephemeral: String,
     /// The device's signature over the link-hello bytes, base64.
     pub sig: String,
     /// The relay's connection number (relay ↔ bridge only).
@@ -223,6 +228,9 @@ pub struct LinkAccept {
     pub device_id: DeviceId,
     /// 16 fresh random bytes, base64url.
     pub bridge_nonce: String,
+    /// The bridge's ephemeral X25519 public key for this link only (32 bytes,
+    /// base64url); its secret is never stored (docs/encryption.md#forward-secrecy).
+    pub bridge_ephemeral: String,
     /// The bridge's signature over the link-accept bytes, base64.
     pub sig: String,
     /// The relay's connection number (relay ↔ bridge only).

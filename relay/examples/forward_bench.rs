@@ -19,10 +19,11 @@ use anyhow::{Context as _, Result, bail};
 use futures::{SinkExt as _, StreamExt as _};
 use terminull_protocol::SessionId;
 use terminull_protocol::crypto::channel::Sealer;
-use terminull_protocol::crypto::envelope::{link_hello_bytes, relay_auth_bytes, seal_block, sign_batch};
+use terminull_protocol::crypto::envelope::{relay_auth_bytes, seal_block, sign_batch};
+use terminull_protocol::crypto::handshake::DeviceHandshake;
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::crypto::{b64, b64url, from_b64url, random_bytes};
-use terminull_protocol::relay::{Auth, BlockEnvelope, DeviceRecord, LinkHello, PROTOCOL_VERSION, Register, RelayFrame};
+use terminull_protocol::crypto::{b64, from_b64url};
+use terminull_protocol::relay::{Auth, BlockEnvelope, DeviceRecord, PROTOCOL_VERSION, Register, RelayFrame};
 use terminull_relay::{Relay, RelayConfig};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -307,13 +308,7 @@ async fn drive(blocks_n: u64, batch: usize, rounds: u64) -> Result<()> {
         Auth { bridge_id: bridge_id.clone(), device_id: device_id.clone(), sig, protocol_version: PROTOCOL_VERSION };
     send_frame(&mut dws, &RelayFrame::Auth(auth)).await?;
     read_frame(&mut dws).await?;
-    let client_nonce = random_bytes::<16>();
-    let hello = LinkHello {
-        device_id: device_id.clone(),
-        client_nonce: b64url(&client_nonce),
-        sig: b64(&device.sign(&link_hello_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce))),
-        conn: None,
-    };
+    let (hello, _) = DeviceHandshake::start(&device, bridge_id.as_str());
     send_frame(&mut dws, &RelayFrame::LinkHello(hello)).await?;
     let conn = loop {
         if let RelayFrame::LinkHello(h) = read_frame(&mut bws).await? {

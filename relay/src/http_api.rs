@@ -27,8 +27,8 @@ use crate::http_limits::{BodyLimits, bounded_body};
 use crate::hub::push::SubscriptionError;
 use crate::hub::{Hub, PairOutcome, PairStartError, unix_now};
 use crate::limits::IpRateLimiter;
-use crate::peers::PeerSlot;
 use crate::listing::ListingAuth;
+use crate::peers::PeerSlot;
 use crate::webpush::Subscription;
 
 /// What every handler shares.

@@ -219,7 +219,7 @@ async fn a_v1_bridge_and_a_v1_device_are_told_both_versions_in_one_sentence_and_
     let mut reg = register(&old_bridge, &nonce, vec![], vec![]);
     reg.protocol_version = 1;
     send(&mut ws, &RelayFrame::Register(reg)).await;
-    let sentence = "this bridge speaks relay protocol 1 and the relay speaks 2: update this bridge";
+    let sentence = "this bridge speaks relay protocol 1 and the relay speaks 3: update this bridge";
     assert_eq!(expect_error(&mut ws, RelayErrorCode::UnsupportedVersion).await, sentence);
     match next_event(&mut ws).await {
         Event::Closed(Some((code, reason))) => assert_eq!((code, reason.as_str()), (1008, sentence)),
@@ -232,7 +232,7 @@ async fn a_v1_bridge_and_a_v1_device_are_told_both_versions_in_one_sentence_and_
     let mut v1_auth = serde_json::to_value(RelayFrame::Auth(auth(&device, &bridge.id(), &nonce))).unwrap();
     v1_auth.as_object_mut().unwrap().remove("protocol_version");
     send_text(&mut ws, v1_auth.to_string()).await;
-    let sentence = "this device speaks relay protocol 1 and the relay speaks 2: update this device";
+    let sentence = "this device speaks relay protocol 1 and the relay speaks 3: update this device";
     assert_eq!(expect_error(&mut ws, RelayErrorCode::UnsupportedVersion).await, sentence);
     match next_event(&mut ws).await {
         Event::Closed(Some((code, reason))) => assert_eq!((code, reason.as_str()), (1008, sentence)),

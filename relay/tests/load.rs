@@ -548,6 +548,7 @@ async fn healthy_round_trips(
             let hello = LinkHello {
                 device_id: device.public().device_id(),
                 client_nonce: nonce.clone(),
+                client_ephemeral: nonce.clone(),
                 sig: b64(&[0; 64]),
                 conn: None,
             };
@@ -636,6 +637,7 @@ async fn bridge_reader(mut stream: SplitStream<Ws>, mut side: BridgeSide) -> Bri
                 let accept = LinkAccept {
                     device_id: h.device_id,
                     bridge_nonce: h.client_nonce,
+                    bridge_ephemeral: h.client_ephemeral,
                     sig: b64(&[0; 64]),
                     conn: Some(side.healthy_conn),
                 };
@@ -846,6 +848,7 @@ async fn load() {
     let accept = LinkAccept {
         device_id: healthy_device.public().device_id(),
         bridge_nonce: "bg".into(),
+        bridge_ephemeral: "ZXBo".into(),
         sig: b64(&[0; 64]),
         conn: Some(healthy_conn),
     };
@@ -978,8 +981,13 @@ async fn load() {
             RelayFrame::LinkHello(h) if idle_ids.contains(&h.device_id) => {
                 let conn = h.conn.expect("the relay sets conn");
                 assert!(answered.insert(conn), "two link_hellos from connection {conn}");
-                let accept =
-                    LinkAccept { device_id: h.device_id, bridge_nonce: h.client_nonce, sig: h.sig, conn: Some(conn) };
+                let accept = LinkAccept {
+                    device_id: h.device_id,
+                    bridge_nonce: h.client_nonce,
+                    bridge_ephemeral: h.client_ephemeral,
+                    sig: h.sig,
+                    conn: Some(conn),
+                };
                 send(&mut new_bridge, &RelayFrame::LinkAccept(accept)).await;
             }
             // An attacker's connection whose end the relay reported only after the

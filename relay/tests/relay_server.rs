@@ -38,6 +38,7 @@ async fn a_registered_bridge_and_an_authenticated_device_reach_each_other() {
     let accept = LinkAccept {
         device_id: device.public().device_id(),
         bridge_nonce: "bg".into(),
+        bridge_ephemeral: "ZXBo".into(),
         sig: "c2ln".into(),
         conn: Some(conn),
     };
@@ -100,7 +101,7 @@ async fn a_register_with_a_bad_signature_a_foreign_id_or_no_answer_is_refused() 
     reg.protocol_version = 99;
     send(&mut ws, &RelayFrame::Register(reg)).await;
     let message = expect_error(&mut ws, RelayErrorCode::UnsupportedVersion).await;
-    assert_eq!(message, "this bridge speaks relay protocol 99 and the relay speaks 2: update the relay");
+    assert_eq!(message, "this bridge speaks relay protocol 99 and the relay speaks 3: update the relay");
     assert_eq!(until_closed(&mut ws).await, (vec![], Some(1008)));
 
     // Never answers.

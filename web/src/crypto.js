@@ -38,7 +38,7 @@ export class MissingError extends CryptoError {
 }
 
 /** The relay protocol version this app speaks (docs/relay.md): `auth` carries it, `relay_status` must. */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** The one sentence naming both versions and the side to update (protocol/src/relay.rs). */
 export function versionMismatch(peer, peerVersion, own, ownVersion) {
@@ -460,13 +460,6 @@ function splitKeys(salt, shared, info) {
   };
 }
 
-/** Link keys of one device connection. */
-export function linkKeys(shared, clientNonce, bridgeNonce, bridgeId, deviceId) {
-  return splitKeys(concat(clientNonce, bridgeNonce), shared, (d) =>
-    transcript(['terminull/v1 link-key', d, bridgeId, deviceId]),
-  );
-}
-
 /** Session keys of one attachment of a device to a session. */
 export function sessionKeys(shared, sessionId, appPubkey, attachNonce) {
   return splitKeys(utf8(sessionId), shared, (d) =>
@@ -659,49 +652,7 @@ export function authFrame(identity, bridgeId, challengeB64url) {
   };
 }
 
-export function linkHelloBytes(bridgeId, deviceId, clientNonce) {
-  return transcript(['terminull/v1 link-hello', bridgeId, deviceId, clientNonce]);
-}
-
-export function linkAcceptBytes(bridgeId, deviceId, clientNonce, bridgeNonce) {
-  return transcript(['terminull/v1 link-accept', bridgeId, deviceId, clientNonce, bridgeNonce]);
-}
-
-/** The `link_hello` frame. */
-export function linkHelloFrame(identity, bridgeId, clientNonce) {
-  const deviceId = deviceIdOf(identity.ed25519Public);
-  return {
-    type: 'link_hello',
-    device_id: deviceId,
-    client_nonce: b64url(clientNonce),
-    sig: b64(sign(identity, linkHelloBytes(bridgeId, deviceId, clientNonce))),
-  };
-}
-
-/**
- * Checks a `link_accept` with the bridge's pinned key and derives the link:
- * `{sealer, opener, pushKey}` (device side: seals app→bridge, opens bridge→app).
- */
-export function acceptLink(identity, bridgeKeys, bridgeId, clientNonce, accept) {
-  const deviceId = deviceIdOf(identity.ed25519Public);
-  if (!accept || accept.device_id !== deviceId) throw new CryptoError('link_accept: for another device');
-  const bridge = publicKeysFromWire(bridgeKeys);
-  const bridgeNonce = fromB64urlN(accept.bridge_nonce, 16, 'bridge_nonce');
-  verifyOrThrow(
-    bridge.ed25519,
-    linkAcceptBytes(bridgeId, deviceId, clientNonce, bridgeNonce),
-    fromB64(accept.sig, 'sig'),
-    'link_accept',
-  );
-  const shared = agree(identity.x25519Secret, bridge.x25519, 'bridge x25519');
-  const keys = linkKeys(shared, clientNonce, bridgeNonce, bridgeId, deviceId);
-  return {
-    keys,
-    sealer: new Sealer(keys.appToBridge, 'link'),
-    opener: new Opener(keys.bridgeToApp, 'link'),
-    pushKey: pushKey(shared, bridgeId, deviceId),
-  };
-}
+// The link handshake (`link_hello` / `link_accept`) is in handshake.js.
 
 // ---------------------------------------------------------------------------
 // Control messages and replies

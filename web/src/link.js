@@ -16,6 +16,7 @@
 
 import * as c from './crypto.js';
 import { controlCounter, openReplayDone } from './attested.js';
+import * as h from './handshake.js';
 
 /** How long a control naming a session waits for its resume token (relay only). */
 export const TOKEN_WAIT_MS = 5000;
@@ -107,7 +108,7 @@ export function openLink(opts) {
     let settled = false;
     let link = null;
     const earlyPushes = [];
-    const clientNonce = c.randomBytes(16);
+    let pending = null;
     const fail = (reason, code) => {
       if (settled) return;
       settled = true;
@@ -156,14 +157,16 @@ export function openLink(opts) {
           if (frame.type !== 'relay_status') return fail(`expected relay_status, got ${frame.type}`);
           status = sanitizeStatus(frame);
           stage = 'accept';
-          send(c.linkHelloFrame(identity, bridgeId, clientNonce));
+          const started = h.startLink(identity, bridgeId);
+          pending = started.pending;
+          send(started.hello);
         } else if (stage === 'accept') {
           if (frame.type === 'relay_status') {
             status = sanitizeStatus(frame);
           } else if (frame.type === 'push') {
             earlyPushes.push(frame);
           } else if (frame.type === 'link_accept') {
-            const keys = c.acceptLink(identity, opts.bridge.keys, bridgeId, clientNonce, frame);
+            const keys = h.finishLink(identity, opts.bridge.keys, pending, frame);
             settled = true;
             clearTimeout(timer);
             link = new Link(ws, opts, keys, status, deviceId);

@@ -216,10 +216,10 @@ test('a reply dropped on the way: the next is refused and the link closes', asyn
   assert.match(got.closed, /dropped on the way/);
 });
 
-test('auth names protocol 2; a server that speaks another is refused with one sentence naming both', async () => {
+test('auth names protocol 3; a server that speaks another is refused with one sentence naming both', async () => {
   for (const [version, direct, sentence] of [
-    [1, false, 'the relay speaks relay protocol 1 and this device speaks 2: update the relay'],
-    [3, true, 'the LAN server speaks relay protocol 3 and this device speaks 2: update this device'],
+    [2, false, 'the relay speaks relay protocol 2 and this device speaks 3: update the relay'],
+    [4, true, 'the LAN server speaks relay protocol 4 and this device speaks 3: update this device'],
   ]) {
     const bridge = new FakeBridge({ protocolVersion: version, direct });
     await assert.rejects(connect(bridge), (e) => e.code === 'unsupported_version' && e.message === sentence);
@@ -232,7 +232,7 @@ test('auth names protocol 2; a server that speaks another is refused with one se
   const orig = refusing.connect.bind(refusing);
   refusing.connect = (send) => {
     const conn = orig(send);
-    conn.receive = () => conn.deliver({ type: 'error', code: 'unsupported_version', message: 'this device speaks relay protocol 2 and the relay speaks 3: update this device' });
+    conn.receive = () => conn.deliver({ type: 'error', code: 'unsupported_version', message: 'this device speaks relay protocol 3 and the relay speaks 4: update this device' });
     return conn;
   };
   await assert.rejects(connect(refusing), (e) => e.code === 'unsupported_version' && /update this device/.test(e.message));
@@ -247,7 +247,7 @@ test('auth names protocol 2; a server that speaks another is refused with one se
   deliver(later, { type: 'relay_status', protocol_version: 1, bridge_online: true, agents: [], resume_tokens: {} });
   await sleep(5);
   assert.equal(code, 'unsupported_version');
-  assert.match(got.closed, /the relay speaks relay protocol 1 and this device speaks 2/);
+  assert.match(got.closed, /the relay speaks relay protocol 1 and this device speaks 3/);
 });
 
 test('attack: a forged agent list and replay_done from the relay are ignored; sealed ones count', async () => {

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as c from '../src/crypto.js';
+import * as h from '../src/handshake.js';
 
 const V = JSON.parse(readFileSync(fileURLToPath(new URL('../../docs/vectors/envelope.json', import.meta.url)), 'utf8'));
 
@@ -83,34 +84,97 @@ test('relay authentication signatures', () => {
   const bridgeSig = c.sign(bridge, c.relayAuthBytes('bridge', bridgeId, bridgeId, challenge));
   assert.equal(c.b64(bridgeSig), R.bridge_sig);
   const auth = c.authFrame(device, bridgeId, c.b64url(challenge));
-  assert.deepEqual(auth, { type: 'auth', bridge_id: bridgeId, device_id: deviceId, sig: R.device_sig, protocol_version: 2 });
+  assert.deepEqual(auth, { type: 'auth', bridge_id: bridgeId, device_id: deviceId, sig: R.device_sig, protocol_version: 3 });
   assert.ok(c.verify(device.ed25519Public, c.relayAuthBytes('device', deviceId, bridgeId, challenge), c.fromB64(R.device_sig)));
+});
+
+test('link handshake (v3): signed bytes, the four DH results, the hash and the keys', () => {
+  const H = V.link_handshake;
+  assert.equal(H.protocol_version, c.PROTOCOL_VERSION);
+  const clientEph = h.ephemeralKey(c.fromHex(H.client_ephemeral_secret_hex));
+  const bridgeEph = h.ephemeralKey(c.fromHex(H.bridge_ephemeral_secret_hex));
+  assert.equal(c.b64url(clientEph.public), H.client_ephemeral);
+  assert.equal(c.b64url(bridgeEph.public), H.bridge_ephemeral);
+  const fields = {
+    bridgeId,
+    deviceId,
+    clientNonce: c.fromHex(H.client_nonce_hex),
+    clientEphemeral: clientEph.public,
+    bridgeNonce: c.fromHex(H.bridge_nonce_hex),
+    bridgeEphemeral: bridgeEph.public,
+  };
+  assert.equal(c.hex(h.linkHelloBytes(bridgeId, deviceId, fields.clientNonce, fields.clientEphemeral)), H.hello_signed_bytes_hex);
+  assert.equal(c.hex(h.linkAcceptBytes(fields)), H.accept_signed_bytes_hex);
+  assert.equal(c.hex(h.handshakeHash(fields)), H.handshake_hash_hex);
+  const dh = {
+    ee: c.agree(clientEph.secret, bridgeEph.public),
+    es: c.agree(clientEph.secret, bridge.x25519Public),
+    se: c.agree(device.x25519Secret, bridgeEph.public),
+    ss: c.agree(device.x25519Secret, bridge.x25519Public),
+  };
+  assert.equal(c.hex(dh.ee), H.dh_ee_hex);
+  assert.equal(c.hex(c.agree(bridgeEph.secret, clientEph.public)), H.dh_ee_hex, 'ee from the bridge side');
+  assert.equal(c.hex(dh.es), H.dh_es_hex);
+  assert.equal(c.hex(c.agree(bridge.x25519Secret, clientEph.public)), H.dh_es_hex, 'es from the bridge side');
+  assert.equal(c.hex(dh.se), H.dh_se_hex);
+  assert.equal(c.hex(dh.ss), H.dh_ss_hex);
+  const keys = h.linkKeys(dh, fields);
+  assert.equal(c.hex(keys.appToBridge), H.app_to_bridge_key_hex);
+  assert.equal(c.hex(keys.bridgeToApp), H.bridge_to_app_key_hex);
+  // The bridge's side, from the same fixed nonce and ephemeral key, answers with the published accept.
+  const { accept, keys: bridgeKeys } = h.acceptHello(
+    bridge,
+    { ed25519: device.ed25519Public, x25519: device.x25519Public },
+    V.link.link_hello,
+    fields.bridgeNonce,
+    h.ephemeralKey(c.fromHex(H.bridge_ephemeral_secret_hex)),
+  );
+  assert.deepEqual(accept, V.link.link_accept);
+  assert.equal(c.hex(bridgeKeys.appToBridge), H.app_to_bridge_key_hex);
+});
+
+test('link handshake: without an ephemeral secret, the stolen identities do not give the keys', () => {
+  const H = V.link_handshake;
+  const fields = {
+    bridgeId,
+    deviceId,
+    clientNonce: c.fromHex(H.client_nonce_hex),
+    clientEphemeral: c.fromB64url(H.client_ephemeral),
+    bridgeNonce: c.fromHex(H.bridge_nonce_hex),
+    bridgeEphemeral: c.fromB64url(H.bridge_ephemeral),
+  };
+  const known = {
+    es: c.agree(bridge.x25519Secret, fields.clientEphemeral),
+    se: c.agree(device.x25519Secret, fields.bridgeEphemeral),
+    ss: c.agree(bridge.x25519Secret, device.x25519Public),
+  };
+  for (const ee of [new Uint8Array(32), known.ss, known.es, known.se, c.agree(device.x25519Secret, fields.clientEphemeral)]) {
+    assert.notEqual(c.hex(h.linkKeys({ ee, ...known }, fields).appToBridge), H.app_to_bridge_key_hex);
+  }
 });
 
 test('link: hello, accept, keys, control seal and signature, reply open', () => {
   const L = V.link;
+  const H = V.link_handshake;
   const clientNonce = c.fromB64url(L.link_hello.client_nonce);
   assert.deepEqual(c.hex(clientNonce), '11'.repeat(16));
-  assert.deepEqual(c.linkHelloFrame(device, bridgeId, clientNonce), L.link_hello);
+  const started = h.startLink(device, bridgeId, clientNonce, h.ephemeralKey(c.fromHex(H.client_ephemeral_secret_hex)));
+  assert.deepEqual(started.hello, L.link_hello);
 
   const shared = c.agree(device.x25519Secret, bridge.x25519Public);
-  assert.equal(c.hex(shared), L.shared_secret_hex);
-  assert.equal(c.hex(c.agree(bridge.x25519Secret, device.x25519Public)), L.shared_secret_hex);
+  assert.equal(c.hex(shared), L.static_shared_hex);
+  assert.equal(c.hex(c.agree(bridge.x25519Secret, device.x25519Public)), L.static_shared_hex);
 
-  const link = c.acceptLink(device, V.bridge.keys, bridgeId, clientNonce, L.link_accept);
+  // An accept with another nonce (as one recorded from an earlier link) is refused.
+  const again = h.startLink(device, bridgeId, clientNonce, h.ephemeralKey(c.fromHex(H.client_ephemeral_secret_hex)));
+  assert.throws(
+    () => h.finishLink(device, V.bridge.keys, again.pending, { ...L.link_accept, bridge_nonce: c.b64url(new Uint8Array(16)) }),
+    /signature over link_accept/,
+  );
+  const link = h.finishLink(device, V.bridge.keys, started.pending, L.link_accept);
+  assert.ok(started.pending.ephemeral.secret.every((b) => b === 0), 'the ephemeral secret is zeroed');
   assert.equal(c.hex(link.keys.appToBridge), L.app_to_bridge_key_hex);
   assert.equal(c.hex(link.keys.bridgeToApp), L.bridge_to_app_key_hex);
-  // The bridge's side of the accept signs the same bytes.
-  const bridgeNonce = c.fromB64url(L.link_accept.bridge_nonce);
-  assert.equal(
-    c.b64(c.sign(bridge, c.linkAcceptBytes(bridgeId, deviceId, clientNonce, bridgeNonce))),
-    L.link_accept.sig,
-  );
-  // A forged accept is refused.
-  assert.throws(
-    () => c.acceptLink(device, V.bridge.keys, bridgeId, clientNonce, { ...L.link_accept, bridge_nonce: c.b64url(new Uint8Array(16)) }),
-    /signature/,
-  );
 
   const control = c.sealControl(link.sealer, device, bridgeId, null, null, L.control_plaintext);
   assert.deepEqual(control, L.control);

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import * as c from '../src/crypto.js';
 import { sealReplayDone } from '../src/attested.js';
+import * as h from '../src/handshake.js';
 
 export class FakeBridge {
   constructor({ direct = true, forgeAccept = false, agents, protocolVersion = c.PROTOCOL_VERSION } = {}) {
@@ -132,15 +133,11 @@ class FakeConn {
       }
       case 'link_hello': {
         assert.equal(frame.device_id, this.deviceId);
-        const clientNonce = c.fromB64url(frame.client_nonce);
-        assert.ok(c.verify(this.device.ed25519, c.linkHelloBytes(b.bridgeId, this.deviceId, clientNonce), c.fromB64(frame.sig)), 'link_hello signature');
-        const bridgeNonce = c.randomBytes(16);
         const signer = b.forgeAccept ? c.generateIdentity() : b.identity;
-        const sig = c.sign(signer, c.linkAcceptBytes(b.bridgeId, this.deviceId, clientNonce, bridgeNonce));
-        const k = c.linkKeys(c.agree(b.identity.x25519Secret, this.device.x25519), clientNonce, bridgeNonce, b.bridgeId, this.deviceId);
+        const { accept, keys: k } = h.acceptHello(b.identity, this.device, frame, undefined, undefined, { signer });
         this.sealer = new c.Sealer(k.bridgeToApp, 'link');
         this.opener = new c.Opener(k.appToBridge, 'link');
-        this.deliver({ type: 'link_accept', device_id: this.deviceId, bridge_nonce: c.b64url(bridgeNonce), sig: c.b64(sig) });
+        this.deliver(accept);
         return;
       }
       case 'control':

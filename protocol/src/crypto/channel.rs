@@ -9,8 +9,9 @@
 //! verifies, so a forged message cannot push it forward.
 //!
 //! Key schedules (docs/encryption.md §Keys):
-//! - **link** keys, per device connection: X25519(bridge, device) with both sides'
-//!   fresh nonces as HKDF salt — carry control messages and their replies;
+//! - **link** keys, per device connection: four X25519 results, one of them between
+//!   two ephemeral keys, with the handshake hash as HKDF salt
+//!   ([`super::handshake`]) — carry control messages and their replies;
 //! - **session** keys, per attachment of a device to a session: X25519(bridge, app's
 //!   ephemeral key) with the session id as HKDF salt (docs/encryption.md#session-keys-the-block-stream) and the
 //!   bridge's attach nonce in the info — carry the session's blocks;
@@ -212,30 +213,11 @@ impl std::fmt::Debug for DirectionalKeys {
     }
 }
 
-fn split(salt: &[u8], shared: &[u8; 32], info: impl Fn(Direction) -> Vec<u8>) -> DirectionalKeys {
+pub(crate) fn split(salt: &[u8], shared: &[u8], info: impl Fn(Direction) -> Vec<u8>) -> DirectionalKeys {
     DirectionalKeys {
         app_to_bridge: hkdf_sha256(salt, shared, &info(Direction::AppToBridge)),
         bridge_to_app: hkdf_sha256(salt, shared, &info(Direction::BridgeToApp)),
     }
-}
-
-/// Link keys of one device connection.
-///
-/// `shared` = X25519(bridge x25519, device x25519); salt = client_nonce ‖ bridge_nonce;
-/// info = transcript("terminull/v1 link-key", direction, bridge_id, device_id).
-pub fn link_keys(
-    shared: &[u8; 32],
-    client_nonce: &[u8; 16],
-    bridge_nonce: &[u8; 16],
-    bridge_id: &str,
-    device_id: &str,
-) -> DirectionalKeys {
-    let mut salt = [0u8; 32];
-    salt[..16].copy_from_slice(client_nonce);
-    salt[16..].copy_from_slice(bridge_nonce);
-    split(&salt, shared, |d| {
-        transcript(&[b"terminull/v1 link-key", d.label(), bridge_id.as_bytes(), device_id.as_bytes()])
-    })
 }
 
 /// Session keys of one attachment of a device to a session.
@@ -337,10 +319,6 @@ mod tests {
 
     #[test]
     fn the_two_directions_use_different_keys() {
-        let k = link_keys(&[9; 32], &[1; 16], &[2; 16], "brg_x", "dev_y");
-        assert_ne!(k.app_to_bridge, k.bridge_to_app);
-        let other = link_keys(&[9; 32], &[1; 16], &[3; 16], "brg_x", "dev_y");
-        assert_ne!(k.app_to_bridge, other.app_to_bridge, "a fresh bridge nonce gives fresh keys");
         let s = session_keys(&[9; 32], "s-1", &[4; 32], &[5; 16]);
         assert_ne!(s.app_to_bridge, s.bridge_to_app);
     }

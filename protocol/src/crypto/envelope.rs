@@ -204,23 +204,6 @@ pub fn open_reply(opener: &mut Opener, bridge_id: &str, device_id: &str, body: &
     opener.open_next(&reply_aad(bridge_id, device_id), &from_b64("body", body)?)
 }
 
-/// What the device signs to open a link: transcript("terminull/v1 link-hello",
-/// bridge_id, device_id, client_nonce).
-pub fn link_hello_bytes(bridge_id: &str, device_id: &str, client_nonce: &[u8; 16]) -> Vec<u8> {
-    transcript(&[b"terminull/v1 link-hello", bridge_id.as_bytes(), device_id.as_bytes(), client_nonce])
-}
-
-/// What the bridge signs to accept a link: transcript("terminull/v1 link-accept",
-/// bridge_id, device_id, client_nonce, bridge_nonce).
-pub fn link_accept_bytes(
-    bridge_id: &str,
-    device_id: &str,
-    client_nonce: &[u8; 16],
-    bridge_nonce: &[u8; 16],
-) -> Vec<u8> {
-    transcript(&[b"terminull/v1 link-accept", bridge_id.as_bytes(), device_id.as_bytes(), client_nonce, bridge_nonce])
-}
-
 /// What a bridge or a device signs to answer the relay's challenge:
 /// transcript("terminull/v1 relay-auth", role (`bridge` or `device`), its id, the
 /// bridge id, challenge).

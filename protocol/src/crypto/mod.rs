@@ -4,7 +4,9 @@
 //! - [`keys`]: long-term identities (Ed25519 + X25519) and the ids derived from them.
 //! - [`pairing`]: the one-time-secret pairing handshake and its short code.
 //! - [`channel`]: per-direction AES-256-GCM keys with counter nonces that refuse a
-//!   replayed or reordered message, and the key schedules (link, session, push).
+//!   replayed or reordered message, and the key schedules (session, push).
+//! - [`handshake`]: the forward-secret link handshake (ephemeral X25519 keys signed
+//!   by both identities) and the link keys.
 //! - [`envelope`]: the bytes each signature and each AEAD's associated data cover,
 //!   and sealing/opening of block, control and reply envelopes.
 //!
@@ -16,6 +18,7 @@
 pub mod attested;
 pub mod channel;
 pub mod envelope;
+pub mod handshake;
 pub mod keys;
 pub mod pairing;
 pub mod vectors;

@@ -8,16 +8,14 @@
 
 use serde_json::{Value, json};
 
-use super::channel::{Channel, Sealer, link_keys, push_key, session_keys};
-use super::envelope::{
-    batch_sig_bytes, link_accept_bytes, link_hello_bytes, push_aad, relay_auth_bytes, seal_block, seal_control,
-    seal_reply, sign_batch,
-};
+use super::channel::{Channel, Sealer, push_key, session_keys};
+use super::envelope::{batch_sig_bytes, push_aad, relay_auth_bytes, seal_block, seal_control, seal_reply, sign_batch};
+use super::handshake::{DeviceHandshake, HandshakeFields, LinkEphemeral, accept_hello_with, link_hello_bytes};
 use super::keys::{AppSessionKey, Identity};
 use super::pairing::{PairingLink, accept_with_nonce, request_with_nonce};
 use super::{CryptoError, b64, b64url};
 use crate::ids::SessionId;
-use crate::relay::{Attach, LinkAccept, LinkHello, RelayFrame, SealedReply};
+use crate::relay::{Attach, RelayFrame, SealedReply};
 
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
@@ -61,28 +59,23 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
     let bridge_auth = bridge.sign(&relay_auth_bytes("bridge", bridge_id.as_str(), bridge_id.as_str(), &challenge));
     let device_auth = device.sign(&relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &challenge));
 
-    // Link.
+    // Link handshake (version 3: ephemeral keys; see link_handshake_vectors).
     let client_nonce = [0x11; 16];
     let bridge_nonce = [0x22; 16];
     let link_shared = bridge.agree(&dp.x25519, "device x25519")?;
-    let lk = link_keys(&link_shared, &client_nonce, &bridge_nonce, bridge_id.as_str(), device_id.as_str());
-    let hello = RelayFrame::LinkHello(LinkHello {
-        device_id: device_id.clone(),
-        client_nonce: b64url(&client_nonce),
-        sig: b64(&device.sign(&link_hello_bytes(bridge_id.as_str(), device_id.as_str(), &client_nonce))),
-        conn: None,
-    });
-    let accept = RelayFrame::LinkAccept(LinkAccept {
-        device_id: device_id.clone(),
-        bridge_nonce: b64url(&bridge_nonce),
-        sig: b64(&bridge.sign(&link_accept_bytes(
-            bridge_id.as_str(),
-            device_id.as_str(),
-            &client_nonce,
-            &bridge_nonce,
-        ))),
-        conn: None,
-    });
+    let (hello, pending) = DeviceHandshake::start_with(
+        &device,
+        bridge_id.as_str(),
+        client_nonce,
+        LinkEphemeral::from_bytes(seq(0xc0).into()),
+    );
+    let (accept, lk) =
+        accept_hello_with(&bridge, &dp, &hello, bridge_nonce, LinkEphemeral::from_bytes(seq(0xe0).into()))?;
+    if pending.finish(&device, &bp, &accept)? != lk {
+        return Err(CryptoError::Pairing("the two sides of the vector link disagree".into()));
+    }
+    let handshake = link_handshake_vectors(&bridge, &device, &hello, &accept, &lk)?;
+    let (hello, accept) = (RelayFrame::LinkHello(hello), RelayFrame::LinkAccept(accept));
     let mut app_link = Channel::app_side(&lk, "link");
     let mut bridge_link = Channel::bridge_side(&lk, "link");
     let app_key = AppSessionKey::from_bytes(seq(0xa0));
@@ -166,8 +159,9 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
             "bridge_sig": b64(&bridge_auth),
             "device_sig": b64(&device_auth),
         },
+        "link_handshake": handshake,
         "link": {
-            "shared_secret_hex": hex(&link_shared),
+            "static_shared_hex": hex(&link_shared),
             "app_to_bridge_key_hex": hex(&lk.app_to_bridge),
             "bridge_to_app_key_hex": hex(&lk.bridge_to_app),
             "link_hello": hello,
@@ -202,5 +196,54 @@ pub fn envelope_vectors() -> Result<Value, CryptoError> {
             "plaintext": String::from_utf8_lossy(&push_bytes),
             "payload": b64(&push_payload),
         },
+    }))
+}
+
+/// The handshake's intermediate values: both ephemeral secrets, the signed bytes,
+/// the four Diffie–Hellman results, the handshake hash and the keys.
+fn link_handshake_vectors(
+    bridge: &Identity,
+    device: &Identity,
+    hello: &crate::relay::LinkHello,
+    accept: &crate::relay::LinkAccept,
+    keys: &super::channel::DirectionalKeys,
+) -> Result<Value, CryptoError> {
+    use super::b64url_array;
+    let (bp, dp) = (bridge.public(), device.public());
+    let (bridge_id, device_id) = (bp.bridge_id(), dp.device_id());
+    let fields = HandshakeFields {
+        bridge_id: bridge_id.as_str(),
+        device_id: device_id.as_str(),
+        client_nonce: b64url_array("client_nonce", &hello.client_nonce)?,
+        client_ephemeral: b64url_array("client_ephemeral", &hello.client_ephemeral)?,
+        bridge_nonce: b64url_array("bridge_nonce", &accept.bridge_nonce)?,
+        bridge_ephemeral: b64url_array("bridge_ephemeral", &accept.bridge_ephemeral)?,
+    };
+    let dh = |secret: [u8; 32], public: [u8; 32]| {
+        x25519_dalek::StaticSecret::from(secret).diffie_hellman(&x25519_dalek::PublicKey::from(public)).to_bytes()
+    };
+    let (client_eph, bridge_eph) = (seq(0xc0), seq(0xe0));
+    Ok(json!({
+        "protocol_version": crate::relay::PROTOCOL_VERSION,
+        "client_nonce_hex": hex(&fields.client_nonce),
+        "client_ephemeral_secret_hex": hex(&client_eph),
+        "client_ephemeral": hello.client_ephemeral,
+        "bridge_nonce_hex": hex(&fields.bridge_nonce),
+        "bridge_ephemeral_secret_hex": hex(&bridge_eph),
+        "bridge_ephemeral": accept.bridge_ephemeral,
+        "hello_signed_bytes_hex": hex(&link_hello_bytes(
+            bridge_id.as_str(),
+            device_id.as_str(),
+            &fields.client_nonce,
+            &fields.client_ephemeral,
+        )),
+        "accept_signed_bytes_hex": hex(&fields.accept_bytes()),
+        "handshake_hash_hex": hex(&fields.hash()),
+        "dh_ee_hex": hex(&dh(client_eph, fields.bridge_ephemeral)),
+        "dh_es_hex": hex(&dh(client_eph, bp.x25519.to_bytes())),
+        "dh_se_hex": hex(&dh(seq(0x60), fields.bridge_ephemeral)),
+        "dh_ss_hex": hex(&dh(seq(0x60), bp.x25519.to_bytes())),
+        "app_to_bridge_key_hex": hex(&keys.app_to_bridge),
+        "bridge_to_app_key_hex": hex(&keys.bridge_to_app),
     }))
 }

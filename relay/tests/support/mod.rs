@@ -343,6 +343,7 @@ pub fn link_hello(device: &Identity) -> RelayFrame {
     RelayFrame::LinkHello(LinkHello {
         device_id: device.public().device_id(),
         client_nonce: b64url(&random_bytes::<16>()),
+        client_ephemeral: b64url(&random_bytes::<32>()),
         sig: b64(&[0; 64]),
         conn: None,
     })
