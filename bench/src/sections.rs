@@ -630,7 +630,12 @@ fn write_history(home: &Path, n: u64, cwd: &Path) -> Result<(SessionId, f64)> {
     let store = HistoryStore::open(Home::at(home).sessions())?.with_sync_policy(SyncPolicy::Never);
     let session = SessionId(format!("s-{n:032x}"));
     let mut log = store.create(SessionMeta::new(session.clone(), AgentId("echo".into()), cwd.display().to_string()))?;
-    let blocks = realistic_session(n);
+    // Whole turns only: a log that ends mid-turn is a bridge killed mid-turn, and its
+    // first resume would also close that turn (bridge.md, "interrupted turns").
+    let mut blocks = realistic_session(n);
+    if let Some(end) = blocks.iter().rposition(|b| matches!(b.kind, BlockKind::SessionEnd(_))) {
+        blocks.truncate(end + 1);
+    }
     let last_turn_ts = blocks.iter().rev().find(|b| matches!(b.kind, BlockKind::UserMessage(_))).map_or(0.0, |b| b.ts);
     for block in blocks {
         log.append(block)?;

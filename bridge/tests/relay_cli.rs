@@ -28,7 +28,9 @@ impl Drop for Running {
 
 fn relay(data: &Path) -> (Running, String) {
     let mut child = Command::new(support::relay_bin())
-        .args(["--listen", "127.0.0.1:0", "--data"])
+        // The device side retries pairing every 200 ms until the bridge has registered,
+        // which on a loaded machine takes more than the default 10 tries a minute.
+        .args(["--listen", "127.0.0.1:0", "--pair-rate-per-minute", "600", "--data"])
         .arg(data)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
