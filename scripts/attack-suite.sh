@@ -13,7 +13,8 @@ cargo test --workspace --test 'attack_*' --test 'hostile_relay*' "$@" -- --nocap
 status=$?
 set -e
 echo "== the attack suite"
-grep -E '^attack: |^hostile relay' "$log" | sort -u || true
+# With --nocapture a line may follow the harness's "test NAME ... " on the same line.
+grep -oE '(attack: |hostile relay[:,] ).*' "$log" | sort -u || true
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
      END { printf "attack suite: %d tests passed, %d failed\n", p, f }' "$log"
 if [ "$status" -ne 0 ]; then
