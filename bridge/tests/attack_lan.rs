@@ -397,8 +397,9 @@ async fn attack_lan_silent_sockets_and_trickled_pairing_bodies_are_cut_at_the_de
 
 // Open finding (docs/security.md): on an idle machine the bridge's RSS peaks at about
 // +400 MiB for this 270 MB stream before the write deadline ends the connection (the
-// LAN's stalled reader stays near +30 MiB); where it is held is not found yet. The
-// test keeps the bound the fix must meet; run it with `--ignored`.
+// LAN's stalled reader stays near +30 MiB): a lagging follower's catch-up reads every
+// missed block into one list, and the link queue holds up to 4,096 unsealed blocks.
+// The test keeps the bound the fix must meet; run it with `--ignored`.
 #[ignore = "open finding: bridge RSS under a relay that stops reading exceeds the bound (docs/security.md)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_relay_that_stops_reading_the_bridge_is_left_at_the_write_deadline_with_memory_bounded() {
