@@ -19,11 +19,15 @@ use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, Control, ControlError, ControlMessage, Reply, ReplyErrorCode};
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::ndjson::LineError;
-use tokio::sync::{RwLock, broadcast, mpsc};
+use tokio::sync::{RwLock, broadcast};
 use tokio::task::JoinSet;
 
 use crate::service::Service;
-use crate::session::{Following, SessionHandle};
+use crate::session::{Following, LiveBlock, SessionHandle};
+
+mod queue;
+
+pub use queue::{OutboundQueue, OutboundReceiver, OutboundSender, QueueClosed, Queued, Room, TrySendError, json_len};
 
 /// Who is at the other end of a connection, for the logs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +183,7 @@ pub async fn serve<A: Send + 'static>(
     service: Service,
     peer: Peer,
     mut inbound: impl Stream<Item = Inbound<A>> + Unpin,
-    out: mpsc::Sender<Outbound<A>>,
+    out: OutboundSender<A>,
 ) {
     let mut followers: JoinSet<()> = JoinSet::new();
     let mut gates: HashMap<SessionId, OrderGate> = HashMap::new();
@@ -234,7 +238,7 @@ struct Forwarder<A> {
     session: SessionHandle,
     gate: OrderGate,
     peer: Peer,
-    out: mpsc::Sender<Outbound<A>>,
+    out: OutboundSender<A>,
 }
 
 /// The connection went away.
@@ -262,39 +266,73 @@ impl<A: Send + 'static> Forwarder<A> {
     }
 
     async fn forward(&self, following: Following) -> Result<(), Gone> {
-        let Following { backlog, history, mut live } = following;
-        let mut last_seq = 0u64;
-        for block in backlog {
-            last_seq = block.seq.unwrap_or(last_seq);
-            self.send_block(block, false).await?;
-        }
+        let Following { backlog, more, history, mut live } = following;
+        // Every block up to `covered` was sent (or a later one sent replaces it).
+        let mut covered = 0u64;
+        let last_sent = self.send_history(backlog, more, &mut covered, false).await?;
         let session_id = self.session.id.clone();
-        self.send(BridgeMessage::ReplayDone { session_id, last_seq: (last_seq > 0).then_some(last_seq) }).await?;
+        self.send(BridgeMessage::ReplayDone { session_id, last_seq: last_sent }).await?;
         for block in history {
             self.send_block(block, true).await?;
         }
         loop {
             match live.recv().await {
-                Ok(block) => {
+                Ok(LiveBlock::Inline(block)) => {
                     let seq = block.seq.unwrap_or(0);
-                    if seq != 0 && seq <= last_seq {
+                    if seq != 0 && seq <= covered {
                         continue;
                     }
-                    last_seq = seq.max(last_seq);
+                    covered = seq.max(covered);
                     self.send_live(block).await?;
+                }
+                Ok(LiveBlock::Stored { seq }) => {
+                    if seq <= covered {
+                        continue;
+                    }
+                    // Read from history, with whatever came after it.
+                    let page = self.session.read_page(covered).await.map_err(|_| Gone)?;
+                    self.send_history(page.blocks, page.more, &mut covered, true).await?;
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     let (peer, session) = (&self.peer, &self.session.id);
-                    tracing::warn!(%session, "{peer} fell {missed} blocks behind; resuming from seq {last_seq}");
-                    let Ok(caught_up) = self.session.catch_up(last_seq).await else { return Ok(()) };
-                    for block in caught_up.backlog {
-                        last_seq = block.seq.unwrap_or(last_seq);
-                        self.send_live(block).await?;
-                    }
+                    tracing::warn!(%session, "{peer} fell {missed} blocks behind; resuming from seq {covered}");
+                    let caught_up = self.session.catch_up(covered).await.map_err(|_| Gone)?;
                     live = caught_up.live;
+                    self.send_history(caught_up.backlog, caught_up.more, &mut covered, true).await?;
                 }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             }
+        }
+    }
+
+    /// Sends `blocks`, a page of history, and the pages after it while `more` says
+    /// there are some, one page in memory at a time; `live` sends them as live blocks
+    /// (after any reply being sent). Raises `covered` to what they cover; returns the
+    /// `seq` of the last block sent.
+    async fn send_history(
+        &self,
+        mut blocks: Vec<Block>,
+        mut more: Option<u64>,
+        covered: &mut u64,
+        live: bool,
+    ) -> Result<Option<u64>, Gone> {
+        let mut last_sent = None;
+        loop {
+            for block in blocks {
+                if let Some(seq) = block.seq {
+                    *covered = seq.max(*covered);
+                    last_sent = Some(seq);
+                }
+                if live {
+                    self.send_live(block).await?;
+                } else {
+                    self.send_block(block, false).await?;
+                }
+            }
+            let Some(after) = more else { return Ok(last_sent) };
+            *covered = after.max(*covered);
+            let page = self.session.read_page(after).await.map_err(|_| Gone)?;
+            (blocks, more) = (page.blocks, page.more);
         }
     }
 }

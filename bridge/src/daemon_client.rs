@@ -12,11 +12,13 @@ use terminull_protocol::ndjson::NdjsonCodec;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::connection::{self, Outbound, Peer};
+use crate::connection::{self, Outbound, OutboundQueue, OutboundReceiver, Peer};
 use crate::service::Service;
 
 /// Messages buffered from the bridge.
 const INBOX: usize = 4096;
+/// Bytes queued for an in-process client at most (see [`OutboundQueue`]).
+const INBOX_BYTES: usize = 8 << 20;
 
 /// A connection to a bridge.
 #[derive(Debug)]
@@ -32,7 +34,7 @@ pub struct Client {
 #[derive(Debug)]
 enum Inbox {
     /// Straight from the connection loop of an in-process bridge.
-    Loop(mpsc::Receiver<Outbound>),
+    Loop(OutboundReceiver),
     /// Read from the socket, or opened by a device-side link.
     Messages(mpsc::Receiver<BridgeMessage>),
 }
@@ -81,7 +83,7 @@ impl Client {
     /// waits on this client (a small inbox makes a slow client fall behind sooner).
     pub fn in_process_with_inbox(service: &Service, inbox: usize) -> Self {
         let (tx, mut values) = mpsc::channel::<Value>(64);
-        let (out_tx, rx) = mpsc::channel(inbox.max(1));
+        let (out_tx, rx) = OutboundQueue { max_messages: inbox, max_bytes: INBOX_BYTES }.open();
         let inbound = futures::stream::poll_fn(move |cx| values.poll_recv(cx))
             .filter_map(|value| std::future::ready(connection::parse(value)));
         tokio::spawn(connection::serve(service.clone(), Peer::Local, inbound, out_tx));

@@ -31,13 +31,15 @@ use tokio::sync::mpsc;
 
 mod refusal;
 
-use crate::connection::{self, Inbound, Malformed, Outbound, Peer};
+use crate::connection::{self, Inbound, Malformed, Outbound, OutboundQueue, OutboundReceiver, Peer, Queued};
 use crate::devices::DeviceRegistry;
 use crate::service::Service;
 use terminull_protocol::crypto::attested::{control_counter, seal_replay_done};
 
-/// Messages from the dispatcher buffered per link before it waits on the transport.
-const LINK_QUEUE: usize = 4096;
+/// What the dispatcher queues per link before it waits on the transport (sealing and
+/// the transport's own queue come after): at most this many messages and bytes,
+/// counting the messages the sealer reads ahead to join chunks.
+const LINK_QUEUE: OutboundQueue = OutboundQueue { max_messages: 4096, max_bytes: 4 << 20 };
 
 /// What a link needs from the bridge.
 #[derive(Debug, Clone)]
@@ -153,7 +155,7 @@ impl OpenLink {
         let Channel { sealer, mut opener } = channel;
         let bridge_id = ctx.identity.public().bridge_id();
         let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound<AppKey>>(64);
-        let (outbound_tx, outbound_rx) = mpsc::channel::<Outbound<AppKey>>(LINK_QUEUE);
+        let (outbound_tx, outbound_rx) = LINK_QUEUE.open::<AppKey>();
         let mut answer = refusal::Answer::new(outbound_tx.clone());
         let inbound = futures::stream::poll_fn(move |cx| inbound_rx.poll_recv(cx));
         let peer = Peer::Device(device_id.clone());
@@ -294,20 +296,29 @@ pub fn coalesce(message: &mut BridgeMessage, next: BridgeMessage) -> Result<(), 
     block.join(next_block).map_err(|block| BridgeMessage::Block { session_id, block, replay })
 }
 
-/// Joins the queued chunks that continue `message` into it ([`coalesce`]); how many
-/// were joined.
-fn coalesce_ahead(message: &mut Outbound<AppKey>, ahead: &mut std::collections::VecDeque<Outbound<AppKey>>) -> u64 {
-    let Outbound::Message(message) = message else { return 0 };
+/// Joins the queued chunks that continue `queued` into it ([`coalesce`]), with their
+/// queue room; how many were joined.
+fn coalesce_ahead(queued: &mut Queued<AppKey>, ahead: &mut std::collections::VecDeque<Queued<AppKey>>) -> u64 {
+    let Outbound::Message(message) = &mut queued.message else { return 0 };
     let mut joined = 0;
-    while let Some(Outbound::Message(_)) = ahead.front() {
-        let Some(Outbound::Message(next)) = ahead.pop_front() else { unreachable!("checked above") };
+    let mut rooms = Vec::new();
+    while let Some(Outbound::Message(_)) = ahead.front().map(|q| &q.message) {
+        let Some((Outbound::Message(next), room)) = ahead.pop_front().map(Queued::into_parts) else {
+            unreachable!("checked above")
+        };
         match coalesce(message, next) {
-            Ok(()) => joined += 1,
+            Ok(()) => {
+                joined += 1;
+                rooms.push(room);
+            }
             Err(next) => {
-                ahead.push_front(Outbound::Message(next));
+                ahead.push_front(Queued::from_parts(Outbound::Message(next), room));
                 break;
             }
         }
+    }
+    for room in rooms {
+        queued.absorb(room);
     }
     joined
 }
@@ -321,31 +332,34 @@ async fn seal_outgoing(
     ctx: LinkContext,
     device_id: DeviceId,
     link_sealer: Sealer,
-    mut messages: mpsc::Receiver<Outbound<AppKey>>,
+    mut messages: OutboundReceiver<AppKey>,
     out: mpsc::Sender<RelayFrame>,
 ) {
     let coalesced = ctx.coalesce_chunks.then(|| ctx.coalesced.clone());
     let mut sealing = Sealing { identity: ctx.identity, device_id, link_sealer, sessions: HashMap::new() };
-    let mut ahead: std::collections::VecDeque<Outbound<AppKey>> = std::collections::VecDeque::new();
+    // Messages read ahead keep their queue room until sealed and handed on.
+    let mut ahead: std::collections::VecDeque<Queued<AppKey>> = std::collections::VecDeque::new();
     loop {
         if ahead.is_empty() {
-            match messages.recv().await {
+            match messages.recv_queued().await {
                 Some(m) => ahead.push_back(m),
                 None => break,
             }
         }
         if let Some(counter) = &coalesced {
             while ahead.len() < COALESCE_WINDOW {
-                match messages.try_recv() {
-                    Ok(m) => ahead.push_back(m),
-                    Err(_) => break,
+                match messages.try_recv_queued() {
+                    Some(m) => ahead.push_back(m),
+                    None => break,
                 }
             }
             let Some(mut message) = ahead.pop_front() else { continue };
             counter.fetch_add(coalesce_ahead(&mut message, &mut ahead), std::sync::atomic::Ordering::Relaxed);
             ahead.push_front(message);
         }
-        let Some(message) = ahead.pop_front() else { continue };
+        let Some(queued) = ahead.pop_front() else { continue };
+        // The room is given back once the transport took the sealed frame.
+        let (message, _room) = queued.into_parts();
         let Some(frame) = sealing.frame(message) else { continue };
         if out.send(frame).await.is_err() {
             return;

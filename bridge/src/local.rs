@@ -13,15 +13,15 @@ use serde_json::Value;
 use terminull_protocol::control::BridgeMessage;
 use terminull_protocol::ndjson::{LineError, NdjsonCodec};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::connection::{self, Inbound, Malformed, Outbound, Peer};
+use crate::connection::{self, Inbound, Malformed, OutboundQueue, Peer};
 use crate::service::Service;
 
-/// Messages queued per client before the bridge stops reading its requests.
-const CLIENT_QUEUE: usize = 4096;
+/// What is queued per client before the bridge stops reading its requests (and the
+/// client's followers fall behind, to resume from history).
+const CLIENT_QUEUE: OutboundQueue = OutboundQueue { max_messages: 4096, max_bytes: 8 << 20 };
 
 /// Why the socket could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +75,7 @@ pub async fn serve(service: Service, listener: UnixListener) {
 /// written one message per line.
 async fn serve_client(service: Service, stream: UnixStream) {
     let (read, write) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Outbound>(CLIENT_QUEUE);
+    let (tx, mut rx) = CLIENT_QUEUE.open::<()>();
     let writer = tokio::spawn(async move {
         let mut out = FramedWrite::new(write, NdjsonCodec::default());
         while let Some(message) = rx.recv().await {

@@ -395,12 +395,8 @@ async fn attack_lan_silent_sockets_and_trickled_pairing_bodies_are_cut_at_the_de
     assert_eq!(status, "408");
 }
 
-// Open finding (docs/security.md): on an idle machine the bridge's RSS peaks at about
-// +400 MiB for this 270 MB stream before the write deadline ends the connection (the
-// LAN's stalled reader stays near +30 MiB): a lagging follower's catch-up reads every
-// missed block into one list, and the link queue holds up to 4,096 unsealed blocks.
-// The test keeps the bound the fix must meet; run it with `--ignored`.
-#[ignore = "open finding: bridge RSS under a relay that stops reading exceeds the bound (docs/security.md)"]
+// Before the byte bounds on the live feed, the link queue and history reads, this
+// peaked at about +400 MiB on an idle machine (docs/security.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_relay_that_stops_reading_the_bridge_is_left_at_the_write_deadline_with_memory_bounded() {
     const BLOCKS: u64 = 300;

@@ -89,3 +89,71 @@ fn a_rewrite_joins_each_message_into_one_line_and_replays_the_same() {
     assert_eq!(log.read_all().unwrap(), before);
     assert_eq!(text_chunks(&log.read_since_seq(0).unwrap()), [StreamedText::snapshot("m", whole.as_str(), true)]);
 }
+
+/// Reads from `since` page by page (`max_bytes` each), compacting the log before the
+/// page numbered `compact_before` when given: the text chunks received and the pages.
+fn paged(
+    log: &mut SessionLog,
+    since: u64,
+    max_bytes: u64,
+    compact_before: Option<usize>,
+) -> (Vec<StreamedText>, usize) {
+    let (mut chunks, mut pages, mut after) = (Vec::new(), 0, Some(since));
+    while let Some(from) = after {
+        if compact_before == Some(pages) {
+            log.compact().unwrap();
+        }
+        let page = log.read_page(from, max_bytes).unwrap();
+        assert!(!page.blocks.is_empty() || page.more.is_none(), "a page that stops early holds a block");
+        chunks.extend(text_chunks(&page.blocks));
+        after = page.more;
+        pages += 1;
+    }
+    (chunks, pages)
+}
+
+#[test]
+fn pages_from_any_seq_rebuild_the_message_even_when_the_log_is_compacted_between_them() {
+    for compact_before in [None, Some(1), Some(3)] {
+        let (_tmp, store) = store();
+        let mut log = store.create(SessionMeta::new("s1".into(), "echo".into(), "/tmp")).unwrap();
+        let (whole, live) = streamed(&mut log, 60);
+        for since in [0, 1, 5, 30, 58] {
+            let mut assembly = Assembly::default();
+            let held: Vec<Block> = live.iter().filter(|b| b.seq <= Some(since)).cloned().collect();
+            for chunk in text_chunks(&held) {
+                assembly.apply(&chunk);
+            }
+            let (chunks, pages) = paged(&mut log, since, 200, compact_before);
+            for chunk in &chunks {
+                assembly.apply(chunk);
+            }
+            assert_eq!(assembly.text(), whole, "from seq {since}, compacted before page {compact_before:?}");
+            assert!(assembly.is_done());
+            if compact_before.is_none() && since < 30 {
+                assert!(pages > 3, "200-byte pages: {pages} from seq {since}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_page_stops_after_the_line_that_reaches_its_size_and_the_next_starts_after_it() {
+    let (_tmp, store) = store();
+    let mut log = store.create(SessionMeta::new("s1".into(), "echo".into(), "/tmp")).unwrap();
+    let user =
+        |i: usize| Block::now(BlockKind::UserMessage(UserMessage { text: "u".repeat(100 + i), attachments: vec![] }));
+    for i in 0..10 {
+        log.append(user(i)).unwrap();
+    }
+    let line = log.last_block_bytes();
+    assert!(line > 100 && line < 400, "{line}");
+    let first = log.read_page(0, 1).unwrap();
+    assert_eq!((first.blocks.len(), first.more), (1, Some(1)), "one block at least");
+    let two = log.read_page(3, line + 1).unwrap();
+    assert_eq!(two.blocks.iter().map(|b| b.seq.unwrap()).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(two.more, Some(5));
+    let rest = log.read_page(5, u64::MAX).unwrap();
+    assert_eq!((rest.blocks.len(), rest.more), (5, None));
+    assert_eq!(log.read_page(10, 1).unwrap(), Page { blocks: vec![], more: None });
+}

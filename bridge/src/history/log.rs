@@ -43,6 +43,19 @@ pub struct SessionLog {
     pub(super) bytes_read: AtomicU64,
     /// Lines of the log read by the last replay.
     last_replay_lines: AtomicU64,
+    /// Length of the last line appended, its newline included.
+    last_line_bytes: u64,
+}
+
+/// Part of a replay ([`SessionLog::read_page`]): the blocks of a stretch of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The stretch's blocks, compacted within it.
+    pub blocks: Vec<Block>,
+    /// When the page stopped before the end of the log: the `seq` of the last block
+    /// the stretch covers, where the next page starts (`read_page(through, …)`).
+    /// `None`: the page reached the end.
+    pub more: Option<u64>,
 }
 
 impl SessionLog {
@@ -71,6 +84,7 @@ impl SessionLog {
             poisoned: false,
             bytes_read: AtomicU64::new(0),
             last_replay_lines: AtomicU64::new(0),
+            last_line_bytes: 0,
         };
         log.recover_tail()?;
         let view = LogView { file: &log.data, path: &log.data_path, len: log.data_len, last_seq: log.last_seq };
@@ -199,6 +213,7 @@ impl SessionLog {
         }
         let offset = self.data_len;
         self.data_len += line.len() as u64;
+        self.last_line_bytes = line.len() as u64;
         self.last_seq = seq;
         self.unsynced = true;
         self.index.push(seq, block.ts, offset, self.data_len);
@@ -250,14 +265,32 @@ impl SessionLog {
         self.rebuild_index()
     }
 
+    /// Length in the log of the block last appended (its line, newline included).
+    pub fn last_block_bytes(&self) -> u64 {
+        self.last_line_bytes
+    }
+
     /// Every block with `seq > after`, compacted (see the module docs), in log order.
     /// Seeks with the index; reads the log only from the first block of the range.
     pub fn read_since_seq(&self, after: u64) -> Result<Vec<Block>> {
+        Ok(self.read_page(after, u64::MAX)?.blocks)
+    }
+
+    /// The blocks with `seq > after` up to about `max_bytes` of the log: reading stops
+    /// after the line that reaches `max_bytes` (so a page holds at least one block, and
+    /// at most `max_bytes` plus one line), compacted within the page. The pages from
+    /// `after` on, each read from the previous one's [`Page::more`], give a follower
+    /// what one [`read_since_seq`](Self::read_since_seq) would, in bounded memory: a
+    /// message whose chunks cross a page boundary comes as the part in each page, the
+    /// later part continuing the earlier. Between two pages the log may be compacted;
+    /// the next page is then read from the compacted log, whose blocks are whole from
+    /// their start, so nothing a follower holds is contradicted.
+    pub fn read_page(&self, after: u64, max_bytes: u64) -> Result<Page> {
         if after >= self.last_seq {
-            return Ok(Vec::new());
+            return Ok(Page { blocks: Vec::new(), more: None });
         }
         let start = self.index.seek(|r| r.seq > after);
-        self.read_from(start, &|seq, _| seq > after)
+        self.read_from(start, &|seq, _| seq > after, max_bytes)
     }
 
     /// Every block with `ts > after`, compacted (see the module docs), in log order.
@@ -268,7 +301,7 @@ impl SessionLog {
             return Ok(Vec::new());
         }
         let start = self.index.seek(|r| r.max_ts > after);
-        self.read_from(start, &|_, ts| ts > after)
+        Ok(self.read_from(start, &|_, ts| ts > after, u64::MAX)?.blocks)
     }
 
     /// Every block with `seq < before`, compacted over that range only: a message
@@ -276,17 +309,17 @@ impl SessionLog {
     /// from its start, at the `seq` of its last chunk before `before`). What a resume by
     /// time sends as the older history, below the blocks it sent live.
     pub fn read_before_seq(&self, before: u64) -> Result<Vec<Block>> {
-        self.read_from(Start::Scan, &|seq, _| seq < before)
+        Ok(self.read_from(Start::Scan, &|seq, _| seq < before, u64::MAX)?.blocks)
     }
 
     /// The whole history, compacted.
     pub fn read_all(&self) -> Result<Vec<Block>> {
-        self.read_from(Start::Scan, &|_, _| true)
+        Ok(self.read_from(Start::Scan, &|_, _| true, u64::MAX)?.blocks)
     }
 
-    /// Reads forward from `start` to the end of the log, keeping blocks for which
-    /// `keep` holds, compacted.
-    fn read_from(&self, start: Start, keep: &dyn Fn(u64, f64) -> bool) -> Result<Vec<Block>> {
+    /// Reads forward from `start` to the end of the log, or until `max_bytes` of it
+    /// were read, keeping blocks for which `keep` holds, compacted.
+    fn read_from(&self, start: Start, keep: &dyn Fn(u64, f64) -> bool, max_bytes: u64) -> Result<Page> {
         let (from, mut expect) = match start {
             Start::At(rec) => (rec.offset, Some(rec.seq)),
             Start::Unindexed => (self.index.indexed_end(), None),
@@ -295,8 +328,16 @@ impl SessionLog {
         let mut reader = LineReader::open(&self.data_path, from, self.data_len, Some(&self.bytes_read))?;
         let mut out = Compactor::default();
         let mut lines = 0u64;
+        let (mut bytes, mut through, mut more) = (0u64, None, None);
         while let Some((offset, line)) = reader.next_line().map_err(io_err(&self.data_path, "read"))? {
+            if bytes >= max_bytes
+                && let Some(through) = through
+            {
+                more = Some(through);
+                break;
+            }
             lines += 1;
+            bytes += line.len() as u64 + 1;
             let head = serde_json::from_slice::<LineHead<'_>>(line).ok().filter(|h| h.seq.is_some());
             // Only the first line is checked against the index record that led here.
             if let Some(seq) = expect.take()
@@ -307,10 +348,13 @@ impl SessionLog {
                     "block index points at the wrong line; scanning the log and rebuilding the index before the next append"
                 );
                 self.index.mark_suspect();
-                return self.read_from(Start::Scan, keep);
+                return self.read_from(Start::Scan, keep, max_bytes);
             }
             match head {
-                Some(head) if keep(head.seq.unwrap_or_default(), head.ts) => out.push(&head, line),
+                Some(head) if keep(head.seq.unwrap_or_default(), head.ts) => {
+                    through = head.seq;
+                    out.push(&head, line)
+                }
                 Some(_) => {}
                 None => {
                     let problem =
@@ -323,7 +367,7 @@ impl SessionLog {
             }
         }
         self.last_replay_lines.store(lines, Ordering::Relaxed);
-        Ok(out.finish(&self.data_path))
+        Ok(Page { blocks: out.finish(&self.data_path), more })
     }
 
     /// How many lines of the log the last replay read (its blocks before compaction);

@@ -145,7 +145,7 @@ mod tests;
 pub use compaction::CompactStats;
 pub use error::{HistoryError, Result};
 pub use index::{INDEX_FILE, INDEX_MAGIC, INDEX_RECORD_LEN};
-pub use log::{CompactionJob, DATA_FILE, PreparedCompaction, SessionLog};
+pub use log::{CompactionJob, DATA_FILE, Page, PreparedCompaction, SessionLog};
 pub use meta::{LogStatus, MAX_SESSION_ID_LEN, META_FILE, SessionMeta, validate_session_id};
 pub use store::HistoryStore;
 pub use sync::{DEFAULT_SYNC_INTERVAL, SyncPolicy, is_sync_boundary, sync_due};

@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use terminull_protocol::control::{BridgeMessage, RefusalReason, Reply, ReplyErrorCode};
 use terminull_protocol::ids::SessionId;
-use tokio::sync::mpsc;
 
 use super::AppKey;
-use crate::connection::{Inbound, Outbound};
+use crate::connection::{Inbound, Outbound, OutboundSender};
 
 /// Refusal replies a link sends per [`WINDOW`]; past that one `rate_limited` reply,
 /// then none until the window ends (a relay that floods a link with garbage gets no
@@ -22,13 +21,13 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 /// Sends the answers to refused controls into the link's outbound queue.
 #[derive(Debug)]
 pub(super) struct Answer {
-    out: mpsc::Sender<Outbound<AppKey>>,
+    out: OutboundSender<AppKey>,
     window_start: Instant,
     sent: u32,
 }
 
 impl Answer {
-    pub(super) fn new(out: mpsc::Sender<Outbound<AppKey>>) -> Self {
+    pub(super) fn new(out: OutboundSender<AppKey>) -> Self {
         Self { out, window_start: Instant::now(), sent: 0 }
     }
 
@@ -117,13 +116,13 @@ mod tests {
 
     #[tokio::test]
     async fn refusal_replies_are_bounded_per_window() {
-        let (tx, mut rx) = mpsc::channel(1024);
+        let (tx, mut rx) = crate::connection::OutboundQueue { max_messages: 1024, max_bytes: 1 << 20 }.open();
         let mut answer = Answer::new(tx);
         for _ in 0..(REPLIES_PER_WINDOW + 10) {
             answer.refused(None, RefusalReason::BadSeal, Some(3), "tampered");
         }
         let mut got = Vec::new();
-        while let Ok(Outbound::Message(BridgeMessage::Reply(r))) = rx.try_recv() {
+        while let Some(Outbound::Message(BridgeMessage::Reply(r))) = rx.try_recv_queued().map(|q| q.into_message()) {
             got.push(r);
         }
         assert_eq!(got.len() as u32, REPLIES_PER_WINDOW + 1);

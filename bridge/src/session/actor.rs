@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::appends::Appends;
+use super::handle::{LIVE_INLINE_BYTES, LiveBlock};
 use super::notices::{Notice, notice_for};
 use super::policy::{SessionPolicy, may_restart};
 use crate::handoff::PendingWork;
@@ -52,7 +53,7 @@ pub(super) type RunningCompaction = tokio::task::JoinHandle<crate::history::Resu
 pub(super) struct Actor {
     pub(super) spec: SessionSpec,
     pub(super) log: SessionLog,
-    pub(super) live: broadcast::Sender<Block>,
+    pub(super) live: broadcast::Sender<LiveBlock>,
     pub(super) adapter: Option<HostedAdapter>,
     pub(super) declaration: Option<Declaration>,
     pub(super) state: SessionState,
@@ -111,7 +112,11 @@ impl Actor {
                 if !mirrored {
                     self.announce(&stamped.kind);
                 }
-                let _ = self.live.send(stamped);
+                let live = match stamped.seq {
+                    Some(seq) if self.log.last_block_bytes() > LIVE_INLINE_BYTES => LiveBlock::Stored { seq },
+                    _ => LiveBlock::Inline(stamped),
+                };
+                let _ = self.live.send(live);
             }
             Err(e) => tracing::error!(session = %self.spec.meta.session_id, "cannot write history: {e}"),
         }

@@ -8,8 +8,34 @@ use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionListing};
 use terminull_protocol::ids::{PermissionRequestId, SessionId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::history::Page;
+
 /// The most older-history blocks a resume by `since_ts` sends after `replay_done`.
 pub const OLDER_HISTORY_CAP: usize = 1000;
+
+/// Bytes of the log a follower reads from history at a time (resume by `seq`, catching
+/// up after falling behind, a large live block): what it holds is bounded by this, not
+/// by how far behind it is.
+pub const HISTORY_PAGE_BYTES: u64 = 1 << 20;
+
+/// Blocks whose line in the log is longer than this travel on the live feed by their
+/// `seq` only ([`LiveBlock::Stored`]).
+pub const LIVE_INLINE_BYTES: u64 = 32 << 10;
+
+/// A block as the live feed carries it. The feed keeps what its slowest follower has
+/// not read yet (up to its slot count), so a large block is sent by its `seq` and each
+/// follower reads it from history when it gets there: the feed stays small in bytes
+/// whatever the agent prints.
+#[derive(Debug, Clone)]
+pub enum LiveBlock {
+    /// The block.
+    Inline(Block),
+    /// A block stored in history under this `seq`, too large to carry.
+    Stored {
+        /// Its `seq`.
+        seq: u64,
+    },
+}
 
 /// A request to a session actor.
 #[derive(Debug)]
@@ -31,6 +57,13 @@ pub enum SessionCommand {
         /// The backlog and the live feed.
         reply: oneshot::Sender<Result<Following, ReplyError>>,
     },
+    /// The next page of history after `after` ([`HISTORY_PAGE_BYTES`]).
+    ReadPage {
+        /// Blocks with a greater seq are read.
+        after: u64,
+        /// The page.
+        reply: oneshot::Sender<Result<Page, ReplyError>>,
+    },
     /// A listing line.
     Listing(oneshot::Sender<SessionListing>),
     /// End the session.
@@ -45,13 +78,17 @@ pub enum SessionCommand {
 /// What [`SessionCommand::Follow`] returns.
 #[derive(Debug)]
 pub struct Following {
-    /// Blocks after the resume point, compacted.
+    /// Blocks after the resume point, compacted: the first page of them for a resume
+    /// by `seq` ([`HISTORY_PAGE_BYTES`]).
     pub backlog: Vec<Block>,
+    /// Where the rest of the backlog starts when it did not fit in one page
+    /// ([`SessionHandle::read_page`]).
+    pub more: Option<u64>,
     /// For a resume by `since_ts`: the older history (at most [`OLDER_HISTORY_CAP`]
     /// blocks, the newest), compacted, sent after `replay_done` with `replay: true`.
     pub history: Vec<Block>,
     /// Blocks from now on.
-    pub live: broadcast::Receiver<Block>,
+    pub live: broadcast::Receiver<LiveBlock>,
 }
 
 /// A handle to a running session actor.
@@ -106,9 +143,14 @@ impl SessionHandle {
     }
 
     /// Follows again from just after `last_seq`, for a follower that fell behind the
-    /// live feed: the blocks it missed, from history, and a new live feed.
+    /// live feed: the blocks it missed, from history (paged), and a new live feed.
     pub async fn catch_up(&self, last_seq: u64) -> Result<Following, ReplyError> {
         self.follow(Some(last_seq), None).await
+    }
+
+    /// The page of history after `after` ([`HISTORY_PAGE_BYTES`]).
+    pub async fn read_page(&self, after: u64) -> Result<Page, ReplyError> {
+        self.ask(|reply| SessionCommand::ReadPage { after, reply }).await.unwrap_or_else(|| Err(gone()))
     }
 
     /// A listing line, `None` once the actor is gone.

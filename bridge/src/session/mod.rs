@@ -49,6 +49,8 @@ mod run;
 mod turn;
 
 pub use actor::SessionSpec;
-pub use handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
+pub use handle::{
+    Following, HISTORY_PAGE_BYTES, LIVE_INLINE_BYTES, LiveBlock, OLDER_HISTORY_CAP, SessionCommand, SessionHandle,
+};
 pub use policy::{AttachDecision, MAX_QUEUED_MESSAGES, SessionPolicy, attach_decision, may_restart};
 pub use run::spawn_session;

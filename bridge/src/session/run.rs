@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::actor::{Actor, SessionSpec, next_event};
 use super::compact::compaction_finished;
-use super::handle::{Following, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
+use super::handle::{Following, HISTORY_PAGE_BYTES, OLDER_HISTORY_CAP, SessionCommand, SessionHandle};
 use crate::handoff::PendingWork;
 use crate::history::{LogStatus, SessionLog};
 
@@ -125,10 +125,15 @@ impl Actor {
                 let _ = reply.send(result);
             }
             SessionCommand::Follow { since_seq, since_ts, reply } => {
-                let backlog = match (since_seq, since_ts) {
-                    (Some(seq), _) => self.log.read_since_seq(seq),
-                    (None, Some(ts)) => self.log.read_since_ts(ts),
-                    (None, None) => self.log.read_since_seq(0),
+                // A resume by seq is read a page at a time (the follower asks for the
+                // rest); one by time keeps its whole read, since its blocks are chosen by
+                // `ts`, which need not rise with `seq`.
+                let (backlog, more) = match (since_seq, since_ts) {
+                    (None, Some(ts)) => (self.log.read_since_ts(ts), None),
+                    (seq, _) => match self.log.read_page(seq.unwrap_or(0), HISTORY_PAGE_BYTES) {
+                        Ok(page) => (Ok(page.blocks), page.more),
+                        Err(e) => (Err(e), None),
+                    },
                 };
                 // The spec's lifecycle (§1.4): an app resuming by time gets the older
                 // history too, after replay_done; a resume by seq is exact and gets none.
@@ -151,9 +156,16 @@ impl Actor {
                     self.maybe_compact(backlog.len());
                 }
                 let result = backlog
-                    .map(|backlog| Following { backlog, history, live: self.live.subscribe() })
+                    .map(|backlog| Following { backlog, more, history, live: self.live.subscribe() })
                     .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });
                 let _ = reply.send(result);
+            }
+            SessionCommand::ReadPage { after, reply } => {
+                let page = self
+                    .log
+                    .read_page(after, HISTORY_PAGE_BYTES)
+                    .map_err(|e| ReplyError { code: ReplyErrorCode::Internal, message: e.to_string() });
+                let _ = reply.send(page);
             }
             SessionCommand::Listing(reply) => {
                 let m = &self.spec.meta;
