@@ -329,13 +329,8 @@ impl SessionLog {
         let mut out = Compactor::default();
         let mut lines = 0u64;
         let (mut bytes, mut through, mut more) = (0u64, None, None);
+        let end = self.data_len;
         while let Some((offset, line)) = reader.next_line().map_err(io_err(&self.data_path, "read"))? {
-            if bytes >= max_bytes
-                && let Some(through) = through
-            {
-                more = Some(through);
-                break;
-            }
             lines += 1;
             bytes += line.len() as u64 + 1;
             let head = serde_json::from_slice::<LineHead<'_>>(line).ok().filter(|h| h.seq.is_some());
@@ -364,6 +359,14 @@ impl SessionLog {
                         "skipping an unreadable line of the block log"
                     )
                 }
+            }
+            // Stop after the line that reached the page's size, unless it was the last.
+            if bytes >= max_bytes
+                && reader.pos < end
+                && let Some(through) = through
+            {
+                more = Some(through);
+                break;
             }
         }
         self.last_replay_lines.store(lines, Ordering::Relaxed);
