@@ -2,7 +2,7 @@
 // in a terminal on the computer (`scan_external_sessions`), tapping one of which
 // attaches terminull to it (`attach_external`).
 
-import { app } from './state.js';
+import { app, activeCtx } from './state.js';
 import { h, clear } from './dom.js';
 import { toast } from './status.js';
 import { showView } from './views.js';
@@ -17,29 +17,33 @@ export function showHome() {
 }
 
 export async function refreshLists() {
-  const link = app.link;
+  // The lists of the bridge shown when asked: kept on that bridge, shown if it still is.
+  const ctx = activeCtx();
+  const link = ctx?.link;
   if (!link) return;
   try {
     const r = await link.request({ type: 'list_sessions' });
-    app.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
+    ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
   } catch (e) {
     console.warn(`list_sessions: ${e.message}`);
   }
   try {
     const r = await link.request({ type: 'scan_external_sessions' });
     const items = Array.isArray(r.sessions) ? r.sessions : [];
-    app.external = { state: 'ok', items };
+    ctx.external = { state: 'ok', items };
   } catch (e) {
-    app.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
+    ctx.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
   }
-  renderLists();
+  if (ctx === activeCtx() && app.view === 'home') renderLists();
 }
 
 function renderLists() {
   const ui = app.ui;
   clear(ui.sessionList);
   if (!app.listings.length) {
-    ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…'));
+    const ctx = activeCtx();
+    const why = ctx && !ctx.reachable ? `This computer is ${ctx.unreachable}.` : app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…';
+    ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, why));
   }
   for (const s of app.listings) {
     ui.sessionList.append(

@@ -120,3 +120,14 @@ test('pairedBridges lists each bridge with its public keys as on the wire', asyn
   assert.deepEqual(list[0].keys, a.keys);
   assert.deepEqual(c.publicKeysFromWire(list[0].keys).ed25519, c.publicKeysFromWire(a.keys).ed25519);
 });
+
+test('the URL names a session on a bridge; a pairing fragment is not a route', async () => {
+  const { routeFromUrl, routeHash } = await import('../src/route.js');
+  const hash = routeHash('brg_abc', 's-01 x');
+  assert.equal(hash, '#b=brg_abc&s=s-01%20x');
+  assert.deepEqual(routeFromUrl(hash), { bridgeId: 'brg_abc', sessionId: 's-01 x' });
+  assert.deepEqual(routeFromUrl('#b=brg_abc'), { bridgeId: 'brg_abc', sessionId: null });
+  assert.equal(routeFromUrl('#v=1&b=brg_abc&s=secret'), null);
+  assert.equal(routeFromUrl(''), null);
+  assert.equal(routeHash('brg_abc', null), '');
+});
