@@ -153,7 +153,7 @@ export async function connect(ctx = activeCtx()) {
       versionMismatch(ctx, String(e.message));
       return;
     }
-    if (/unknown_device/.test(String(e.message)) && app.shortCode) {
+    if (/unknown_device/.test(String(e.message)) && app.shortCode && app.shortCodeBridge === ctx.id) {
       // Just paired: the bridge holds the device until its terminal confirms the
       // short code (docs/bridge.md, "Confirming the short code"); retry meanwhile.
       r.backoff = Math.min(r.backoff, 1000);

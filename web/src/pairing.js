@@ -89,6 +89,7 @@ export async function pairWith(linkText) {
     }
     if (app.serverKind) markReachable();
     app.shortCode = paired.shortCode;
+    app.shortCodeBridge = record.bridgeId;
     activate(record.bridgeId, false);
     showBanner();
     showHome();
@@ -98,10 +99,11 @@ export async function pairWith(linkText) {
   }
 }
 
-function showBanner() {
+/** The short code of the latest pairing, shown while its bridge is the one shown. */
+export function showBanner() {
   const ui = app.ui;
   clear(ui.banner);
-  if (!app.shortCode) {
+  if (!app.shortCode || app.shortCodeBridge !== app.activeId) {
     ui.banner.hidden = true;
     return;
   }

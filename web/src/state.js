@@ -55,6 +55,8 @@ export const app = {
   rejected: 0,
   reasons: [],
   shortCode: null,
+  /** The bridge `shortCode` belongs to. */
+  shortCodeBridge: null,
   ui: {},
 };
 

@@ -10,6 +10,7 @@ import { setConn, toast } from './status.js';
 import { showView } from './views.js';
 import { showHome } from './lists.js';
 import { connect, disconnect } from './connection.js';
+import { showBanner } from './pairing.js';
 import { attentionOf } from './attention.js';
 import { displayName, forgetBridge, renameBridge, setActiveBridge, shortId, MAX_BRIDGES } from './bridges.js';
 
@@ -127,6 +128,7 @@ export function activate(id, home = true) {
     setActiveBridge(app.store, id).catch(() => {});
     setConn(ctx.connState, ctx.connLabel);
   }
+  showBanner();
   if (home) showHome();
   if (!ctx.link) connect(ctx);
   renderSwitcher();
