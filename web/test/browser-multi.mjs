@@ -254,10 +254,23 @@ async function main() {
   });
   await shot('09-deeplink-a.png');
 
+  await step('a turn that ends on the bridge not shown is counted as finished', async () => {
+    await send('slow one two three four five six seven eight');
+    await waitFor('the slow turn under way', async () => (await texts()).some((t) => t.includes('You said: slow')));
+    await openSwitcher();
+    await page.click(`${row(b)} .bridge-main`);
+    await waitFor('the finished turn counted on the first bridge', async () => (await page.evaluate((id) => window.terminull.attention(id), a)).unseen === 1);
+    await waitFor('the header badge', async () => (await page.textContent(T('switcher-attention'))) === '1');
+    await openSwitcher();
+    const text = await page.textContent(`${row(a)} ${T('bridge-unseen')}`);
+    if (!/1 finished/.test(text)) throw new Error(`the first bridge's row says "${text}"`);
+  });
+  await shot('09a-finished-elsewhere.png');
+
   await step('forget the second bridge: its keys go, the first’s stay', async () => {
     const before = await storeKeys();
     if (!before.some((k) => k.startsWith(`s:${b}:`))) throw new Error(`no stored session of the second bridge: ${before}`);
-    await openSwitcher();
+    // The sheet is open, on the second bridge (the one shown): forgetting it shows the first.
     await page.click(`${row(b)} ${T('bridge-forget')}`);
     await shot('10-forget-confirm.png');
     await page.click(`${row(b)} ${T('bridge-forget')}`);
@@ -275,6 +288,9 @@ async function main() {
       };
     }));
     if (JSON.stringify(stored) !== JSON.stringify([a])) throw new Error(`stored bridges ${stored}`);
+    await waitFor('the first bridge shown', async () => (await page.evaluate(() => window.terminull.bridgeId)) === a);
+    if (await page.isVisible(T('bridge-sheet'))) throw new Error('the sheet stays open after the bridge shown was forgotten');
+    await page.waitForSelector(`${T('session-item')}[data-session-id="${sa}"]`, { timeout: STEP_TIMEOUT });
   });
   await shot('11-forgot-b.png');
 
