@@ -84,7 +84,11 @@ async function main() {
     attention: (id) => (app.bridges.has(id) ? attentionOf(app.bridges.get(id)) : null),
   };
 
-  window.addEventListener('hashchange', () => openRoute(routeFromUrl(), false));
+  // A route (`#b=…&s=…`, e.g. from a notification) or a pairing link opened in this tab.
+  window.addEventListener('hashchange', () => {
+    if (pairingFragment()) pairWith(location.href).then(() => connectAll());
+    else openRoute(routeFromUrl(), false);
+  });
   const fragment = pairingFragment();
   if (fragment) {
     await pairWith(location.href);
