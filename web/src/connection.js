@@ -145,6 +145,7 @@ export async function connect(ctx = activeCtx()) {
     // Re-attach every followed session, from the newest block held.
     for (const s of ctx.sessions.values()) if (s.followed) attach(s);
     if (ctx === activeCtx()) refreshLists();
+    else listSessions(ctx, link);
     refreshAgents(ctx, link);
   } catch (e) {
     r.connecting = false;
@@ -200,6 +201,18 @@ function onStatus(ctx, status) {
   }
   if (ctx.link) ctxConn(ctx, ctx.bridgeOnline ? 'connected' : 'bridge-offline', ctx.bridgeOnline ? 'connected' : 'bridge offline');
   if (ctx === activeCtx() && app.view === 'new') fillAgents();
+}
+
+/** The sessions of a bridge not shown, for the switcher's counts (`awaiting_permission`). */
+async function listSessions(ctx, link) {
+  try {
+    const r = await link.request({ type: 'list_sessions' });
+    if (ctx.link !== link) return;
+    ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
+    renderSwitcher();
+  } catch (e) {
+    console.warn(`list_sessions: ${e.message ?? e}`);
+  }
 }
 
 /** The agents from the bridge's sealed `list_agents` reply (the relay_status copy is not authenticated). */

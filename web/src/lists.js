@@ -8,6 +8,8 @@ import { toast } from './status.js';
 import { showView } from './views.js';
 import { sessionFor } from './sessions.js';
 import { openSession, openSessionView } from './session-view.js';
+import { waitingInListing } from './attention.js';
+import { renderSwitcher } from './switcher.js';
 
 /** Shows the home view with the lists as held, then asks the bridge for fresh ones. */
 export function showHome() {
@@ -34,6 +36,7 @@ export async function refreshLists() {
   } catch (e) {
     ctx.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
   }
+  renderSwitcher();
   if (ctx === activeCtx() && app.view === 'home') renderLists();
 }
 
@@ -46,6 +49,14 @@ function renderLists() {
     ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, why));
   }
   for (const s of app.listings) {
+    // What the switcher counts, on the session it counts it for.
+    const held = app.sessions.get(s.session_id);
+    const waiting = waitingInListing(activeCtx(), s);
+    const mark = waiting
+      ? h('span', { class: 'count warn', testid: 'session-waiting' }, `${waiting} waiting`)
+      : held?.unseen
+        ? h('span', { class: 'count', testid: 'session-unseen' }, 'finished')
+        : null;
     ui.sessionList.append(
       h(
         'li',
@@ -53,7 +64,7 @@ function renderLists() {
         h(
           'button',
           { type: 'button', class: 'session-item', testid: 'session-item', dataset: { sessionId: s.session_id }, onclick: () => openSession(s.session_id, s) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? ''))),
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: 'bridge-counts' }, mark, h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? '')))),
           h('div', { class: 'row2' }, typeof s.title === 'string' ? s.title : String(s.cwd ?? '')),
           typeof s.title === 'string' ? h('div', { class: 'row3' }, String(s.cwd ?? '')) : null,
         ),

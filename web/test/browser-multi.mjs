@@ -227,6 +227,8 @@ async function main() {
 
   await step('back to the second bridge: answer, the count goes', async () => {
     await page.click(`${row(b)} .bridge-main`);
+    await page.waitForSelector(`${T('session-item')}[data-session-id="${sb}"] ${T('session-waiting')}`, { timeout: STEP_TIMEOUT });
+    await shot('07a-bridge-b-list.png');
     await page.click(`${T('session-item')}[data-session-id="${sb}"]`);
     await page.click(`${T('permission-option')}[data-option-id="allow"]`);
     await waitFor('the approved turn', async () => (await texts()).some((t) => t.includes('You said: ask for permission please')));
