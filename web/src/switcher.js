@@ -88,7 +88,7 @@ function renderList() {
           'button',
           { type: 'button', class: 'bridge-main', 'aria-current': ctx === activeCtx() ? 'true' : null, onclick: () => switchTo(ctx.id) },
           h('div', { class: 'row1' }, h('span', { class: 'bridge-name' }, displayName(ctx.bridge)), h('span', { class: 'bridge-counts' }, counts)),
-          h('div', { class: 'row2' }, h('span', { class: 'conn', dataset: { state: ctx.reachable ? ctx.connState : 'unreachable' } }, stateText(ctx)), h('span', { class: 'bridge-id' }, shortId(ctx.id))),
+          h('div', { class: 'row2' }, h('span', { class: 'conn', dataset: { state: ctx.reachable ? ctx.connState : 'unreachable' } }, stateText(ctx)), ctx.bridge.name ? h('span', { class: 'bridge-id' }, shortId(ctx.id)) : null),
         ),
         h(
           'div',
