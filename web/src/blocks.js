@@ -7,6 +7,7 @@ import { h, clear } from './dom.js';
 import { renderBlock } from './render.js';
 import { displayKey } from './transcript.js';
 import { noteRejected, toast } from './status.js';
+import { renderSwitcher } from './switcher.js';
 
 /** What render.js asks of a session: the answers given here, whether a request is past its session_end, how to answer. */
 function renderCtx(s) {
@@ -91,12 +92,14 @@ export function addNote(s, text, kind = 'note') {
 }
 
 async function answerPermission(s, block, optionId) {
-  if (!app.link) return toast('Not connected: the answer cannot be sent yet.', 'warn');
+  const link = s.ctx?.link;
+  if (!link) return toast('Not connected: the answer cannot be sent yet.', 'warn');
   s.answered.set(block.request_id, optionId);
   rerender(s, block);
   try {
-    await app.link.request({ type: 'permission_response', session_id: s.id, request_id: block.request_id, option_id: optionId });
+    await link.request({ type: 'permission_response', session_id: s.id, request_id: block.request_id, option_id: optionId });
     s.persist();
+    renderSwitcher();
   } catch (e) {
     s.answered.delete(block.request_id);
     rerender(s, block);

@@ -91,7 +91,7 @@ export function sendComposer() {
 }
 
 async function sendMessage(s, text) {
-  if (!app.link) {
+  if (!s.ctx?.link) {
     s.queue.unshift(text);
     updateComposer(s);
     toast('Not connected: the message is queued.', 'warn');
@@ -100,7 +100,7 @@ async function sendMessage(s, text) {
   s.awaiting += 1;
   updateComposer(s);
   try {
-    await app.link.request({ type: 'user_message', session_id: s.id, text });
+    await s.ctx.link.request({ type: 'user_message', session_id: s.id, text });
   } catch (e) {
     s.awaiting = Math.max(0, s.awaiting - 1);
     updateComposer(s);
@@ -109,7 +109,7 @@ async function sendMessage(s, text) {
 }
 
 export function flushQueue(s) {
-  if (s.parked && app.link) {
+  if (s.parked && s.ctx?.link) {
     // The bridge keeps them while a terminal drives the conversation.
     while (s.queue.length) sendMessage(s, s.queue.shift());
     return;

@@ -1,24 +1,34 @@
-// The link to the bridge and keeping it: which server this page is on (LAN or relay),
-// opening the link, reconnecting with backoff (250 ms doubling to 5 s) when it drops
-// or the bridge is offline, re-attaching every followed session, the bridge's status
-// and push notices, and a check when the page becomes visible again.
+// The links to the paired bridges and keeping them: which server this page is on (LAN
+// or relay), which bridges it can reach from there, one link per reachable bridge,
+// reconnecting each with backoff (250 ms doubling to 5 s) when it drops or its bridge
+// is offline, re-attaching every followed session, each bridge's status and push
+// notices, and a check when the page becomes visible again. The header shows the
+// active bridge's state; the switcher shows every bridge's.
 
-import { app, currentSession } from './state.js';
+import { app, activeCtx, currentSession } from './state.js';
 import { openLink, ControlError, VERSION_MISMATCH } from './link.js';
 import { toast, setConn, setPath, noteRejected } from './status.js';
-import { attach } from './sessions.js';
+import { attach, loadSession } from './sessions.js';
 import { onBlock } from './session-view.js';
 import { updateComposer } from './composer.js';
 import { fillAgents } from './new-session.js';
 import { refreshLists } from './lists.js';
+import { renderSwitcher } from './switcher.js';
+import { displayName } from './bridges.js';
 
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
 
-/** The reconnection's own state: the next delay, the pending retry, a connect under way. */
-const reconnect = { backoff: BACKOFF_MIN_MS, timer: null, connecting: false };
+/** The host of a pairing's LAN address, or null. */
+function lanHost(bridge) {
+  try {
+    return bridge?.lan ? new URL(bridge.lan.replace(/^ws/, 'http')).host : null;
+  } catch {
+    return null;
+  }
+}
 
-async function detectServer() {
+export async function detectServer() {
   try {
     const res = await fetch('/v1/server', { cache: 'no-store' });
     if (res.ok) {
@@ -28,146 +38,228 @@ async function detectServer() {
   } catch {
     /* fall through */
   }
-  // Without the endpoint: the LAN if the pairing named this origin as the LAN server.
-  try {
-    if (app.bridge?.lan && new URL(app.bridge.lan.replace(/^ws/, 'http')).host === location.host) return 'lan';
-  } catch {
-    /* not a URL */
-  }
+  // Without the endpoint: the LAN if a pairing named this origin as the LAN server.
+  for (const ctx of app.bridges.values()) if (lanHost(ctx.bridge) === location.host) return 'lan';
   return 'relay';
 }
 
-function scheduleReconnect(state = 'offline', label = 'reconnecting…') {
-  if (reconnect.timer || !app.bridge) return;
-  const delay = reconnect.backoff * (0.8 + Math.random() * 0.4);
-  reconnect.backoff = Math.min(BACKOFF_MAX_MS, reconnect.backoff * 2);
-  setConn(state, label);
-  reconnect.timer = setTimeout(() => {
-    reconnect.timer = null;
-    connect();
+/**
+ * Which bridges this page can reach. The relay's page reaches every bridge paired
+ * here (they paired through this relay). A LAN page is one bridge's own server: it
+ * reaches that bridge only — the one whose pairing named this host, else (a LAN
+ * address the pairing did not name) the active one when it is the only bridge.
+ */
+export function markReachable() {
+  const lan = app.serverKind === 'lan';
+  const own = [...app.bridges.values()].filter((c) => lanHost(c.bridge) === location.host);
+  for (const ctx of app.bridges.values()) {
+    ctx.reachable = !lan || own.includes(ctx) || (own.length === 0 && app.bridges.size === 1);
+    ctx.unreachable = ctx.reachable ? null : 'not reachable from this page: it is another computer’s LAN server; use the relay’s page for this one';
+    if (!ctx.reachable) ctxConn(ctx, 'offline', 'other LAN');
+  }
+}
+
+/** Sets a bridge's connection state: the header shows the active one's, the switcher all. */
+function ctxConn(ctx, state, label) {
+  ctx.connState = state;
+  ctx.connLabel = label ?? state;
+  if (ctx === activeCtx()) setConn(state, label);
+  renderSwitcher();
+}
+
+function live(ctx) {
+  return !ctx.forgotten && app.bridges.get(ctx.id) === ctx;
+}
+
+function scheduleReconnect(ctx, state = 'offline', label = 'reconnecting…') {
+  const r = ctx.reconnect;
+  if (r.timer || !live(ctx)) return;
+  const delay = r.backoff * (0.8 + Math.random() * 0.4);
+  r.backoff = Math.min(BACKOFF_MAX_MS, r.backoff * 2);
+  ctxConn(ctx, state, label);
+  r.timer = setTimeout(() => {
+    r.timer = null;
+    connect(ctx);
   }, delay);
 }
 
-export async function connect() {
-  if (!app.bridge || app.link || reconnect.connecting) return;
-  clearTimeout(reconnect.timer);
-  reconnect.timer = null;
-  reconnect.connecting = true;
-  setConn('connecting', 'connecting…');
+/** Opens a link to every reachable bridge that has none. */
+export function connectAll() {
+  for (const ctx of app.bridges.values()) connect(ctx);
+}
+
+/** Opens the link to bridge `ctx` (the active one by default), unless it has one or cannot be reached. */
+export async function connect(ctx = activeCtx()) {
+  if (!ctx || !live(ctx) || ctx.link || ctx.reconnect.connecting) return;
+  if (app.serverKind && !ctx.reachable) return;
+  const r = ctx.reconnect;
+  clearTimeout(r.timer);
+  r.timer = null;
+  r.connecting = true;
+  ctxConn(ctx, 'connecting', 'connecting…');
   try {
-    if (!app.serverKind) setPath(await detectServer());
+    if (!app.serverKind) {
+      setPath(await detectServer());
+      markReachable();
+      if (!ctx.reachable) {
+        r.connecting = false;
+        return;
+      }
+    }
     const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/client`;
     let link = null;
     link = await openLink({
       url,
       identity: app.identity,
-      bridge: { bridgeId: app.bridge.bridgeId, keys: app.bridge.keys },
+      bridge: { bridgeId: ctx.bridge.bridgeId, keys: ctx.bridge.keys },
       direct: app.serverKind === 'lan',
-      pushLast: app.pushLast,
-      onBlock: (sid, block, replay) => onBlock(sid, block, replay),
+      pushLast: ctx.pushLast,
+      onBlock: (sid, block, replay) => onBlock(sid, block, replay, ctx),
       onReplayDone: () => {},
-      onStatus: (status) => onStatus(status),
-      onPush: (notice, counter) => onPush(notice, counter),
+      onStatus: (status) => onStatus(ctx, status),
+      onPush: (notice, counter) => onPush(ctx, notice, counter),
       onReject: (reason) => noteRejected(reason),
       onRelayError: (frame) => {
         if (frame.code !== 'unauthorized') toast(`relay: ${frame.message ?? frame.code}`, 'warn');
       },
       onClose: (reason, code) => {
-        if (app.link === link) {
-          app.link = null;
-          console.info(`link closed: ${reason}`);
-          for (const s of app.sessions.values()) s.attachedOn = null;
-          if (code === VERSION_MISMATCH) versionMismatch(reason);
-          else scheduleReconnect();
-          updateComposer(currentSession());
+        if (ctx.link === link) {
+          ctx.link = null;
+          console.info(`link to ${ctx.id} closed: ${reason}`);
+          for (const s of ctx.sessions.values()) s.attachedOn = null;
+          if (code === VERSION_MISMATCH) versionMismatch(ctx, reason);
+          else scheduleReconnect(ctx);
+          if (ctx === activeCtx()) updateComposer(currentSession());
         }
       },
     });
-    app.link = link;
-    reconnect.backoff = BACKOFF_MIN_MS;
-    reconnect.connecting = false;
-    onStatus(link.status);
-    updateComposer(currentSession());
-    // Re-attach every followed session, from the newest block held.
-    for (const s of app.sessions.values()) if (s.followed) attach(s);
-    refreshLists();
-    refreshAgents(link);
-  } catch (e) {
-    reconnect.connecting = false;
-    console.warn(`connect: ${e.message ?? e}`);
-    if (e.code === VERSION_MISMATCH) {
-      versionMismatch(String(e.message));
+    r.connecting = false;
+    if (!live(ctx)) {
+      link.close('the bridge was forgotten');
       return;
     }
-    if (/unknown_device/.test(String(e.message)) && app.shortCode) {
+    ctx.link = link;
+    r.backoff = BACKOFF_MIN_MS;
+    onStatus(ctx, link.status);
+    if (ctx === activeCtx()) updateComposer(currentSession());
+    // Re-attach every followed session, from the newest block held.
+    for (const s of ctx.sessions.values()) if (s.followed) attach(s);
+    if (ctx === activeCtx()) refreshLists();
+    else listSessions(ctx, link);
+    refreshAgents(ctx, link);
+  } catch (e) {
+    r.connecting = false;
+    console.warn(`connect ${ctx.id}: ${e.message ?? e}`);
+    if (e.code === VERSION_MISMATCH) {
+      versionMismatch(ctx, String(e.message));
+      return;
+    }
+    if (/unknown_device/.test(String(e.message)) && app.shortCode && app.shortCodeBridge === ctx.id) {
       // Just paired: the bridge holds the device until its terminal confirms the
       // short code (docs/bridge.md, "Confirming the short code"); retry meanwhile.
-      reconnect.backoff = Math.min(reconnect.backoff, 1000);
-      scheduleReconnect('connecting', 'confirm the code on the computer…');
+      r.backoff = Math.min(r.backoff, 1000);
+      scheduleReconnect(ctx, 'connecting', 'confirm the code on the computer…');
       return;
     }
     if (/unknown_device/.test(String(e.message))) {
-      setConn('offline', 'not paired');
-      toast('The bridge does not know this device (revoked?). Pair again.', 'warn');
+      ctxConn(ctx, 'offline', 'not paired');
+      if (ctx === activeCtx()) toast('The bridge does not know this device (revoked?). Pair again.', 'warn');
       return;
     }
-    if (/bridge_offline/.test(String(e.message))) scheduleReconnect('bridge-offline', 'bridge offline');
-    else scheduleReconnect();
+    if (/bridge_offline/.test(String(e.message))) scheduleReconnect(ctx, 'bridge-offline', 'bridge offline');
+    else scheduleReconnect(ctx);
   }
 }
 
+/** Closes a forgotten bridge's link for good. */
+export function disconnect(ctx) {
+  ctx.forgotten = true;
+  clearTimeout(ctx.reconnect.timer);
+  ctx.reconnect.timer = null;
+  const link = ctx.link;
+  ctx.link = null;
+  link?.close('the bridge was forgotten');
+}
+
 /** The server speaks another protocol version: said on screen, and no retry (it would fail the same way). */
-function versionMismatch(sentence) {
-  setConn('offline', 'update needed');
+function versionMismatch(ctx, sentence) {
+  ctxConn(ctx, 'offline', 'update needed');
+  if (ctx !== activeCtx()) return;
   // The toast goes after a while; the status keeps the sentence.
   app.ui.conn.title = sentence;
   toast(sentence, 'warn');
 }
 
-function onStatus(status) {
-  const wasOnline = app.bridgeOnline;
-  app.bridgeOnline = status.bridge_online || app.serverKind === 'lan';
-  if (app.link && !wasOnline && app.bridgeOnline) {
+function onStatus(ctx, status) {
+  const wasOnline = ctx.bridgeOnline;
+  ctx.bridgeOnline = status.bridge_online || app.serverKind === 'lan';
+  if (ctx.link && !wasOnline && ctx.bridgeOnline) {
     // The bridge reconnected to the relay: it holds no link for this connection any
     // more. Open a fresh one (and resume every followed session on it).
-    app.link.close('the bridge came back online');
+    ctx.link.close('the bridge came back online');
     return;
   }
-  if (app.link) setConn(app.bridgeOnline ? 'connected' : 'bridge-offline', app.bridgeOnline ? 'connected' : 'bridge offline');
-  if (app.view === 'new') fillAgents();
+  if (ctx.link) ctxConn(ctx, ctx.bridgeOnline ? 'connected' : 'bridge-offline', ctx.bridgeOnline ? 'connected' : 'bridge offline');
+  if (ctx === activeCtx() && app.view === 'new') fillAgents();
+}
+
+/** The sessions of a bridge not shown, for the switcher's counts (`awaiting_permission`). */
+async function listSessions(ctx, link) {
+  try {
+    const r = await link.request({ type: 'list_sessions' });
+    if (ctx.link !== link) return;
+    ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
+    renderSwitcher();
+  } catch (e) {
+    console.warn(`list_sessions: ${e.message ?? e}`);
+  }
 }
 
 /** The agents from the bridge's sealed `list_agents` reply (the relay_status copy is not authenticated). */
-async function refreshAgents(link) {
+async function refreshAgents(ctx, link) {
   try {
     const agents = await link.refreshAgents();
-    if (app.link !== link) return;
-    app.agents = agents;
-    if (app.view === 'new') fillAgents();
+    if (ctx.link !== link) return;
+    ctx.agents = agents;
+    if (ctx === activeCtx() && app.view === 'new') fillAgents();
   } catch (e) {
     console.warn(`list_agents: ${e.message ?? e}`);
   }
 }
 
-function onPush(notice, counter) {
-  app.pushLast = counter;
-  app.store.set(`push:${app.bridge.bridgeId}`, counter.toString()).catch(() => {});
-  if (notice && typeof notice.title === 'string' && notice.session_id !== app.current) toast(notice.title);
+async function onPush(ctx, notice, counter) {
+  ctx.pushLast = counter;
+  app.store.set(`push:${ctx.id}`, counter.toString()).catch(() => {});
+  if (!notice || typeof notice.session_id !== 'string') return;
+  const shown = ctx === activeCtx() && notice.session_id === app.current;
+  if (typeof notice.title === 'string' && !shown) toast(app.bridges.size > 1 ? `${displayName(ctx.bridge)}: ${notice.title}` : notice.title);
+  // A session this page does not follow asks for something: follow it, so its
+  // waiting request counts in the switcher (and is there when opened).
+  if (!ctx.sessions.get(notice.session_id)?.followed && ctx.sessions.size < 64) {
+    const s = await loadSession(notice.session_id, ctx);
+    if (!live(ctx)) return;
+    s.followed = true;
+    if (ctx.link && s.attachedOn !== ctx.link) attach(s);
+  }
 }
 
-/** Checks a link that may have died while the phone slept; reconnects if so. */
+/** Checks the links that may have died while the phone slept; reconnects those. */
 export async function checkLink() {
-  if (!app.bridge) return;
-  if (!app.link) {
-    reconnect.backoff = BACKOFF_MIN_MS;
-    connect();
+  for (const ctx of app.bridges.values()) checkOne(ctx);
+}
+
+async function checkOne(ctx) {
+  if (!ctx.reachable || !live(ctx)) return;
+  if (!ctx.link) {
+    ctx.reconnect.backoff = BACKOFF_MIN_MS;
+    connect(ctx);
     return;
   }
-  const link = app.link;
+  const link = ctx.link;
   try {
     await link.request({ type: 'list_sessions' }, 5000);
   } catch (e) {
-    if (e instanceof ControlError && (e.code === 'timeout' || e.code === 'link') && app.link === link) {
+    if (e instanceof ControlError && (e.code === 'timeout' || e.code === 'link') && ctx.link === link) {
       link.close('no answer after waking');
     }
   }

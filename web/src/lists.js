@@ -2,12 +2,14 @@
 // in a terminal on the computer (`scan_external_sessions`), tapping one of which
 // attaches terminull to it (`attach_external`).
 
-import { app } from './state.js';
+import { app, activeCtx } from './state.js';
 import { h, clear } from './dom.js';
 import { toast } from './status.js';
 import { showView } from './views.js';
 import { sessionFor } from './sessions.js';
 import { openSession, openSessionView } from './session-view.js';
+import { waitingInListing } from './attention.js';
+import { renderSwitcher } from './switcher.js';
 
 /** Shows the home view with the lists as held, then asks the bridge for fresh ones. */
 export function showHome() {
@@ -17,31 +19,44 @@ export function showHome() {
 }
 
 export async function refreshLists() {
-  const link = app.link;
+  // The lists of the bridge shown when asked: kept on that bridge, shown if it still is.
+  const ctx = activeCtx();
+  const link = ctx?.link;
   if (!link) return;
   try {
     const r = await link.request({ type: 'list_sessions' });
-    app.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
+    ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
   } catch (e) {
     console.warn(`list_sessions: ${e.message}`);
   }
   try {
     const r = await link.request({ type: 'scan_external_sessions' });
     const items = Array.isArray(r.sessions) ? r.sessions : [];
-    app.external = { state: 'ok', items };
+    ctx.external = { state: 'ok', items };
   } catch (e) {
-    app.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
+    ctx.external = { state: e.code === 'not_supported' ? 'unsupported' : 'error', items: [], message: e.message };
   }
-  renderLists();
+  renderSwitcher();
+  if (ctx === activeCtx() && app.view === 'home') renderLists();
 }
 
 function renderLists() {
   const ui = app.ui;
   clear(ui.sessionList);
   if (!app.listings.length) {
-    ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…'));
+    const ctx = activeCtx();
+    const why = ctx && !ctx.reachable ? `This computer is ${ctx.unreachable}.` : app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…';
+    ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, why));
   }
   for (const s of app.listings) {
+    // What the switcher counts, on the session it counts it for.
+    const held = app.sessions.get(s.session_id);
+    const waiting = waitingInListing(activeCtx(), s);
+    const mark = waiting
+      ? h('span', { class: 'count warn', testid: 'session-waiting' }, `${waiting} waiting`)
+      : held?.unseen
+        ? h('span', { class: 'count', testid: 'session-unseen' }, 'finished')
+        : null;
     ui.sessionList.append(
       h(
         'li',
@@ -49,7 +64,7 @@ function renderLists() {
         h(
           'button',
           { type: 'button', class: 'session-item', testid: 'session-item', dataset: { sessionId: s.session_id }, onclick: () => openSession(s.session_id, s) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? ''))),
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: 'bridge-counts' }, mark, h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? '')))),
           h('div', { class: 'row2' }, typeof s.title === 'string' ? s.title : String(s.cwd ?? '')),
           typeof s.title === 'string' ? h('div', { class: 'row3' }, String(s.cwd ?? '')) : null,
         ),

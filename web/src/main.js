@@ -3,20 +3,25 @@
 // starts sessions, renders their blocks, answers permission requests, interrupts,
 // and resumes by seq after a sleep, a dropped socket or a reload.
 //
-// This module only starts it: the device identity and the paired bridge from
-// IndexedDB, the page's lifecycle events, and the first view. Each concept has its
+// This module only starts it: the device identity and the paired bridges from
+// IndexedDB (the one the URL names, else the one shown last, is shown), the page's lifecycle events, and the first view. Each concept has its
 // own module (web/README.md lists them).
 
 import * as c from './crypto.js';
 import { Store } from './store.js';
 import { h } from './dom.js';
-import { app, CURRENT_KEY } from './state.js';
+import { app, BridgeCtx, CURRENT_KEY } from './state.js';
 import { buildShell } from './shell.js';
 import { showView } from './views.js';
 import { pairingFragment, pairWith } from './pairing.js';
-import { connect, checkLink } from './connection.js';
+import { connectAll, checkLink, detectServer, markReachable } from './connection.js';
+import { setPath, toast } from './status.js';
+import { loadBridges } from './bridges.js';
+import { routeFromUrl } from './route.js';
+import { attentionOf } from './attention.js';
+import { activate, renderSwitcher } from './switcher.js';
 import { showHome } from './lists.js';
-import { loadSession } from './sessions.js';
+import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
 
 async function main() {
@@ -32,22 +37,26 @@ async function main() {
     app.identity = c.generateIdentity();
     await app.store.set('identity', c.identitySecrets(app.identity));
   }
-  app.bridge = (await app.store.get('bridge')) ?? null;
-  if (app.bridge) {
+  const { bridges, active } = await loadBridges(app.store);
+  for (const b of bridges) {
+    const ctx = new BridgeCtx(b);
     try {
-      c.publicKeysFromWire(app.bridge.keys);
-      app.pushLast = BigInt((await app.store.get(`push:${app.bridge.bridgeId}`)) ?? 0);
+      ctx.pushLast = BigInt((await app.store.get(`push:${b.bridgeId}`)) ?? 0);
     } catch {
-      app.bridge = null;
+      /* an unreadable counter: start from 0 (the bridge's counters are far above) */
     }
+    app.bridges.set(b.bridgeId, ctx);
+  }
+  app.activeId = active;
+  if (app.bridges.size) {
+    setPath(await detectServer());
+    markReachable();
   }
   window.addEventListener('visibilitychange', () => {
     if (document.visibilityState === 'visible') checkLink();
-    else for (const s of app.sessions.values()) s.flush();
+    else flushAll();
   });
-  window.addEventListener('pagehide', () => {
-    for (const s of app.sessions.values()) s.flush();
-  });
+  window.addEventListener('pagehide', () => flushAll());
   window.addEventListener('online', () => checkLink());
   // Exposed for tests and debugging: read-only views of the state.
   window.terminull = {
@@ -56,6 +65,10 @@ async function main() {
     },
     get bridgeId() {
       return app.bridge?.bridgeId ?? null;
+    },
+    /** The paired bridges' ids, in pairing order. */
+    get bridgeIds() {
+      return [...app.bridges.keys()];
     },
     get current() {
       return app.current;
@@ -66,33 +79,71 @@ async function main() {
     seqs: (sid) => app.sessions.get(sid ?? app.current)?.transcript.seqs() ?? [],
     /** Drops the WebSocket as a network failure would (tests the reconnect and resume). */
     dropConnection: () => app.link?.ws.close(),
-    flush: () => Promise.all([...app.sessions.values()].map((s) => s.flush())),
+    flush: () => flushAll(),
+    /** The switcher's counts of bridge `id`: `{permissions, unseen}`. */
+    attention: (id) => (app.bridges.has(id) ? attentionOf(app.bridges.get(id)) : null),
   };
 
+  // A route (`#b=…&s=…`, e.g. from a notification) or a pairing link opened in this tab.
+  window.addEventListener('hashchange', () => {
+    if (pairingFragment()) pairWith(location.href).then(() => connectAll());
+    else openRoute(routeFromUrl(), false);
+  });
   const fragment = pairingFragment();
   if (fragment) {
     await pairWith(location.href);
+    connectAll();
     return;
   }
-  if (!app.bridge) {
+  renderSwitcher();
+  if (!app.bridges.size) {
     showView('pair');
     app.ui.pairMsg.textContent = 'Scan the QR code that `terminull pair` shows on your computer, or paste its link.';
     return;
   }
-  let current = null;
-  try {
-    current = sessionStorage.getItem(CURRENT_KEY);
-  } catch {
-    /* storage off */
+  const route = routeFromUrl();
+  if (route) {
+    await openRoute(route, true);
+  } else {
+    let current = null;
+    try {
+      current = sessionStorage.getItem(CURRENT_KEY);
+    } catch {
+      /* storage off */
+    }
+    if (current) {
+      const s = await loadSession(current);
+      s.followed = true;
+      openSessionView(s);
+    } else {
+      showHome();
+    }
   }
-  if (current) {
-    const s = await loadSession(current);
+  connectAll();
+}
+
+/** Saves every held session of every bridge now. */
+function flushAll() {
+  const all = [];
+  for (const ctx of app.bridges.values()) for (const s of ctx.sessions.values()) all.push(s.flush());
+  return Promise.all(all);
+}
+
+/** Shows what the URL names (`#b=…&s=…`): that bridge, and that session on it. */
+async function openRoute(route, starting) {
+  if (!route) return;
+  if (!app.bridges.has(route.bridgeId)) {
+    toast('That link names a computer this phone is not paired with.', 'warn');
+    if (starting) showHome();
+    return;
+  }
+  activate(route.bridgeId, !route.sessionId);
+  if (route.sessionId) {
+    const s = await loadSession(route.sessionId);
     s.followed = true;
     openSessionView(s);
-  } else {
-    showHome();
+    if (app.link && s.attachedOn !== app.link) attach(s);
   }
-  connect();
 }
 
 main().catch((e) => {

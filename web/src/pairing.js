@@ -1,13 +1,17 @@
 // Pairing this phone with a bridge from the QR link (opened as the page's URL, or
 // pasted): the request signed with the device identity, the bridge's answer checked,
-// the bridge kept in IndexedDB, and the short code shown to compare with the computer's.
+// the bridge added to the ones kept in IndexedDB (bridges.js: a second pairing adds
+// a bridge, never replaces one) and shown, and the short code shown to compare with
+// the computer's.
 
 import * as c from './crypto.js';
-import { app } from './state.js';
+import { app, BridgeCtx } from './state.js';
 import { h, clear } from './dom.js';
 import { showView } from './views.js';
 import { showHome } from './lists.js';
-import { connect } from './connection.js';
+import { connect, markReachable } from './connection.js';
+import { addBridge, BridgeLimitError, MAX_BRIDGES, displayName } from './bridges.js';
+import { activate } from './switcher.js';
 
 export function pairingFragment() {
   const f = location.hash.slice(1);
@@ -41,6 +45,10 @@ export async function pairWith(linkText) {
     ui.pairMsg.textContent = 'This pairing link has expired. Run `terminull pair` again and scan the new code.';
     return;
   }
+  if (app.bridges.size >= MAX_BRIDGES && !app.bridges.has(link.bridgeId)) {
+    ui.pairMsg.textContent = new BridgeLimitError().message;
+    return;
+  }
   try {
     const { request, pending } = c.pairRequest(link, app.identity, deviceName());
     const res = await fetch(`${location.origin}/v1/bridges/${encodeURIComponent(link.bridgeId)}/pair`, {
@@ -61,7 +69,7 @@ export async function pairWith(linkText) {
       throw new Error(`the bridge refused (${res.status}): ${why}`);
     }
     const paired = c.finishPairing(pending, body);
-    app.bridge = {
+    const record = {
       bridgeId: paired.bridgeId,
       keys: paired.keys,
       relay: paired.relay,
@@ -69,20 +77,33 @@ export async function pairWith(linkText) {
       shortCode: paired.shortCode,
       pairedAt: Math.floor(Date.now() / 1000),
     };
-    await app.store.set('bridge', app.bridge);
+    const stored = (await addBridge(app.store, record)).find((b) => b.bridgeId === record.bridgeId) ?? record;
+    let ctx = app.bridges.get(record.bridgeId);
+    if (ctx) {
+      // Paired again: the new record (keys) is used from the next link on.
+      ctx.bridge = stored;
+      ctx.link?.close('paired again');
+    } else {
+      ctx = new BridgeCtx(stored);
+      app.bridges.set(record.bridgeId, ctx);
+    }
+    if (app.serverKind) markReachable();
     app.shortCode = paired.shortCode;
+    app.shortCodeBridge = record.bridgeId;
+    activate(record.bridgeId, false);
     showBanner();
     showHome();
-    connect();
+    connect(ctx);
   } catch (e) {
     ui.pairMsg.textContent = `Pairing failed: ${e.message ?? e}`;
   }
 }
 
-function showBanner() {
+/** The short code of the latest pairing, shown while its bridge is the one shown. */
+export function showBanner() {
   const ui = app.ui;
   clear(ui.banner);
-  if (!app.shortCode) {
+  if (!app.shortCode || app.shortCodeBridge !== app.activeId) {
     ui.banner.hidden = true;
     return;
   }
@@ -90,7 +111,7 @@ function showBanner() {
   ui.banner.append(
     h('div', null, 'Paired. Check that your computer shows the same code, and confirm it there:'),
     h('div', { class: 'short-code', testid: 'short-code' }, app.shortCode),
-    h('div', { class: 'small' }, `Bridge ${app.bridge?.bridgeId ?? ''}. If the codes differ, revoke this device on the computer.`),
+    h('div', { class: 'small' }, `${app.bridge ? displayName(app.bridge) : 'Bridge'} (${app.bridge?.bridgeId ?? ''}). If the codes differ, revoke this device on the computer.`),
     h(
       'button',
       {

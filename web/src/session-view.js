@@ -2,12 +2,14 @@
 // one, or on reload), its title, and each block arriving on the link for any
 // session held.
 
-import { app, CURRENT_KEY } from './state.js';
+import { app, activeCtx, CURRENT_KEY } from './state.js';
 import { h, clear } from './dom.js';
 import { showView } from './views.js';
 import { sessionFor, loadSession, attach, resync } from './sessions.js';
 import { renderInto, refreshPermissionCards, isAtEnd, scrollToEnd } from './blocks.js';
 import { updateComposer, flushQueue } from './composer.js';
+import { setRoute } from './route.js';
+import { renderSwitcher } from './switcher.js';
 
 /** Opens a session of the list: loads what was saved and resumes it on the link. */
 export async function openSession(id, listing) {
@@ -27,6 +29,11 @@ export function openSessionView(s) {
     sessionStorage.setItem(CURRENT_KEY, s.id);
   } catch {
     /* storage off */
+  }
+  setRoute(s.ctx?.id ?? app.activeId, s.id);
+  if (s.unseen) {
+    s.unseen = false;
+    renderSwitcher();
   }
   showView('session');
   const ui = app.ui;
@@ -53,9 +60,10 @@ function titleOf(s) {
   return dir ? `${agent} · ${dir}` : agent;
 }
 
-/** One block from the link (live or replayed) for session `sid`: held, saved, rendered if shown. */
-export function onBlock(sid, block, _replay) {
-  const s = sessionFor(sid);
+/** One block from bridge `ctx`'s link (live or replayed) for session `sid`: held, saved, rendered if shown. */
+export function onBlock(sid, block, replay, ctx = activeCtx()) {
+  const s = sessionFor(sid, undefined, ctx);
+  const shown = ctx === activeCtx() && app.current === sid && app.view === 'session';
   const applied = s.transcript.applyBlock(block);
   if (applied.status === 'duplicate') return; // a seq already held: nothing to do
   // A piece of a streamed message is missing: keep what is shown, fetch the message again.
@@ -66,9 +74,11 @@ export function onBlock(sid, block, _replay) {
     const atEnd = isAtEnd();
     renderInto(s, s.transcript.shown(block));
     if (block.type === 'session_end') refreshPermissionCards(s);
-    if (app.current === sid && atEnd) scrollToEnd(true);
+    if (shown && atEnd) scrollToEnd(true);
   }
-  if (app.current === sid) {
+  if (block.type === 'session_end' && !replay && !shown) s.unseen = true;
+  if (block.type === 'permission_request' || block.type === 'session_end') renderSwitcher();
+  if (shown) {
     if (block.type === 'agent_info') app.ui.title.textContent = titleOf(s);
     updateComposer(s);
   }

@@ -1,15 +1,17 @@
 // The sessions this page holds: each one's transcript, the permission answers given
 // here, the composer's queue, and its copy in IndexedDB (so a reload resumes by seq).
 
-import { app } from './state.js';
+import { app, activeCtx } from './state.js';
 import { Transcript } from './transcript.js';
 import { toast } from './status.js';
 
 const PERSIST_DELAY_MS = 150;
 
 export class SessionState {
-  constructor(id, meta = {}) {
+  constructor(id, meta = {}, ctx = null) {
     this.id = id;
+    /** The bridge (BridgeCtx) this session runs on. */
+    this.ctx = ctx;
     this.agentId = meta.agentId ?? null;
     this.cwd = meta.cwd ?? null;
     this.transcript = new Transcript(meta.blocks ?? []);
@@ -29,6 +31,8 @@ export class SessionState {
     this.terminal = null;
     /** The link, and the since_seqs of the resumes asked on it to repair a gap (each asked once per link). */
     this.resynced = { link: null, asked: new Set() };
+    /** A turn finished while the session was not shown (the switcher counts it). */
+    this.unseen = false;
   }
 
   get agentInfo() {
@@ -45,17 +49,17 @@ export class SessionState {
   }
 
   persist() {
-    if (this.persistTimer || !app.bridge) return;
+    if (this.persistTimer || !this.ctx || this.ctx.forgotten) return;
     this.persistTimer = setTimeout(() => this.flush(), PERSIST_DELAY_MS);
   }
 
   flush() {
     clearTimeout(this.persistTimer);
     this.persistTimer = null;
-    if (!app.bridge) return Promise.resolve();
+    if (!this.ctx || this.ctx.forgotten) return Promise.resolve();
     // Superseded chunks of a streamed id are dropped: a message is saved as the text it rebuilds.
     return app.store
-      .set(`s:${app.bridge.bridgeId}:${this.id}`, {
+      .set(`s:${this.ctx.id}:${this.id}`, {
         id: this.id,
         agentId: this.agentId,
         cwd: this.cwd,
@@ -66,12 +70,13 @@ export class SessionState {
   }
 }
 
-/** The session of `id`, made if new; `meta` fills what is not known yet. */
-export function sessionFor(id, meta) {
-  let s = app.sessions.get(id);
+/** The session of `id` on bridge `ctx` (the active one by default), made if new; `meta` fills what is not known yet. */
+export function sessionFor(id, meta, ctx = activeCtx()) {
+  const sessions = ctx ? ctx.sessions : new Map();
+  let s = sessions.get(id);
   if (!s) {
-    s = new SessionState(id, meta);
-    app.sessions.set(id, s);
+    s = new SessionState(id, meta, ctx);
+    sessions.set(id, s);
   } else if (meta) {
     s.agentId ??= meta.agentId ?? null;
     s.cwd ??= meta.cwd ?? null;
@@ -79,17 +84,17 @@ export function sessionFor(id, meta) {
   return s;
 }
 
-/** The session of `id`, from memory or from what IndexedDB saved. */
-export async function loadSession(id) {
-  if (app.sessions.has(id)) return app.sessions.get(id);
+/** The session of `id` on bridge `ctx`, from memory or from what IndexedDB saved. */
+export async function loadSession(id, ctx = activeCtx()) {
+  if (ctx?.sessions.has(id)) return ctx.sessions.get(id);
   let saved = null;
   try {
-    saved = await app.store.get(`s:${app.bridge.bridgeId}:${id}`);
+    saved = ctx ? await app.store.get(`s:${ctx.id}:${id}`) : null;
   } catch {
     /* nothing saved */
   }
   const blocks = saved && Array.isArray(saved.blocks) ? saved.blocks.filter((b) => b && Number.isSafeInteger(b.seq)) : [];
-  return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered });
+  return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered }, ctx);
 }
 
 /**
@@ -97,7 +102,7 @@ export async function loadSession(id) {
  * rebuild (a piece of it went missing), so the bridge sends that message again.
  */
 export async function attach(s) {
-  const link = app.link;
+  const link = s.ctx?.link;
   if (!link) return;
   s.attachedOn = link;
   const since = s.transcript.resumeSeq;
@@ -117,7 +122,7 @@ export async function attach(s) {
  * that cannot repair it is not asked again and again.
  */
 export function resync(s, since) {
-  const link = app.link;
+  const link = s.ctx?.link;
   if (!link || s.attachedOn !== link) return;
   if (s.resynced.link !== link) s.resynced = { link, asked: new Set() };
   if (s.resynced.asked.has(since)) return;

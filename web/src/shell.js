@@ -1,5 +1,5 @@
-// The page's DOM, built once: the header (back, title, path, connection state,
-// refused count), the four views (pair, home, new session, session) and the toast,
+// The page's DOM, built once: the header (back, the bridges' switcher, title, path,
+// connection state, refused count), the four views (pair, home, new session, session) and the toast,
 // with each control wired to the module that acts on it. The nodes later code
 // updates are kept in `app.ui`.
 
@@ -11,6 +11,7 @@ import { showHome, refreshLists } from './lists.js';
 import { showNewSession, agentChanged, startSession } from './new-session.js';
 import { composerChanged, sendComposer, interrupt } from './composer.js';
 import { continueInTerminal } from './handoff.js';
+import { buildSwitcher } from './switcher.js';
 
 export function buildShell() {
   const ui = app.ui;
@@ -19,7 +20,8 @@ export function buildShell() {
   ui.path = h('span', { class: 'badge path', testid: 'path', title: 'How this page reaches the bridge' });
   ui.conn = h('span', { class: 'conn', testid: 'connection-status', dataset: { state: 'offline' } }, 'offline');
   ui.rejected = h('button', { type: 'button', class: 'badge rejected', testid: 'rejected', hidden: true, onclick: showRejected });
-  const header = h('header', { class: 'topbar' }, ui.back, ui.title, h('div', { class: 'status' }, ui.path, ui.conn, ui.rejected));
+  const switcher = buildSwitcher();
+  const header = h('header', { class: 'topbar' }, ui.back, switcher.control, ui.title, h('div', { class: 'status' }, ui.path, ui.conn, ui.rejected));
 
   // Not paired / pairing.
   ui.pairMsg = h('p', { class: 'pair-msg' });
@@ -122,5 +124,5 @@ export function buildShell() {
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });
   const root = $('#app') ?? document.body.appendChild(h('div', { id: 'app' }));
   clear(root);
-  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession), ui.toast);
+  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession), switcher.sheet, ui.toast);
 }

@@ -56,6 +56,13 @@ export class Store {
     });
   }
 
+  /** Every key held (the whole store: a few hundred at most, sessions included). */
+  async keys() {
+    if (!this.db) return [...this.memory.keys()];
+    const tx = this.db.transaction(STORE, 'readonly');
+    return promisify(tx.objectStore(STORE).getAllKeys());
+  }
+
   async delete(key) {
     if (!this.db) {
       this.memory.delete(key);

@@ -3,6 +3,7 @@
 // session-view.js); this only switches the sections and the header.
 
 import { app, CURRENT_KEY } from './state.js';
+import { setRoute } from './route.js';
 
 export function showView(view) {
   app.view = view;
@@ -11,7 +12,7 @@ export function showView(view) {
   ui.viewHome.hidden = view !== 'home';
   ui.viewNew.hidden = view !== 'new';
   ui.viewSession.hidden = view !== 'session';
-  ui.back.hidden = !(view === 'new' || view === 'session');
+  ui.back.hidden = !(view === 'new' || view === 'session' || (view === 'pair' && app.bridges.size > 0));
   document.body.dataset.view = view;
   if (view === 'home') {
     app.current = null;
@@ -20,6 +21,7 @@ export function showView(view) {
     } catch {
       /* storage off */
     }
+    setRoute(null, null);
     ui.title.textContent = 'terminull';
   } else if (view === 'new') {
     ui.title.textContent = 'New session';

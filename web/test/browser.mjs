@@ -366,9 +366,10 @@ async function main() {
             const store = tx.objectStore('kv');
             const out = {};
             const a = store.get('identity');
-            const b = store.get('bridge');
+            // Several bridges (web/src/bridges.js): the records under `bridges`; this test pairs one.
+            const b = store.get('bridges');
             a.onsuccess = () => (out.identity = a.result);
-            b.onsuccess = () => (out.bridge = b.result);
+            b.onsuccess = () => (out.bridge = Array.isArray(b.result) ? b.result[0] : undefined);
             tx.oncomplete = () => resolve(out);
             tx.onerror = () => reject(tx.error);
           };
