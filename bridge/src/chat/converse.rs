@@ -100,10 +100,13 @@ pub(super) async fn converse(
 
 impl Conversation<'_> {
     async fn run(&mut self, mut pending: VecDeque<BridgeMessage>) -> Result<bool, ClientError> {
-        if !self.mode.replay {
-            self.started();
-        }
+        // A new session: the hint once what came with the start (its agent line) is shown.
+        let mut hint_due = !self.mode.replay;
         loop {
+            if hint_due && pending.is_empty() {
+                self.started();
+                hint_due = false;
+            }
             let message = match pending.pop_front() {
                 Some(m) => m,
                 None => tokio::select! {

@@ -23,7 +23,7 @@ impl Markdown {
         if let Some(lang) = trimmed.strip_prefix("```") {
             self.in_code = !self.in_code;
             return if self.in_code {
-                style.dim(&format!("┌─ {}", lang.trim()).trim_end().to_owned())
+                style.dim(format!("┌─ {}", lang.trim()).trim_end())
             } else {
                 style.dim("└─")
             };

@@ -61,6 +61,8 @@ pub struct Renderer {
     in_turn: bool,
     /// User messages that came during the turn, shown when it ends.
     deferred: Vec<String>,
+    /// The agent line shown last (an adapter that restarts says the same again).
+    agent_line: Option<String>,
 }
 
 impl Renderer {
@@ -145,8 +147,12 @@ impl Renderer {
                     self.in_turn = true;
                 }
             }
+            BlockKind::AgentInfo(_) if self.agent_line.as_deref() == Some(self.describe(&block.kind).as_str()) => {}
             other => {
                 self.close(&mut out);
+                if matches!(other, BlockKind::AgentInfo(_)) {
+                    self.agent_line = Some(self.describe(other));
+                }
                 for line in self.describe(other).lines() {
                     out.push(Out::Line(line.to_owned()));
                 }

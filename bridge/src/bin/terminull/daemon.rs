@@ -140,7 +140,16 @@ pub(crate) fn up(
 /// (the LAN server's and the relay's web page) and what to do next.
 pub(crate) fn next_steps(lan: Option<&str>, relay: Option<&str>) -> String {
     let page = |url: &str| {
-        terminull_net::Endpoint::parse(url).map(|e| format!("{}/", e.http_base())).unwrap_or_else(|_| url.to_owned())
+        let base = terminull_net::Endpoint::parse(url).map(|e| e.http_base()).unwrap_or_else(|_| url.to_owned());
+        // The scheme's own port goes without saying.
+        let base = match base.strip_suffix(":443") {
+            Some(host) if host.starts_with("https://") => host.to_owned(),
+            _ => match base.strip_suffix(":80") {
+                Some(host) if host.starts_with("http://") => host.to_owned(),
+                _ => base,
+            },
+        };
+        format!("{base}/")
     };
     let mut lines = vec!["terminull is up.".to_owned()];
     if let Some(lan) = lan {
@@ -242,4 +251,19 @@ pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCo
     }
     write_stdout(out.trim_end())?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_steps;
+
+    #[test]
+    fn up_names_the_phone_pages_and_the_next_step() {
+        let both = next_steps(Some("ws://192.168.1.20:8478"), Some("wss://relay.example"));
+        assert!(both.contains("phone on this network: http://192.168.1.20:8478/"), "{both}");
+        assert!(both.contains("through the relay: https://relay.example/"), "{both}");
+        assert!(both.contains("`terminull pair`"), "{both}");
+        let neither = next_steps(None, None);
+        assert!(neither.contains("terminull up --lan") && !neither.contains("terminull pair"), "{neither}");
+    }
 }
