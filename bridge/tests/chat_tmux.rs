@@ -258,3 +258,31 @@ fn an_error_is_one_plain_sentence_even_with_rust_backtrace() {
     assert!(!screen.contains("UnknownAgent") && !screen.contains("backtrace"), "{screen}");
     assert_eq!(shown[1], "EXITED rc=1");
 }
+
+#[test]
+fn up_arrow_recalls_the_line_sent_before() {
+    let (home, cwd) = dirs();
+    let t = chat("history", home.path(), cwd.path(), &[], &["echo"]);
+    t.type_text("first line");
+    t.keys(&["Enter"]);
+    t.wait_text("You said: first line");
+    t.keys(&["Up"]);
+    t.wait_for("the recalled line at the prompt", &["-J"], |s| {
+        s.lines().map(str::trim_end).rfind(|l| !l.is_empty()) == Some("❯ first line")
+    });
+}
+
+#[test]
+fn verbose_errors_add_the_causes_and_details() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(support::echo_only_exe_dir().join("terminull"))
+        .args(["-v", "chat", "no-such-agent", "-p", "x", "--home"])
+        .arg(home.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.lines().next().unwrap_or_default().starts_with("terminull: no agent"), "{err}");
+    assert!(err.contains("details: ") && err.contains("UnknownAgent"), "the details name the code: {err}");
+}

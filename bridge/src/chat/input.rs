@@ -73,6 +73,9 @@ impl Editor {
                                 && editor.history().len() > 0
                             {
                                 let _ = editor.save_history(file);
+                                // What the user typed is as private as the sessions' history.
+                                use std::os::unix::fs::PermissionsExt;
+                                let _ = std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600));
                             }
                         }
                         Input::Line(line)

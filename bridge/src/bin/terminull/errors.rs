@@ -15,6 +15,9 @@ pub(crate) fn report(error: &anyhow::Error, verbose: bool) {
     if verbose {
         for (i, cause) in error.chain().enumerate() {
             let _ = writeln!(stderr, "  {i}: {cause}");
+            if let Some(ClientError::Refused { code, .. }) = client_error(cause) {
+                let _ = writeln!(stderr, "     the bridge's error code: {code:?}");
+            }
         }
         let _ = writeln!(stderr, "details: {error:?}");
     }
