@@ -277,8 +277,13 @@ impl Conversation<'_> {
         }
     }
 
-    /// A line of this client's own, after what is shown (the unfinished line stays).
+    /// A line of this client's own, after what is shown (the unfinished line stays);
+    /// on stderr when stdout is a script's (`-p`, `--json`).
     fn note(&mut self, line: &str) {
+        if self.editor.is_none() || self.mode.json {
+            super::note_stderr(line);
+            return;
+        }
         let mut outs = Vec::new();
         self.renderer.close(&mut outs);
         outs.push(Out::Line(line.to_owned()));
