@@ -198,7 +198,7 @@ pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCo
         };
         let mut notes = Vec::new();
         if let (false, Some(why)) = (agent.detected.installed, &agent.detected.reason) {
-            notes.push(format!("not installed: {why}"));
+            notes.push(why.clone());
         }
         if let Source::DropIn { path } = &agent.source {
             notes.push(format!("from {}", path.display()));
