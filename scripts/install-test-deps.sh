@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs besides Rust: Python 3 and Node run the example and
+# Installs what the test suite needs besides Rust (tmux drives `terminull chat` in a terminal): Python 3 and Node run the example and
 # fixture adapters and npm installs the agent CLIs; unshare and ip isolate the live
 # agent tests; Debian's Chromium and the web app's pinned npm packages (Playwright's
 # driver, esbuild, the crypto libraries) run the phone app's browser tests. Does nothing
@@ -11,6 +11,8 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 # The live agent tests run each CLI in a private network namespace: unshare + ip.
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# `terminull chat` in a real terminal (bridge/tests/chat_tmux.rs): tmux.
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # The phone app's browser tests: Debian's Chromium (never a browser a test tool downloads).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then

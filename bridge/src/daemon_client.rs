@@ -47,7 +47,7 @@ pub enum ClientError {
     #[error("the bridge closed the connection")]
     Closed,
     /// The bridge refused the message.
-    #[error("{code:?}: {message}")]
+    #[error("{message}")]
     Refused {
         /// The error code.
         code: terminull_protocol::control::ReplyErrorCode,

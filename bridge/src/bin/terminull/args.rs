@@ -11,6 +11,9 @@ use terminull_bridge::chat::PermissionAnswer;
 #[derive(Debug, Parser)]
 #[command(name = "terminull", version, about)]
 pub(crate) struct Cli {
+    /// On failure, print every cause and the error's details, not only the one sentence.
+    #[arg(short, long, global = true)]
+    pub(crate) verbose: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -18,6 +21,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Check that this build speaks the terminull protocol correctly.
+    #[command(display_order = 12)]
     SelfCheck {
         /// Print the report as JSON.
         #[arg(long)]
@@ -25,9 +29,11 @@ pub(crate) enum Command {
     },
     /// Tools for adapter authors.
     #[command(subcommand)]
+    #[command(display_order = 13)]
     Adapter(AdapterSubcommand),
     /// Run the bridge daemon in the foreground: adapters, sessions, history, and the
     /// local control socket (`<home>/bridge.sock`).
+    #[command(display_order = 1)]
     Up {
         /// The bridge's home (default: $TERMINULL_HOME, else ~/.terminull).
         #[arg(long, value_name = "DIR")]
@@ -47,6 +53,7 @@ pub(crate) enum Command {
     },
     /// Pair a device: show a QR code and link holding a one-time secret, then wait
     /// for the device and show the short code both sides must match.
+    #[command(display_order = 2)]
     Pair {
         /// The relay the device will use (default: `[relay] url` in config.toml).
         #[arg(long, value_name = "URL")]
@@ -76,6 +83,7 @@ pub(crate) enum Command {
         home: Option<PathBuf>,
     },
     /// List the paired devices, or revoke one.
+    #[command(display_order = 7)]
     Devices {
         /// `revoke <device id>` to revoke.
         #[command(subcommand)]
@@ -89,11 +97,20 @@ pub(crate) enum Command {
     },
     /// This machine as a device of another bridge.
     #[command(subcommand)]
+    #[command(display_order = 8)]
     Device(DeviceCommand),
     /// Talk to an agent: through the running daemon, or an in-process bridge if none runs.
+    #[command(display_order = 3)]
     Chat {
-        /// The agent (see `terminull agents`).
-        agent: String,
+        /// The agent (see `terminull agents`); optional with --continue or --session.
+        #[arg(required_unless_present_any = ["continue_last", "session"])]
+        agent: Option<String>,
+        /// Go back to the session started last in this directory (of AGENT, when given).
+        #[arg(short = 'c', long = "continue", conflicts_with = "session")]
+        continue_last: bool,
+        /// Go back to this session (see `terminull sessions`).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// The session's working directory (default: the current one).
         #[arg(long)]
         cwd: Option<PathBuf>,
@@ -120,6 +137,7 @@ pub(crate) enum Command {
         remote: RemoteArgs,
     },
     /// Continue an existing session: replay its history, then talk.
+    #[command(display_order = 4)]
     Attach {
         /// The session id (see `terminull sessions`).
         session: String,
@@ -133,6 +151,7 @@ pub(crate) enum Command {
         remote: RemoteArgs,
     },
     /// List sessions, live and in history.
+    #[command(display_order = 5)]
     Sessions {
         /// Print JSON.
         #[arg(long)]
@@ -143,6 +162,7 @@ pub(crate) enum Command {
     },
     /// List the sessions the agents' CLIs started outside terminull (in a terminal),
     /// from each CLI's own session store (docs/session-handoff.md).
+    #[command(display_order = 9)]
     External {
         /// Only this agent.
         #[arg(long)]
@@ -159,6 +179,7 @@ pub(crate) enum Command {
     },
     /// Hand an idle session to the agent's CLI in a terminal: terminull lets the agent
     /// go, observes the session from now on, and prints the command to run.
+    #[command(display_order = 10)]
     ContinueInTerminal {
         /// The session id (see `terminull sessions`).
         session: String,
@@ -171,6 +192,7 @@ pub(crate) enum Command {
     },
     /// List the agents this bridge can run: built-ins and drop-ins, whether each
     /// agent's CLI is installed, its capabilities, and the adapters refused and why.
+    #[command(display_order = 6)]
     Agents {
         /// Print JSON instead of a table.
         #[arg(long)]

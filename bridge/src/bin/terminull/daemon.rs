@@ -111,6 +111,9 @@ pub(crate) fn up(
             }
             _ => None,
         };
+        let lan_url = lan_server.as_ref().and_then(|server| terminull_bridge::lan::device_url(server.addr()));
+        // Stdout may be closed (a service): the daemon runs on regardless.
+        let _ = write_stdout(&next_steps(lan_url.as_deref(), relay_url.as_deref()));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -133,6 +136,44 @@ pub(crate) fn up(
     })
 }
 
+/// What `terminull up` tells the user once it serves: the address(es) a phone opens
+/// (the LAN server's and the relay's web page) and what to do next.
+pub(crate) fn next_steps(lan: Option<&str>, relay: Option<&str>) -> String {
+    let page = |url: &str| {
+        let base = terminull_net::Endpoint::parse(url).map(|e| e.http_base()).unwrap_or_else(|_| url.to_owned());
+        // The scheme's own port goes without saying.
+        let base = match base.strip_suffix(":443") {
+            Some(host) if host.starts_with("https://") => host.to_owned(),
+            _ => match base.strip_suffix(":80") {
+                Some(host) if host.starts_with("http://") => host.to_owned(),
+                _ => base,
+            },
+        };
+        format!("{base}/")
+    };
+    let mut lines = vec!["terminull is up.".to_owned()];
+    if let Some(lan) = lan {
+        lines.push(format!("  phone on this network: {}", page(lan)));
+    }
+    if let Some(relay) = relay {
+        lines.push(format!("  phone anywhere, through the relay: {}", page(relay)));
+    }
+    if lan.is_none() && relay.is_none() {
+        lines.push(
+            "  only this machine can reach it: `terminull chat AGENT` here; for a phone, run `terminull up --lan` or set a relay"
+                .to_owned(),
+        );
+    } else {
+        lines.push(
+            "Next: in another terminal, `terminull pair` shows the QR code and link that pair a phone.".to_owned(),
+        );
+    }
+    lines.push(
+        "Talk to an agent here with `terminull chat AGENT` (`terminull agents` lists them). Ctrl-C stops.".to_owned(),
+    );
+    lines.join("\n")
+}
+
 pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let home = Home::resolve(home)?;
     let config = home.load_config()?;
@@ -141,7 +182,8 @@ pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCo
         write_stdout(&serde_json::to_string_pretty(&registry).context("encoding the registry")?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = format!("{:<14} {:<20} {:<9} {:<28} {}\n", "AGENT", "NAME", "SOURCE", "DETECTED", "CAPABILITIES");
+    // One row per agent, then its notes indented under it; columns as wide as their widest cell.
+    let mut rows: Vec<([String; 5], Vec<String>)> = Vec::new();
     for agent in &registry.agents {
         let d = &agent.declaration;
         let source = match agent.source {
@@ -152,25 +194,53 @@ pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCo
         let detected = match (&agent.detected.installed, &agent.detected.version, &agent.detected.reason) {
             (true, Some(v), _) => v.clone(),
             (true, None, _) => "installed".to_owned(),
-            (false, _, Some(why)) => format!("not installed: {why}"),
-            (false, _, None) => "not installed".to_owned(),
+            (false, _, Some(_)) | (false, _, None) => "not installed".to_owned(),
         };
-        out.push_str(&format!(
-            "{:<14} {:<20} {:<9} {:<28} {}\n",
-            d.agent_id.as_str(),
-            d.display_name,
-            source,
-            detected,
-            registry::capability_summary(d)
-        ));
+        let mut notes = Vec::new();
+        if let (false, Some(why)) = (agent.detected.installed, &agent.detected.reason) {
+            notes.push(why.clone());
+        }
         if let Source::DropIn { path } = &agent.source {
-            out.push_str(&format!("{:<14} from {}\n", "", path.display()));
+            notes.push(format!("from {}", path.display()));
         }
         if let Source::AcpConfig { command, .. } = &agent.source {
-            out.push_str(&format!("{:<14} ACP agent from config.toml: {}\n", "", command.join(" ")));
+            notes.push(format!("ACP agent from config.toml: {}", command.join(" ")));
         }
         if let Some(note) = d.verification_note() {
-            out.push_str(&format!("{:<14} {note}\n", ""));
+            notes.push(note.to_string());
+        }
+        let cells = [
+            d.agent_id.as_str().to_owned(),
+            d.display_name.clone(),
+            source.to_owned(),
+            detected,
+            registry::capability_summary(d).to_string(),
+        ];
+        rows.push((cells, notes));
+    }
+    let header = ["AGENT", "NAME", "SOURCE", "DETECTED", "CAPABILITIES"].map(str::to_owned);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for (cells, _) in &rows {
+        for (w, cell) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 5]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        text.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&header);
+    for (cells, notes) in &rows {
+        out.push_str(&line(cells));
+        for note in notes {
+            out.push_str(&format!("{:w$}  {note}\n", "", w = widths[0]));
         }
     }
     if registry.agents.is_empty() {
@@ -181,4 +251,19 @@ pub(crate) fn agents(json: bool, home: Option<PathBuf>) -> anyhow::Result<ExitCo
     }
     write_stdout(out.trim_end())?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_steps;
+
+    #[test]
+    fn up_names_the_phone_pages_and_the_next_step() {
+        let both = next_steps(Some("ws://192.168.1.20:8478"), Some("wss://relay.example"));
+        assert!(both.contains("phone on this network: http://192.168.1.20:8478/"), "{both}");
+        assert!(both.contains("through the relay: https://relay.example/"), "{both}");
+        assert!(both.contains("`terminull pair`"), "{both}");
+        let neither = next_steps(None, None);
+        assert!(neither.contains("terminull up --lan") && !neither.contains("terminull pair"), "{neither}");
+    }
 }

@@ -3,6 +3,7 @@
 mod adapter;
 mod args;
 mod daemon;
+mod errors;
 mod pairing;
 mod sessions;
 
@@ -14,13 +15,20 @@ use terminull_bridge::chat::{self, ChatOptions};
 
 use crate::args::{AdapterSubcommand, Cli, Command, DeviceCommand};
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let verbose = cli.verbose;
     // `up` sets up its own logging from --log-level; the other commands stay quiet.
     if !matches!(cli.command, Command::Up { .. }) {
         quiet_logging();
     }
-    dispatch_command(cli)
+    match dispatch_command(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            errors::report(&error, verbose);
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn quiet_logging() {
@@ -50,19 +58,28 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Device(DeviceCommand::Pair { link, name, home, no_discover }) => {
             pairing::device_pair(home, &link, &name, no_discover)
         }
-        Command::Chat { agent, cwd, model, mode, prompt, json, permission, home, remote } => {
+        Command::Chat { agent, continue_last, session, cwd, model, mode, prompt, json, permission, home, remote } => {
             let cwd = match cwd {
                 Some(c) => c,
                 None => std::env::current_dir().context("reading the current directory")?,
             };
+            let target = match (continue_last, session) {
+                (_, Some(id)) => chat::Target::Session(id),
+                (true, None) => chat::Target::Continue,
+                (false, None) => chat::Target::New,
+            };
+            let history_file =
+                terminull_bridge::home::Home::resolve(home.clone()).ok().map(|h| h.root().join("chat-history"));
             let opts = ChatOptions {
                 agent,
+                target,
                 cwd: cwd.display().to_string(),
                 model,
                 permission_mode: mode,
                 prompt,
                 json,
                 permission,
+                history_file,
             };
             sessions::with_client(home, remote, |mut client| async move {
                 chat::chat(&mut client, &opts).await.map(|ok| (ok, client))
@@ -70,7 +87,7 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Attach { session, json, home, remote } => {
             sessions::with_client(home, remote, |mut client| async move {
-                chat::attach(&mut client, &session, json).await.map(|ok| (ok, client))
+                chat::attach(&mut client, &session, json).await.map(|ok| (ok, client)).map_err(chat::ChatError::from)
             })
         }
         Command::Sessions { json, home } => sessions::list(json, home),

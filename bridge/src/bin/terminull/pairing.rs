@@ -56,7 +56,7 @@ pub(crate) fn pair(
         let qr = qrcode::QrCode::new(url.as_bytes()).context("encoding the QR code")?;
         let art = qr.render::<qrcode::render::unicode::Dense1x2>().quiet_zone(true).build();
         write_stdout(&format!(
-            "{art}\nScan with the terminull app, or on another computer run:\n  terminull device pair '{url}'\n\nThe offer is valid for {ttl} s and can pair one device. The bridge must be running (`terminull up`) to answer.",
+            "{art}\nScan the QR code with the phone's camera, or open this link on the phone (it opens the terminull web page):\n\n{url}\n\nFrom another computer with terminull, run instead:\n  terminull device pair '{url}'\n\nThe offer is valid for {ttl} s and can pair one device. The bridge must be running (`terminull up`) to answer.",
         ))?;
     }
     if confirm.no_wait {

@@ -49,10 +49,11 @@ pub(crate) async fn client_for(home: &Home) -> anyhow::Result<(Client, Option<In
     Ok((Client::in_process(&service), Some((service, lock))))
 }
 
-pub(crate) fn with_client<F, Fut>(home: Option<PathBuf>, remote: RemoteArgs, run: F) -> anyhow::Result<ExitCode>
+pub(crate) fn with_client<F, Fut, E>(home: Option<PathBuf>, remote: RemoteArgs, run: F) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(Client) -> Fut,
-    Fut: std::future::Future<Output = Result<(bool, Client), terminull_bridge::daemon_client::ClientError>>,
+    Fut: std::future::Future<Output = Result<(bool, Client), E>>,
+    E: std::error::Error + Send + Sync + 'static,
 {
     let home = Home::resolve(home)?;
     runtime()?.block_on(async move {
