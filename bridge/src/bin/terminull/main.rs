@@ -3,8 +3,13 @@
 mod adapter;
 mod args;
 mod daemon;
+mod doctor;
+mod doctor_checks;
 mod pairing;
+mod service;
+mod service_unit;
 mod sessions;
+mod version;
 
 use std::process::ExitCode;
 
@@ -15,6 +20,10 @@ use terminull_bridge::chat::{self, ChatOptions};
 use crate::args::{AdapterSubcommand, Cli, Command, DeviceCommand};
 
 fn main() -> anyhow::Result<ExitCode> {
+    if let Some(text) = version::requested() {
+        write_stdout(&text)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let cli = Cli::parse();
     // `up` sets up its own logging from --log-level; the other commands stay quiet.
     if !matches!(cli.command, Command::Up { .. }) {
@@ -76,6 +85,8 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions { json, home } => sessions::list(json, home),
         Command::External { agent, cwd, json, home } => sessions::external(agent, cwd, json, home),
         Command::ContinueInTerminal { session, json, home } => sessions::continue_in_terminal(session, json, home),
+        Command::Service(command) => service::service(command),
+        Command::Doctor(args) => doctor::doctor(args),
     }
 }
 
