@@ -161,15 +161,22 @@ fn the_deb_holds_every_binary_and_installs_with_dpkg_into_a_root() {
     require_built();
     let dir = tempfile::tempdir().unwrap();
     let deb = dir.path().join("terminull.deb");
-    let profile = profile_dir();
-    let profile_name = profile.file_name().unwrap().to_str().unwrap().to_owned();
-    let target = profile.parent().unwrap();
+    // cargo-deb packages `target/release/*`: a staging target directory whose `release/`
+    // holds this build's binaries, stripped (`strip -o`, quick) so that packing them
+    // stays quick too. cargo-deb itself neither builds nor strips (`--no-build --no-strip`).
+    let stage = dir.path().join("target");
+    std::fs::create_dir_all(stage.join("release")).unwrap();
+    for name in expected_binaries() {
+        let (from, to) = (profile_dir().join(&name), stage.join("release").join(&name));
+        let stripped = Command::new("strip").arg("-o").arg(&to).arg(&from).status().is_ok_and(|s| s.success());
+        if !stripped {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
     let build = Command::new("cargo")
-        .args(["deb", "-p", "terminull-bridge", "--no-build", "--no-strip", "--profile"])
-        .arg(if profile_name == "debug" { "dev" } else { profile_name.as_str() })
-        .arg("--output")
+        .args(["deb", "-p", "terminull-bridge", "--no-build", "--no-strip", "--fast", "--output"])
         .arg(&deb)
-        .env("CARGO_TARGET_DIR", target)
+        .env("CARGO_TARGET_DIR", &stage)
         .current_dir(support::workspace())
         .output()
         .unwrap();
@@ -233,9 +240,10 @@ fn relay_dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
     assert!(stages.len() >= 2, "not multi-stage: {stages:?}");
     assert!(lines[stages[0]].to_ascii_uppercase().contains(" AS "), "the build stage is not named");
     let last = &lines[*stages.last().unwrap()..];
-    let instruction = |name: &str| last.iter().filter(move |l| l.to_ascii_uppercase().starts_with(&format!("{name} ")));
+    let instruction =
+        |name: &'static str| last.iter().filter(move |l| l.to_ascii_uppercase().starts_with(&format!("{name} ")));
     assert!(instruction("COPY").any(|l| l.contains("--from=")), "the final stage copies nothing from the build");
-    let user = instruction("USER").last().expect("the final stage sets USER");
+    let user = instruction("USER").next_back().expect("the final stage sets USER");
     let who = user[5..].split(':').next().unwrap().trim();
     assert!(who != "root" && who != "0", "the final stage runs as {who}");
     let health = instruction("HEALTHCHECK").next().expect("a HEALTHCHECK");

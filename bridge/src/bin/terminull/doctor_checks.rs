@@ -98,7 +98,7 @@ pub(crate) async fn agents(home: &Home, config: &Config) -> Vec<Check> {
             if id != "echo" {
                 usable += 1;
             }
-            let version = d.version.clone().unwrap_or_else(|| "version unknown".to_owned());
+            let version = d.version.clone().unwrap_or_else(|| "installed".to_owned());
             let at = d.path.as_deref().map(|p| format!(" at {p}")).unwrap_or_default();
             out.push(Check::new("agents", Status::Ok, format!("{id} ({from}): {version}{at}"), None));
         } else {
