@@ -162,9 +162,18 @@ fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     }
     match manager {
         Manager::Systemd => {
-            run(&words(&["systemctl", "--user", "daemon-reload"]), common.dry_run)?;
+            let no_manager = || {
+                format!(
+                    "the unit is written ({}), but systemd did not take it: is a systemd user manager \
+                     running for you (a login session, or `loginctl enable-linger $USER`)? Then run \
+                     `systemctl --user daemon-reload && systemctl --user enable --now {SYSTEMD_UNIT}`",
+                    path.display()
+                )
+            };
+            run(&words(&["systemctl", "--user", "daemon-reload"]), common.dry_run).with_context(no_manager)?;
             if !args.no_start {
-                run(&words(&["systemctl", "--user", "enable", "--now", SYSTEMD_UNIT]), common.dry_run)?;
+                run(&words(&["systemctl", "--user", "enable", "--now", SYSTEMD_UNIT]), common.dry_run)
+                    .with_context(no_manager)?;
             }
             write_stdout(LINGER_NOTE)?;
             write_stdout(&format!(
