@@ -20,6 +20,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+# cargo-deb builds the .deb of docs/install.md; bridge/tests/install.rs builds and installs
+# it. Pinned; built from crates.io once (a few minutes), then found on PATH.
+CARGO_DEB_VERSION=3.8.0
+if [ "$(cargo deb --version 2>/dev/null | awk '{print $2}')" != "$CARGO_DEB_VERSION" ]; then
+    echo "installing cargo-deb $CARGO_DEB_VERSION from crates.io"
+    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION"
+fi
 # The web app's packages, exactly as locked; reinstalled only when the lock changed.
 web="$(cd "$(dirname "$0")/.." && pwd)/web"
 stamp="$web/node_modules/.lock.sha256"
@@ -29,4 +36,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     (cd "$web" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     echo "$want" >"$stamp"
 fi
-echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1), chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1)"
+echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1), $(cargo deb --version 2>&1), chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1)"

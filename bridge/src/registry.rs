@@ -334,8 +334,9 @@ fn acp_candidates(opts: &ScanOptions, refused: &mut Vec<Refusal>) -> Vec<Candida
     out
 }
 
-/// `exe_dir/name` when it is an executable file, else `name` on `PATH`.
-fn find_built_in(name: &str, exe_dir: Option<&Path>) -> Option<PathBuf> {
+/// `exe_dir/name` when it is an executable file, else `name` on `PATH` (how the daemon
+/// finds [`BUILT_INS`] and [`ACP_HOST`]; `terminull --version` and `doctor` list them).
+pub fn find_built_in(name: &str, exe_dir: Option<&Path>) -> Option<PathBuf> {
     exe_dir.map(|d| d.join(name)).filter(|p| is_executable(p)).or_else(|| which::which(name).ok())
 }
 

@@ -201,6 +201,13 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
     },
+    /// Run the daemon as a background service: a systemd user unit (Linux) or a
+    /// launchd agent (macOS), restarted when it fails.
+    #[command(subcommand)]
+    Service(crate::service::ServiceCommand),
+    /// Check what a working bridge needs (agents, home, socket, LAN, relay, devices,
+    /// clock) and say how to fix what is wrong; exits 1 when something failed.
+    Doctor(crate::doctor::DoctorArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,9 +3,14 @@
 mod adapter;
 mod args;
 mod daemon;
+mod doctor;
+mod doctor_checks;
 mod errors;
 mod pairing;
+mod service;
+mod service_unit;
 mod sessions;
+mod version;
 
 use std::process::ExitCode;
 
@@ -16,6 +21,15 @@ use terminull_bridge::chat::{self, ChatOptions};
 use crate::args::{AdapterSubcommand, Cli, Command, DeviceCommand};
 
 fn main() -> ExitCode {
+    if let Some(text) = version::requested() {
+        return match write_stdout(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                errors::report(&error, false);
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let verbose = cli.verbose;
     // `up` sets up its own logging from --log-level; the other commands stay quiet.
@@ -93,6 +107,8 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sessions { json, home } => sessions::list(json, home),
         Command::External { agent, cwd, json, home } => sessions::external(agent, cwd, json, home),
         Command::ContinueInTerminal { session, json, home } => sessions::continue_in_terminal(session, json, home),
+        Command::Service(command) => service::service(command),
+        Command::Doctor(args) => doctor::doctor(args),
     }
 }
 
