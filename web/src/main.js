@@ -18,6 +18,7 @@ import { connect, checkLink } from './connection.js';
 import { showHome } from './lists.js';
 import { loadSession } from './sessions.js';
 import { openSessionView } from './session-view.js';
+import { startIntegrity } from './integrity.js';
 
 async function main() {
   buildShell();
@@ -68,6 +69,8 @@ async function main() {
     dropConnection: () => app.link?.ws.close(),
     flush: () => Promise.all([...app.sessions.values()].map((s) => s.flush())),
   };
+  // The service worker (secure contexts only) and its pinned code's verdict; not awaited.
+  startIntegrity().catch((e) => console.warn(`integrity: ${e.message ?? e}`));
 
   const fragment = pairingFragment();
   if (fragment) {

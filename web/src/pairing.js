@@ -8,6 +8,7 @@ import { h, clear } from './dom.js';
 import { showView } from './views.js';
 import { showHome } from './lists.js';
 import { connect } from './connection.js';
+import { syncPins } from './integrity.js';
 
 export function pairingFragment() {
   const f = location.hash.slice(1);
@@ -70,6 +71,7 @@ export async function pairWith(linkText) {
       pairedAt: Math.floor(Date.now() / 1000),
     };
     await app.store.set('bridge', app.bridge);
+    await syncPins();
     app.shortCode = paired.shortCode;
     showBanner();
     showHome();
