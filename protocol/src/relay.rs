@@ -370,7 +370,7 @@ pub struct Register {
     /// The bridge's signature over the digest of the phone app it embeds; the relay
     /// serves it at `GET /v1/bridges/{bridge_id}/app-signature` (absent: none served).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app: Option<crate::crypto::app_code::AppSignature>,
+    pub app: Option<Box<crate::crypto::app_code::AppSignature>>,
 }
 
 /// Body of `relay_status`.

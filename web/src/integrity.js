@@ -48,7 +48,7 @@ function showStatus(status) {
     banner.append(
       h('strong', null, 'This server sent app code none of your computers signed. '),
       `It was not loaded: the app keeps running the version pinned ${since}. `,
-      h('span', { class: 'small' }, `Offered ${shortDigest(status.offered)}…, pinned ${shortDigest(status.digest)}…. ${status.reason ?? ''}`),
+      h('span', { class: 'small' }, `Offered ${shortDigest(status.offered)}…, pinned ${shortDigest(status.digest)}… (${status.reason ?? 'no reason given'})`),
     );
     banner.hidden = false;
   } else if (status?.state === 'updated' /* after this page loaded: it runs the previous code */ && status.signedBy && status.at > performance.timeOrigin) {
@@ -67,14 +67,15 @@ export async function startIntegrity() {
   const ui = app.ui;
   ui.integrity = h('div', { class: 'integrity-banner', testid: 'integrity-banner', role: 'status', hidden: true });
   ui.appNote = h('p', { class: 'app-note', testid: 'app-note' });
-  document.querySelector('#app main')?.before(ui.integrity);
-  ui.viewHome?.append(ui.appNote);
+  const main = document.querySelector('#app main');
+  main?.before(ui.integrity);
+  main?.after(ui.appNote);
   if (!window.isSecureContext || !('serviceWorker' in navigator)) {
     ui.appNote.textContent =
       'No offline copy, install or code pinning here: they need https (the relay) or this computer’s own 127.0.0.1, and this page is plain http.';
     return;
   }
-  ui.appNote.textContent = 'This app’s code is pinned on this device; updates are taken only when your computer signed them.';
+  ui.appNote.hidden = true;
   await syncPins();
   navigator.serviceWorker.addEventListener('message', (event) => {
     if (event.data?.type === 'terminull-shell') showStatus(event.data.status);
@@ -83,6 +84,7 @@ export async function startIntegrity() {
     await navigator.serviceWorker.register('/sw.js', { scope: '/' });
   } catch (e) {
     ui.appNote.textContent = `The offline worker could not start: ${e.message ?? e}`;
+    ui.appNote.hidden = false;
     return;
   }
   try {

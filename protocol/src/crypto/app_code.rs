@@ -85,7 +85,11 @@ pub fn verify_shell(bridge: &PublicIdentity, signature: &AppSignature) -> Result
         return Err(CryptoError::BadSignature("the app signature (another bridge's id)"));
     }
     let digest = unhex32(&signature.digest)?;
-    bridge.verify(&signature_bytes(&signature.bridge_id, &digest), &from_b64("sig", &signature.sig)?, "the app shell")?;
+    bridge.verify(
+        &signature_bytes(&signature.bridge_id, &digest),
+        &from_b64("sig", &signature.sig)?,
+        "the app shell",
+    )?;
     Ok(digest)
 }
 
@@ -167,8 +171,12 @@ mod tests {
     fn a_malformed_digest_is_an_encoding_error_not_a_panic() {
         let bridge = Identity::generate();
         for digest in ["", "zz", &"A".repeat(64), &"é".repeat(32)] {
-            let signature = AppSignature { bridge_id: bridge.public().bridge_id().0, digest: digest.into(), sig: String::new() };
-            assert!(matches!(verify_shell(&bridge.public(), &signature), Err(CryptoError::Encoding { .. })), "{digest}");
+            let signature =
+                AppSignature { bridge_id: bridge.public().bridge_id().0, digest: digest.into(), sig: String::new() };
+            assert!(
+                matches!(verify_shell(&bridge.public(), &signature), Err(CryptoError::Encoding { .. })),
+                "{digest}"
+            );
         }
     }
 }

@@ -14,7 +14,7 @@ use super::Hub;
 /// dropped with a warning (the bridge still registers: the app then refuses updates
 /// from this relay until the bridge sends a good one, which is the safe side).
 pub(super) fn checked(reg: &Register) -> Option<AppSignature> {
-    let signature = reg.app.as_ref()?;
+    let signature = reg.app.as_deref()?;
     let verdict = PublicIdentity::from_wire(&reg.keys).and_then(|key| verify_shell(&key, signature));
     match verdict {
         Ok(_) => Some(signature.clone()),
