@@ -56,7 +56,7 @@ pub struct AppSignature {
 pub fn shell_digest(files: &[(&str, &[u8])]) -> Result<[u8; 32], CryptoError> {
     let paths: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
     if paths != SHELL_PATHS {
-        return Err(CryptoError::Pairing(format!("app shell: expected the files {SHELL_PATHS:?}, got {paths:?}")));
+        return Err(CryptoError::AppShell(format!("expected the files {SHELL_PATHS:?}, got {paths:?}")));
     }
     let mut parts: Vec<&[u8]> = vec![SHELL_LABEL.as_bytes()];
     for (path, bytes) in files {
@@ -82,7 +82,7 @@ pub fn sign_shell(bridge: &Identity, digest: &[u8; 32]) -> AppSignature {
 /// bytes of hex, the signature verifies. Returns the digest.
 pub fn verify_shell(bridge: &PublicIdentity, signature: &AppSignature) -> Result<[u8; 32], CryptoError> {
     if bridge.bridge_id().0 != signature.bridge_id {
-        return Err(CryptoError::BadSignature("the app signature (another bridge's id)"));
+        return Err(CryptoError::BadSignature("the app shell (signed under another bridge's id)"));
     }
     let digest = unhex32(&signature.digest)?;
     bridge.verify(

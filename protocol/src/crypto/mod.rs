@@ -96,6 +96,9 @@ pub enum CryptoError {
     /// A pairing link or offer is malformed or expired.
     #[error("pairing: {0}")]
     Pairing(String),
+    /// An app shell is not the list of files its digest covers (app_code::SHELL_PATHS).
+    #[error("app shell: {0}")]
+    AppShell(String),
     /// The sealed plaintext is not the JSON expected.
     #[error("{what}: the opened plaintext is not valid JSON: {detail}")]
     Json {
