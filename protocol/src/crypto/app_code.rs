@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::keys::{Identity, PublicIdentity};
-use super::vectors::hex;
 use super::{CryptoError, b64, from_b64, transcript};
 
 /// The app shell, in digest order: the page, its script, its style sheet, the web app
@@ -91,6 +90,11 @@ pub fn verify_shell(bridge: &PublicIdentity, signature: &AppSignature) -> Result
         "the app shell",
     )?;
     Ok(digest)
+}
+
+/// Lowercase hex (as the digest travels).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex32(text: &str) -> Result<[u8; 32], CryptoError> {
