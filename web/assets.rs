@@ -1,14 +1,21 @@
-//! The phone web app, embedded. The page and its style sheet are embedded from
-//! `web/index.html` and `web/style.css` as written; the script, `web/dist/app.js`, is
+//! The phone web app, embedded. The page, its style sheet, the web app manifest and
+//! the icons are embedded from `web/` as written (`web/tools/icons.mjs` drew the
+//! icons); the script `web/dist/app.js` and the service worker `web/dist/sw.js` are
 //! bundled from `web/src/` by `web/build.mjs` and committed (so building the Rust
-//! binaries needs no npm), and a test rebuilds it and fails on any difference. The bridge's LAN server and the relay
-//! mount [`routes`] next to their own endpoints; the app is same-origin with the
-//! pairing broker and the device WebSocket it talks to.
+//! binaries needs no npm), and a test rebuilds them and fails on any difference. The
+//! bridge's LAN server and the relay mount [`routes`] next to their own endpoints; the
+//! app is same-origin with the pairing broker and the device WebSocket it talks to.
+//!
+//! The shell's digest ([`shell_digest`]) is what a bridge signs ([`sign_shell`]) so
+//! that the app's service worker takes this build as an update
+//! (docs/web-client.md#app-code-integrity).
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use terminull_protocol::crypto::app_code::{self, AppSignature, SHELL_PATHS};
+use terminull_protocol::crypto::keys::Identity;
 
 /// One embedded file.
 #[derive(Debug, Clone, Copy)]
@@ -22,23 +29,94 @@ pub struct Asset {
 const INDEX: Asset = Asset { bytes: include_bytes!("index.html"), content_type: "text/html; charset=utf-8" };
 const APP: Asset = Asset { bytes: include_bytes!("dist/app.js"), content_type: "text/javascript; charset=utf-8" };
 const STYLE: Asset = Asset { bytes: include_bytes!("style.css"), content_type: "text/css; charset=utf-8" };
+const MANIFEST: Asset =
+    Asset { bytes: include_bytes!("manifest.webmanifest"), content_type: "application/manifest+json; charset=utf-8" };
+const ICON_192: Asset = Asset { bytes: include_bytes!("icons/icon-192.png"), content_type: "image/png" };
+const ICON_512: Asset = Asset { bytes: include_bytes!("icons/icon-512.png"), content_type: "image/png" };
+const ICON_MASKABLE: Asset = Asset { bytes: include_bytes!("icons/icon-maskable-512.png"), content_type: "image/png" };
+const WORKER: Asset = Asset { bytes: include_bytes!("dist/sw.js"), content_type: "text/javascript; charset=utf-8" };
+
+/// Every path served, the shell's ([`SHELL_PATHS`]) and the page's other names.
+const PATHS: &[&str] = &[
+    "/",
+    "/pair",
+    "/index.html",
+    "/app.js",
+    "/style.css",
+    "/manifest.webmanifest",
+    "/icons/icon-192.png",
+    "/icons/icon-512.png",
+    "/icons/icon-maskable-512.png",
+    "/sw.js",
+];
 
 /// The asset served at `path`: the app's page at `/` and `/pair` (the pairing link's
-/// path; its secret is in the fragment, which the browser never sends), its script
-/// and its style sheet.
+/// path; its secret is in the fragment, which the browser never sends), its script,
+/// its style sheet, the web app manifest, its icons and the service worker (at the
+/// root, so its scope is the whole origin).
 pub fn asset(path: &str) -> Option<Asset> {
     match path {
         "/" | "/pair" | "/index.html" => Some(INDEX),
         "/app.js" => Some(APP),
         "/style.css" => Some(STYLE),
+        "/manifest.webmanifest" => Some(MANIFEST),
+        "/icons/icon-192.png" => Some(ICON_192),
+        "/icons/icon-512.png" => Some(ICON_512),
+        "/icons/icon-maskable-512.png" => Some(ICON_MASKABLE),
+        "/sw.js" => Some(WORKER),
         _ => None,
     }
 }
 
+/// The embedded shell's digest: [`app_code::shell_digest`] over [`SHELL_PATHS`] as served.
+pub fn shell_digest() -> [u8; 32] {
+    let files: Vec<(&str, &[u8])> =
+        SHELL_PATHS.iter().map(|p| (*p, asset(p).map(|a| a.bytes).unwrap_or_default())).collect();
+    // Every shell path has an asset (a unit test pins it), so the list is the shell's.
+    app_code::shell_digest(&files).unwrap_or_default()
+}
+
+/// `bridge`'s signature over the embedded shell: what it hands its relay and serves on the LAN.
+pub fn sign_shell(bridge: &Identity) -> AppSignature {
+    app_code::sign_shell(bridge, &shell_digest())
+}
+
+/// The answer to `GET /v1/bridges/{id}/app-signature`: the signature as JSON, or a
+/// 404 `{"error"}` naming the bridge when none is known.
+pub fn signature_response(bridge_id: &str, signature: Option<&AppSignature>) -> Response {
+    let (status, body) = match signature {
+        Some(signature) => (StatusCode::OK, serde_json::to_string(signature).unwrap_or_default()),
+        None => (
+            StatusCode::NOT_FOUND,
+            serde_json::json!({ "error": format!("no app signature is known for bridge `{bridge_id}`") }).to_string(),
+        ),
+    };
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /v1/bridges/{bridge_id}/app-signature` answering `signature` for its own
+/// bridge (the LAN server: the bridge serves its own signature).
+pub fn signature_route<S: Clone + Send + Sync + 'static>(signature: AppSignature) -> Router<S> {
+    let signature = std::sync::Arc::new(signature);
+    Router::new().route(
+        "/v1/bridges/{bridge_id}/app-signature",
+        get(move |axum::extract::Path(bridge_id): axum::extract::Path<String>| async move {
+            let known = (bridge_id == signature.bridge_id).then_some(&*signature);
+            signature_response(&bridge_id, known)
+        }),
+    )
+}
+
 /// The policy every page response carries: scripts, styles and connections from this
-/// origin only (and its WebSocket), no framing, no referrer.
+/// origin only (and its WebSocket), the service worker and the manifest from this
+/// origin, no framing, no referrer.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-img-src 'self' data:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+img-src 'self' data:; connect-src 'self' ws: wss:; worker-src 'self'; manifest-src 'self'; base-uri 'none'; \
+form-action 'none'; frame-ancestors 'none'";
 
 fn respond(asset: Asset) -> Response {
     let mut response = (StatusCode::OK, asset.bytes).into_response();
@@ -57,7 +135,7 @@ fn respond(asset: Asset) -> Response {
 /// (`"relay"`).
 pub fn routes<S: Clone + Send + Sync + 'static>(kind: &'static str) -> Router<S> {
     let mut router = Router::new();
-    for path in ["/", "/pair", "/index.html", "/app.js", "/style.css"] {
+    for &path in PATHS {
         router = router.route(
             path,
             get(move || async move {
@@ -89,5 +167,35 @@ mod tests {
         assert!(asset("/app.js").is_some_and(|a| !a.bytes.is_empty()));
         assert!(asset("/style.css").is_some());
         assert!(asset("/../Cargo.toml").is_none() && asset("/v1/client").is_none());
+    }
+
+    #[test]
+    fn every_shell_file_is_served_with_its_content_type() {
+        for path in SHELL_PATHS {
+            let served = asset(path).unwrap_or_else(|| panic!("{path} is not served"));
+            assert!(!served.bytes.is_empty(), "{path} is empty");
+            assert!(PATHS.contains(path), "{path} has no route");
+        }
+        assert_eq!(asset("/manifest.webmanifest").unwrap().content_type, "application/manifest+json; charset=utf-8");
+        assert_eq!(asset("/sw.js").unwrap().content_type, "text/javascript; charset=utf-8");
+        for icon in ["/icons/icon-192.png", "/icons/icon-512.png", "/icons/icon-maskable-512.png"] {
+            let a = asset(icon).unwrap();
+            assert_eq!((a.content_type, &a.bytes[1..4]), ("image/png", &b"PNG"[..]), "{icon}");
+        }
+    }
+
+    #[test]
+    fn the_embedded_shell_is_signed_under_the_bridges_key() {
+        let bridge = Identity::generate();
+        let signature = sign_shell(&bridge);
+        let digest = app_code::verify_shell(&bridge.public(), &signature).unwrap();
+        assert_eq!(digest, shell_digest());
+    }
+
+    #[test]
+    fn the_csp_lets_the_worker_and_the_manifest_come_from_this_origin_only() {
+        assert!(CONTENT_SECURITY_POLICY.contains("worker-src 'self'"));
+        assert!(CONTENT_SECURITY_POLICY.contains("manifest-src 'self'"));
+        assert!(!CONTENT_SECURITY_POLICY.contains("unsafe"));
     }
 }

@@ -518,6 +518,7 @@ async fn raw_bridge(url: &str, bridge: &Identity, device: &Identity) -> Result<W
         keys: public.to_wire(),
         devices: vec![record],
         sig: b64(&bridge.sign(&relay_auth_bytes("bridge", id.as_str(), id.as_str(), &nonce))),
+        app: None,
     };
     send_frame(&mut ws, &RelayFrame::Register(register)).await?;
     match read_frame(&mut ws).await? {

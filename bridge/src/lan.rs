@@ -194,12 +194,15 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         stopping,
     };
     let authenticated = lan.authenticated.clone();
+    let app_signature = terminull_web::sign_shell(&lan.ctx.identity);
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/client", get(device_socket))
         .route("/v1/bridges/{bridge_id}/pair", post(pair))
         // The phone web app: the pairing link opens it on this server.
         .merge(terminull_web::routes("lan"))
+        // Its signature over that app's code, for the app's service worker.
+        .merge(terminull_web::signature_route(app_signature))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint on this bridge") })
         .layer(DefaultBodyLimit::max(16 * 1024))
         .with_state(lan);

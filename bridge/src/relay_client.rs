@@ -224,6 +224,9 @@ async fn connect_once(
         keys: public.to_wire(),
         devices,
         sig: b64(&identity.sign(&relay_auth_bytes("bridge", bridge_id.as_str(), bridge_id.as_str(), &challenge))),
+        // The app this bridge embeds, signed: the relay serves the signature to the
+        // app's service worker, which takes that code only when it verifies.
+        app: Some(Box::new(terminull_web::sign_shell(&identity))),
     };
     write(&mut ws, &RelayFrame::Register(register)).await?;
     match read(&mut ws).await? {

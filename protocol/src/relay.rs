@@ -367,6 +367,10 @@ pub struct Register {
     pub devices: Vec<DeviceRecord>,
     /// The bridge's Ed25519 signature over the relay-auth bytes of the challenge, base64.
     pub sig: String,
+    /// The bridge's signature over the digest of the phone app it embeds; the relay
+    /// serves it at `GET /v1/bridges/{bridge_id}/app-signature` (absent: none served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<Box<crate::crypto::app_code::AppSignature>>,
 }
 
 /// Body of `relay_status`.

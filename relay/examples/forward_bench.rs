@@ -298,6 +298,7 @@ async fn drive(blocks_n: u64, batch: usize, rounds: u64) -> Result<()> {
             revoked: false,
         }],
         sig: b64(&bridge.sign(&relay_auth_bytes("bridge", bridge_id.as_str(), bridge_id.as_str(), &n))),
+        app: None,
     };
     send_frame(&mut bws, &RelayFrame::Register(register)).await?;
     read_frame(&mut bws).await?;

@@ -48,6 +48,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/v1/client", socket_endpoint(Side::Client))
         .route("/v1/bridges/{bridge_id}/pair", post(pair))
         .route("/v1/bridges/{bridge_id}/devices", get(devices))
+        .route("/v1/bridges/{bridge_id}/app-signature", get(app_signature))
         .route("/v1/push/subscriptions", post(subscribe).delete(unsubscribe))
         .route("/v1/push/vapid", get(vapid))
         // The phone web app, served here so a phone needs nothing installed.
@@ -217,6 +218,15 @@ async fn pair(
 
 /// `GET /v1/bridges/{bridge_id}/devices`: the registry (public keys and names), for the
 /// bridge or one of its active devices only (signed query, `crate::listing`).
+/// `GET /v1/bridges/{id}/app-signature`: the bridge's signature over the app it
+/// embeds, as it sent it in `register` (docs/web-client.md#app-code-integrity).
+async fn app_signature(State(api): State<Api>, bridge_id: Result<Path<String>, PathRejection>) -> Response {
+    match bridge_id {
+        Ok(Path(id)) => terminull_web::signature_response(&id, api.hub.app_signature(&BridgeId(id.clone())).as_ref()),
+        Err(rejection) => path_refused(rejection),
+    }
+}
+
 async fn devices(
     State(api): State<Api>,
     bridge_id: Result<Path<String>, PathRejection>,

@@ -23,6 +23,7 @@ import { activate, renderSwitcher } from './switcher.js';
 import { showHome } from './lists.js';
 import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
+import { startIntegrity } from './integrity.js';
 
 async function main() {
   buildShell();
@@ -83,6 +84,8 @@ async function main() {
     /** The switcher's counts of bridge `id`: `{permissions, unseen}`. */
     attention: (id) => (app.bridges.has(id) ? attentionOf(app.bridges.get(id)) : null),
   };
+  // The service worker (secure contexts only) and its pinned code's verdict; not awaited.
+  startIntegrity().catch((e) => console.warn(`integrity: ${e.message ?? e}`));
 
   // A route (`#b=…&s=…`, e.g. from a notification) or a pairing link opened in this tab.
   window.addEventListener('hashchange', () => {

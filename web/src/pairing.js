@@ -12,6 +12,7 @@ import { showHome } from './lists.js';
 import { connect, markReachable } from './connection.js';
 import { addBridge, BridgeLimitError, MAX_BRIDGES, displayName } from './bridges.js';
 import { activate } from './switcher.js';
+import { syncPins } from './integrity.js';
 
 export function pairingFragment() {
   const f = location.hash.slice(1);
@@ -88,6 +89,7 @@ export async function pairWith(linkText) {
       app.bridges.set(record.bridgeId, ctx);
     }
     if (app.serverKind) markReachable();
+    await syncPins();
     app.shortCode = paired.shortCode;
     app.shortCodeBridge = record.bridgeId;
     activate(record.bridgeId, false);

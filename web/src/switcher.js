@@ -12,6 +12,7 @@ import { showHome } from './lists.js';
 import { connect, disconnect } from './connection.js';
 import { showBanner } from './pairing.js';
 import { attentionOf } from './attention.js';
+import { syncPins } from './integrity.js';
 import { displayName, forgetBridge, renameBridge, setActiveBridge, shortId, MAX_BRIDGES } from './bridges.js';
 
 /** The header control and the sheet (built by the shell). */
@@ -168,6 +169,8 @@ async function forget(id, button) {
   disconnect(ctx);
   app.bridges.delete(id);
   const { active } = await forgetBridge(app.store, id);
+  // The worker stops taking code signed by a bridge this phone forgot.
+  await syncPins();
   toast(`${displayName(ctx.bridge)} forgotten on this phone. To revoke this phone, run \`terminull devices revoke\` on that computer.`);
   if (app.activeId === id) {
     app.activeId = null;

@@ -7,6 +7,7 @@
 //!   replayed or reordered message, and the key schedules (session, push).
 //! - [`handshake`]: the forward-secret link handshake (ephemeral X25519 keys signed
 //!   by both identities) and the link keys.
+//! - [`app_code`]: the phone app shell's digest and a bridge's signature over it.
 //! - [`envelope`]: the bytes each signature and each AEAD's associated data cover,
 //!   and sealing/opening of block, control and reply envelopes.
 //!
@@ -15,6 +16,7 @@
 //! bytes, the first part being a label that names its purpose. Two different
 //! purposes can therefore never produce the same bytes.
 
+pub mod app_code;
 pub mod attested;
 pub mod channel;
 pub mod envelope;
@@ -94,6 +96,9 @@ pub enum CryptoError {
     /// A pairing link or offer is malformed or expired.
     #[error("pairing: {0}")]
     Pairing(String),
+    /// An app shell is not the list of files its digest covers (app_code::SHELL_PATHS).
+    #[error("app shell: {0}")]
+    AppShell(String),
     /// The sealed plaintext is not the JSON expected.
     #[error("{what}: the opened plaintext is not valid JSON: {detail}")]
     Json {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use terminull_protocol::crypto::app_code::AppSignature;
 use terminull_protocol::crypto::keys::{PublicIdentity, PublicKeys};
 use terminull_protocol::crypto::pairing::{PairRequest, PairResponse};
 use terminull_protocol::relay::{
@@ -34,6 +35,7 @@ use crate::token::ResumeTokens;
 
 use crate::webpush::PushSender;
 
+mod app_code;
 pub(crate) mod expiry;
 pub(crate) mod push;
 mod route;
@@ -64,6 +66,8 @@ struct Bridge {
     last_seen: u64,
     /// Connected again after registering, or a device authenticated: the long lifetime.
     established: bool,
+    /// Its signature over the app it embeds (`register.app`, checked), served to apps.
+    app: Option<AppSignature>,
 }
 
 impl Bridge {
@@ -81,6 +85,7 @@ impl Bridge {
             held: HashMap::new(),
             last_seen: unix_now(),
             established: false,
+            app: None,
         }
     }
 
@@ -439,6 +444,7 @@ impl Hub {
         bridge.keys = reg.keys.clone();
         bridge.agents = reg.agents.clone();
         bridge.resumable = resumable;
+        bridge.app = app_code::checked(reg);
         bridge.last_seen = unix_now();
         // Connecting again after registering establishes the registration.
         bridge.established |= known;

@@ -224,6 +224,7 @@ pub fn register(bridge: &Identity, nonce: &[u8], devices: Vec<DeviceRecord>, res
         keys: bridge.public().to_wire(),
         devices,
         sig: b64(&sig),
+        app: None,
     }
 }
 
