@@ -167,7 +167,9 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         | ControlMessage::ListAgents(_)
         | ControlMessage::ListModels(_)
         | ControlMessage::ScanExternalSessions(_)
-        | ControlMessage::AttachExternal(_) => None,
+        | ControlMessage::AttachExternal(_)
+        | ControlMessage::PushSettings(_)
+        | ControlMessage::Presence(_) => None,
     }
 }
 
@@ -201,7 +203,7 @@ pub async fn serve<A: Send + 'static>(
             Some(gate) => Some(gate.write_owned().await),
             None => None,
         };
-        let mut dispatched = service.dispatch(control).await;
+        let mut dispatched = service.dispatch_from(&peer, control).await;
         let mut guard = dispatched.guard.take();
         if let (Some(guard), Peer::Local) = (guard.as_mut(), &peer) {
             guard.reap_when_left();

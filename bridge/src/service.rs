@@ -86,6 +86,8 @@ struct Inner {
     reaper: Reaper,
     policy: SessionPolicy,
     notices: broadcast::Sender<Notice>,
+    /// Which notices become pushes for which device.
+    push: crate::push_policy::PushPolicy,
 }
 
 /// Why the service could not start.
@@ -166,6 +168,7 @@ impl Service {
                 reaper,
                 policy,
                 notices: broadcast::channel(NOTICE_BUFFER).0,
+                push: crate::push_policy::PushPolicy::default(),
             }),
         };
         let weak = Arc::downgrade(&service.inner);
@@ -305,6 +308,31 @@ impl Service {
     /// Turn ends, permission requests and errors of every session, as they happen.
     pub fn notices(&self) -> broadcast::Receiver<Notice> {
         self.inner.notices.subscribe()
+    }
+
+    /// Which notices become pushes for which device (`push_settings`, `presence`,
+    /// the rate limit).
+    pub fn push_policy(&self) -> &crate::push_policy::PushPolicy {
+        &self.inner.push
+    }
+
+    /// Handles one control message from `peer`: `push_settings` and `presence` are
+    /// about the device that sends them, so they are answered here; the rest go to
+    /// [`Service::dispatch`].
+    pub async fn dispatch_from(&self, peer: &crate::connection::Peer, control: Control) -> Dispatched {
+        use crate::connection::Peer;
+        let accepted = |id| Dispatched::reply(Reply::ok(id, ReplyResult::Accepted {}));
+        match (&control.message, peer) {
+            (ControlMessage::PushSettings(m), Peer::Device(device)) => {
+                self.inner.push.set_kinds(device, &m.kinds);
+                accepted(control.id)
+            }
+            (ControlMessage::Presence(m), Peer::Device(device)) => {
+                self.inner.push.set_presence(device, &m.visible_session_ids);
+                accepted(control.id)
+            }
+            _ => self.dispatch(control).await,
+        }
     }
 
     /// Sessions a client may resume (not stopped), from history.
@@ -534,6 +562,10 @@ impl Service {
                 meta.agent_session_id = Some(m.agent_session_id);
                 self.create_and_follow(meta, Launch::Attach).await
             }
+            ControlMessage::PushSettings(_) | ControlMessage::Presence(_) => Err(error(
+                ReplyErrorCode::NotSupported,
+                "push_settings and presence are for a paired device's link (relay or LAN), not this connection",
+            )),
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
                 let line = shell_line(&command.argv, command.cwd.as_deref());

@@ -296,6 +296,7 @@ pub struct PairResponseFrame {
 }
 
 /// What a notification is about (plaintext: the relay sets urgency from it).
+/// `question` is new in this version: an older relay refuses it as `bad_frame`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(rename_all = "snake_case")]
@@ -304,6 +305,9 @@ pub enum PushKind {
     TurnFinished,
     /// The agent waits for a permission answer.
     PermissionNeeded,
+    /// The agent asks the user a question (a permission request of a question tool,
+    /// such as Claude Code's `AskUserQuestion`).
+    Question,
     /// A turn failed.
     Error,
 }
@@ -314,6 +318,7 @@ impl PushKind {
         match self {
             PushKind::TurnFinished => "turn_finished",
             PushKind::PermissionNeeded => "permission_needed",
+            PushKind::Question => "question",
             PushKind::Error => "error",
         }
     }

@@ -11,6 +11,7 @@ import { onBlock } from './session-view.js';
 import { updateComposer } from './composer.js';
 import { fillAgents } from './new-session.js';
 import { refreshLists } from './lists.js';
+import { onSocketPush } from './notifications.js';
 
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
@@ -153,6 +154,7 @@ function onPush(notice, counter) {
   app.pushLast = counter;
   app.store.set(`push:${app.bridge.bridgeId}`, counter.toString()).catch(() => {});
   if (notice && typeof notice.title === 'string' && notice.session_id !== app.current) toast(notice.title);
+  if (notice) onSocketPush(notice);
 }
 
 /** Checks a link that may have died while the phone slept; reconnects if so. */

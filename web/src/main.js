@@ -18,6 +18,7 @@ import { connect, checkLink } from './connection.js';
 import { showHome } from './lists.js';
 import { loadSession } from './sessions.js';
 import { openSessionView } from './session-view.js';
+import { installNotifications, pendingIntent, handleIntent } from './notifications.js';
 
 async function main() {
   buildShell();
@@ -92,7 +93,12 @@ async function main() {
   } else {
     showHome();
   }
+  await installNotifications();
   connect();
+  // A notification tapped while no page was open (docs/web-client.md, "Notifications").
+  const intent = await pendingIntent();
+  if (new URLSearchParams(location.search).has('open')) history.replaceState(null, '', '/');
+  if (intent) handleIntent(intent);
 }
 
 main().catch((e) => {

@@ -109,7 +109,7 @@ impl Actor {
         match self.log.append(block) {
             Ok(stamped) => {
                 if !mirrored {
-                    self.announce(&stamped.kind);
+                    self.announce(stamped.seq, &stamped.kind);
                 }
                 let _ = self.live.send(stamped);
             }
@@ -117,8 +117,8 @@ impl Actor {
         }
     }
 
-    fn announce(&self, kind: &BlockKind) {
-        if let Some(notice) = notice_for(&self.spec.meta.session_id, &self.spec.meta.agent_id, kind) {
+    fn announce(&self, seq: Option<u64>, kind: &BlockKind) {
+        if let Some(notice) = notice_for(&self.spec.meta.session_id, &self.spec.meta.agent_id, seq, kind) {
             let _ = self.spec.notices.send(notice);
         }
     }
