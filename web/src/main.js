@@ -70,6 +70,7 @@ async function main() {
     flush: () => Promise.all([...app.sessions.values()].map((s) => s.flush())),
   };
 
+  await installNotifications();
   const fragment = pairingFragment();
   if (fragment) {
     await pairWith(location.href);
@@ -93,7 +94,6 @@ async function main() {
   } else {
     showHome();
   }
-  await installNotifications();
   connect();
   // A notification tapped while no page was open (docs/web-client.md, "Notifications").
   const intent = await pendingIntent();

@@ -26,7 +26,14 @@ export const EVENTS = [
 const PRESENCE_REPEAT_MS = 30_000;
 const PRESENCE_CHECK_MS = 1_000;
 
-const state = { settings: null, presenceSent: null, presenceAt: 0, link: null };
+const state = { settings: null, presenceSent: null, presenceAt: 0, link: null, socketPushes: 0 };
+
+// Read by the browser tests: pushes that reached the page over its socket.
+globalThis.terminullPush = {
+  get socketPushes() {
+    return state.socketPushes;
+  },
+};
 
 function settingsKey() {
   return `notify:${app.bridge?.bridgeId}`;
@@ -219,6 +226,7 @@ function reportPresence(force) {
  * shown as a system notification, exactly as the worker would show it.
  */
 export async function onSocketPush(notice) {
+  state.socketPushes += 1;
   if (!state.settings?.enabled || document.visibilityState === 'visible' || !supported()) return false;
   if (!state.settings.kinds.includes(notice?.kind)) return false;
   try {
