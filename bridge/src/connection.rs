@@ -173,6 +173,24 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
     }
 }
 
+/// Handles one control message from `peer`: `push_settings` and `presence` are about
+/// the device that sends them, so they are answered here with its id; the rest go to
+/// [`Service::dispatch`] (which answers those two `not_supported` for a local client).
+async fn dispatch_from(service: &Service, peer: &Peer, control: Control) -> crate::service::Dispatched {
+    let accepted = |id| crate::service::Dispatched::reply(Reply::ok(id, control::ReplyResult::Accepted {}));
+    match (&control.message, peer) {
+        (ControlMessage::PushSettings(m), Peer::Device(device)) => {
+            service.push_policy().set_kinds(device, &m.kinds);
+            accepted(control.id)
+        }
+        (ControlMessage::Presence(m), Peer::Device(device)) => {
+            service.push_policy().set_presence(device, &m.visible_session_ids);
+            accepted(control.id)
+        }
+        _ => service.dispatch(control).await,
+    }
+}
+
 /// Serves one connection: every inbound message goes to the dispatcher; replies and
 /// followed sessions' blocks go to `out`, in order per session, each reply before the
 /// blocks its message causes. Returns when `inbound` ends (or `out` closes); the
@@ -203,7 +221,7 @@ pub async fn serve<A: Send + 'static>(
             Some(gate) => Some(gate.write_owned().await),
             None => None,
         };
-        let mut dispatched = service.dispatch_from(&peer, control).await;
+        let mut dispatched = dispatch_from(&service, &peer, control).await;
         let mut guard = dispatched.guard.take();
         if let (Some(guard), Peer::Local) = (guard.as_mut(), &peer) {
             guard.reap_when_left();

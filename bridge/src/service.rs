@@ -45,7 +45,8 @@ pub struct Dispatched {
 }
 
 impl Dispatched {
-    fn reply(reply: Reply) -> Self {
+    /// Only a reply: nothing to follow.
+    pub fn reply(reply: Reply) -> Self {
         Self { reply, follow: None, guard: None }
     }
 }
@@ -314,25 +315,6 @@ impl Service {
     /// the rate limit).
     pub fn push_policy(&self) -> &crate::push_policy::PushPolicy {
         &self.inner.push
-    }
-
-    /// Handles one control message from `peer`: `push_settings` and `presence` are
-    /// about the device that sends them, so they are answered here; the rest go to
-    /// [`Service::dispatch`].
-    pub async fn dispatch_from(&self, peer: &crate::connection::Peer, control: Control) -> Dispatched {
-        use crate::connection::Peer;
-        let accepted = |id| Dispatched::reply(Reply::ok(id, ReplyResult::Accepted {}));
-        match (&control.message, peer) {
-            (ControlMessage::PushSettings(m), Peer::Device(device)) => {
-                self.inner.push.set_kinds(device, &m.kinds);
-                accepted(control.id)
-            }
-            (ControlMessage::Presence(m), Peer::Device(device)) => {
-                self.inner.push.set_presence(device, &m.visible_session_ids);
-                accepted(control.id)
-            }
-            _ => self.dispatch(control).await,
-        }
     }
 
     /// Sessions a client may resume (not stopped), from history.
