@@ -189,7 +189,7 @@ control_messages! {
     "push_settings" => PushSettings {
         /// The kinds wanted (`permission_needed`, `question`, `turn_finished`,
         /// `error`); empty: notifications off for this device.
-        kinds: Vec<crate::relay::PushKind>,
+        kinds: Vec<crate::push::PushKind>,
     },
     /// Which sessions this device shows on a visible screen now (Page Visibility):
     /// while any device reports a session visible, the bridge sends no push about it.
