@@ -21,6 +21,10 @@ pub struct Asset {
 
 const INDEX: Asset = Asset { bytes: include_bytes!("index.html"), content_type: "text/html; charset=utf-8" };
 const APP: Asset = Asset { bytes: include_bytes!("dist/app.js"), content_type: "text/javascript; charset=utf-8" };
+/// The service worker (web/src/sw/, bundled to web/dist/sw.js): served at `/sw.js` so
+/// its scope is the whole app.
+const SERVICE_WORKER: Asset =
+    Asset { bytes: include_bytes!("dist/sw.js"), content_type: "text/javascript; charset=utf-8" };
 const STYLE: Asset = Asset { bytes: include_bytes!("style.css"), content_type: "text/css; charset=utf-8" };
 
 /// The asset served at `path`: the app's page at `/` and `/pair` (the pairing link's
@@ -30,6 +34,7 @@ pub fn asset(path: &str) -> Option<Asset> {
     match path {
         "/" | "/pair" | "/index.html" => Some(INDEX),
         "/app.js" => Some(APP),
+        "/sw.js" => Some(SERVICE_WORKER),
         "/style.css" => Some(STYLE),
         _ => None,
     }
@@ -57,7 +62,7 @@ fn respond(asset: Asset) -> Response {
 /// (`"relay"`).
 pub fn routes<S: Clone + Send + Sync + 'static>(kind: &'static str) -> Router<S> {
     let mut router = Router::new();
-    for path in ["/", "/pair", "/index.html", "/app.js", "/style.css"] {
+    for path in ["/", "/pair", "/index.html", "/app.js", "/sw.js", "/style.css"] {
         router = router.route(
             path,
             get(move || async move {
@@ -88,6 +93,7 @@ mod tests {
         }
         assert!(asset("/app.js").is_some_and(|a| !a.bytes.is_empty()));
         assert!(asset("/style.css").is_some());
+        assert!(asset("/sw.js").is_some_and(|a| !a.bytes.is_empty() && a.content_type.starts_with("text/javascript")));
         assert!(asset("/../Cargo.toml").is_none() && asset("/v1/client").is_none());
     }
 }

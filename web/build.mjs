@@ -1,4 +1,5 @@
-// Builds web/dist/app.js from web/src/: one bundled, minified ES module. The page
+// Builds web/dist/app.js from web/src/: one bundled, minified ES module (and
+// web/dist/sw.js, the service worker, from web/src/sw/main.js). The page
 // (index.html) and its style sheet (style.css) need no build: they are served from
 // web/ as written. The output is deterministic (no timestamps, no absolute paths), so
 // `npm ci && node build.mjs` reproduces the committed dist/app.js byte for byte. Run
@@ -27,4 +28,19 @@ await build({
   charset: 'ascii',
   logLevel: 'warning',
 });
-console.log('built web/dist/app.js');
+// The service worker (push handling, web/src/sw/): a classic script, so an IIFE.
+await build({
+  absWorkingDir: root,
+  entryPoints: ['src/sw/main.js'],
+  outfile: 'dist/sw.js',
+  bundle: true,
+  format: 'iife',
+  platform: 'browser',
+  target: ['es2020'],
+  minify: true,
+  sourcemap: false,
+  legalComments: 'eof',
+  charset: 'ascii',
+  logLevel: 'warning',
+});
+console.log('built web/dist/app.js and web/dist/sw.js');

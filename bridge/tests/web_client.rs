@@ -236,17 +236,24 @@ fn the_committed_app_is_what_its_sources_build_to() {
         .output()
         .expect("node runs");
     assert!(output.status.success(), "the build failed: {}", String::from_utf8_lossy(&output.stderr));
-    let built = std::fs::read(copy.path().join("dist/app.js")).unwrap();
-    let committed = std::fs::read(web.join("dist/app.js")).unwrap();
-    assert!(
-        built == committed,
-        "web/dist/app.js differs from what web/src builds to; run `npm run build` in web/ and commit web/dist/app.js"
-    );
-    let dist: Vec<String> = std::fs::read_dir(web.join("dist"))
+    for file in ["app.js", "sw.js"] {
+        let built = std::fs::read(copy.path().join("dist").join(file)).unwrap();
+        let committed = std::fs::read(web.join("dist").join(file)).unwrap();
+        assert!(
+            built == committed,
+            "web/dist/{file} differs from what web/src builds to; run `npm run build` in web/ and commit web/dist/{file}"
+        );
+    }
+    let mut dist: Vec<String> = std::fs::read_dir(web.join("dist"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(dist, ["app.js"], "web/dist holds the built script only; the page and its style are served from web/");
+    dist.sort();
+    assert_eq!(
+        dist,
+        ["app.js", "sw.js"],
+        "web/dist holds the built scripts only; the page and its style are served from web/"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

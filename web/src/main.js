@@ -23,6 +23,7 @@ import { activate, renderSwitcher } from './switcher.js';
 import { showHome } from './lists.js';
 import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
+import { installNotifications, pendingIntent, handleIntent } from './notifications.js';
 
 async function main() {
   buildShell();
@@ -89,6 +90,7 @@ async function main() {
     if (pairingFragment()) pairWith(location.href).then(() => connectAll());
     else openRoute(routeFromUrl(), false);
   });
+  await installNotifications();
   const fragment = pairingFragment();
   if (fragment) {
     await pairWith(location.href);
@@ -120,6 +122,12 @@ async function main() {
     }
   }
   connectAll();
+  // A notification tapped while no page was open (docs/web-client.md, "Notifications"):
+  // the worker opened `/?open=1#b=…&s=…` (routed above) and left the intent, which
+  // carries an Allow/Deny to send on that bridge's link.
+  const intent = await pendingIntent();
+  if (new URLSearchParams(location.search).has('open')) history.replaceState(null, '', `/${location.hash}`);
+  if (intent) handleIntent(intent);
 }
 
 /** Saves every held session of every bridge now. */

@@ -12,6 +12,7 @@ import { showHome } from './lists.js';
 import { connect, disconnect } from './connection.js';
 import { showBanner } from './pairing.js';
 import { attentionOf } from './attention.js';
+import { bridgeForgotten } from './notifications.js';
 import { displayName, forgetBridge, renameBridge, setActiveBridge, shortId, MAX_BRIDGES } from './bridges.js';
 
 /** The header control and the sheet (built by the shell). */
@@ -156,7 +157,7 @@ async function rename(id) {
   renderSwitcher();
 }
 
-/** Forgets a bridge (a second tap confirms): its link closes and its keys and sessions leave the store. */
+/** Forgets a bridge (a second tap confirms): its link closes, its keys and sessions leave the store, its pushes stop. */
 async function forget(id, button) {
   const ctx = app.bridges.get(id);
   if (!ctx) return;
@@ -165,6 +166,7 @@ async function forget(id, button) {
     button.textContent = 'Tap again to forget';
     return;
   }
+  bridgeForgotten(ctx);
   disconnect(ctx);
   app.bridges.delete(id);
   const { active } = await forgetBridge(app.store, id);
