@@ -6,7 +6,9 @@
 //! act on the bridge: the relay's Web Push requests land on the script's loopback push
 //! endpoint, hold no plaintext, decrypt and show one replaced notification per session
 //! naming the agent, the tool and the command; Allow from the notification runs the
-//! tool, which this test then finds in the bridge's history. Screenshots are kept
+//! tool, which this test then finds in the bridge's history. A second bridge is then
+//! paired in the same page: it gets its own worker record, its push opens with it,
+//! and the tap opens its session and answers on its link. Screenshots are kept
 //! under `target/tmp/browser-screenshots/push/`.
 
 mod support;
@@ -49,6 +51,9 @@ struct Command {
     session_id: String,
     #[serde(default)]
     text: String,
+    /// Which bridge: 2 for the second one, else the first.
+    #[serde(default)]
+    bridge: Option<u8>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -93,13 +98,19 @@ fn a_permission_request_on_a_closed_page_is_a_web_push_the_phone_opens_and_answe
         tokio::time::sleep(Duration::from_millis(500)).await;
         let link =
             support::remote::offer_link(&bridge.home(), Some(relay.ws_url()), None, 300).to_url(&relay.http_url());
+        // A second computer, paired later in the same page: its pushes open too.
+        let second = support::remote::paired_bridge().await;
+        support::remote::connect_to_relay(&second, relay.ws_url());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let link2 =
+            support::remote::offer_link(&second.home(), Some(relay.ws_url()), None, 300).to_url(&relay.http_url());
 
         let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots").join("push");
         let _ = std::fs::remove_dir_all(&shots);
         let cwd = tempfile::tempdir().unwrap();
         let mut child = tokio::process::Command::new("node")
             .arg(web_dir().join("test/push-browser.mjs"))
-            .args(["--link", &link, "--screenshots"])
+            .args(["--link", &link, "--link2", &link2, "--screenshots"])
             .arg(&shots)
             .arg("--cwd")
             .arg(cwd.path())
@@ -115,7 +126,8 @@ fn a_permission_request_on_a_closed_page_is_a_web_push_the_phone_opens_and_answe
         while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
             if let Some(json) = line.strip_prefix("CMD ") {
                 let command: Command = serde_json::from_str(json).unwrap();
-                act(&bridge.service, &command).await;
+                let target = if command.bridge == Some(2) { &second } else { &bridge };
+                act(&target.service, &command).await;
                 stdin.write_all(b"OK\n").await.unwrap();
             } else if line.trim_start().starts_with('{') {
                 report = Some(serde_json::from_str::<Report>(&line).unwrap_or_else(|e| panic!("report `{line}`: {e}")));

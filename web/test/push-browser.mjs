@@ -6,10 +6,11 @@
 // plaintext, decrypted (RFC 8291) and delivered to the service worker with CDP
 // `ServiceWorker.deliverPushMessage`.
 //
-//   node web/test/push-browser.mjs --link '<pairing link>' --screenshots DIR --cwd DIR
+//   node web/test/push-browser.mjs --link '<pairing link>' [--link2 '<a second bridge's link>'] --screenshots DIR --cwd DIR
 //
 // It asks the test to act on the bridge through stdout lines `CMD {json}` (a message
-// sent, a turn interrupted while no page is open) and waits for `OK` on stdin.
+// sent, a turn interrupted while no page is open; `bridge: 2` for the second bridge)
+// and waits for `OK` on stdin.
 // The final stdout line is the JSON report {"ok":true,"session_id":…,"secret":…}.
 
 import { chromium } from 'playwright-core';
@@ -121,6 +122,23 @@ async function run() {
     await context.addInitScript((s) => {
       if (!globalThis.PushManager) return;
       const buf = (t) => Uint8Array.from(atob(t.replace(/-/g, '+').replace(/_/g, '/')), (ch) => ch.charCodeAt(0)).buffer;
+      // A real browser keeps the subscription across pages: so does the stand-in.
+      const KEPT = 'terminull-test-subscription';
+      const kept = () => {
+        try {
+          return localStorage.getItem(KEPT) === '1';
+        } catch {
+          return false;
+        }
+      };
+      const keep = (on) => {
+        try {
+          if (on) localStorage.setItem(KEPT, '1');
+          else localStorage.removeItem(KEPT);
+        } catch {
+          /* no storage here */
+        }
+      };
       let current = null;
       const make = () => ({
         endpoint: s.endpoint,
@@ -130,14 +148,17 @@ async function run() {
         toJSON: () => ({ endpoint: s.endpoint, expirationTime: null, keys: { p256dh: s.p256dh, auth: s.auth } }),
         unsubscribe: async () => {
           current = null;
+          keep(false);
           return true;
         },
       });
       PushManager.prototype.subscribe = async function subscribe() {
         current = make();
+        keep(true);
         return current;
       };
       PushManager.prototype.getSubscription = async function getSubscription() {
+        if (!current && kept()) current = make();
         return current;
       };
     }, sub);
@@ -265,6 +286,66 @@ async function run() {
       side.$$eval(T('block'), (els, s) => els.some((e) => e.dataset.blockType === 'text' && e.textContent.includes(`You said: ask ${s}`)), secret),
     );
     await shot(side, '05-tapped-allow.png');
+
+    if (args.link2) {
+      // A second computer paired in the same page while notifications are on: its
+      // first link registers it at the relay and writes its own worker record; its
+      // push opens with that record, and a tap opens that computer's session.
+      const firstBridge = await side.evaluate(() => window.terminull.bridgeId);
+      await side.goto(args.link2, { waitUntil: 'domcontentloaded' });
+      await side.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: 30_000 });
+      const secondBridge = await side.evaluate(() => window.terminull.bridgeId);
+      if (!secondBridge || secondBridge === firstBridge) throw new Error(`second bridge ${secondBridge}`);
+      const records = await waitFor('one worker record per bridge', async () => {
+        const ids = await side.evaluate(
+          () =>
+            new Promise((resolve) => {
+              const req = indexedDB.open('terminull-sw-push');
+              req.onsuccess = () => {
+                const all = req.result.transaction('bridges').objectStore('bridges').getAllKeys();
+                all.onsuccess = () => resolve(all.result);
+                all.onerror = () => resolve([]);
+              };
+              req.onerror = () => resolve([]);
+            }),
+        );
+        return ids.length === 2 && ids.includes(firstBridge) && ids.includes(secondBridge) ? ids : null;
+      });
+      log(`worker records: ${records.join(', ')}`);
+      await side.click(T('new-session'));
+      await waitFor('the echo agent on the second computer', () => side.$$eval(`${T('agent-picker')} option`, (os) => os.some((o) => o.value === 'echo')));
+      await side.selectOption(T('agent-picker'), 'echo');
+      await side.fill(T('cwd'), args.cwd);
+      await side.click(T('start-session'));
+      await side.waitForSelector(`${T('block')}[data-block-type="agent_info"]`, { timeout: 30_000 });
+      const secondSession = await side.evaluate(() => window.terminull.current);
+      await shot(side, '06-second-computer.png');
+      // Away from the app: the second computer's request is a Web Push.
+      await side.goto(`${origin}/style.css`);
+      await sleep(1500);
+      const before = captured.length;
+      await ask({ cmd: 'send', bridge: 2, session_id: secondSession, text: 'ask second computer' });
+      await waitFor('the second computer\'s Web Push', () => captured.length > before);
+      await deliver(before);
+      const shown2 = await waitFor('the second computer\'s notification', async () => (await notifications()).find((n) => n.tag === secondSession));
+      if (shown2.data.bridge_id !== secondBridge) throw new Error(`the notification names bridge ${shown2.data.bridge_id}, not ${secondBridge}`);
+      // The app opens on the first computer; the tap shows the second and its session.
+      await side.goto(`${origin}/#b=${encodeURIComponent(firstBridge)}&s=${encodeURIComponent(sessionId)}`);
+      await side.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: 30_000 });
+      const worker2 = context.serviceWorkers().find((w) => w.url().endsWith('/sw.js'));
+      await worker2.evaluate(async (sid) => {
+        const n = (await self.registration.getNotifications()).find((x) => x.tag === sid);
+        self.dispatchEvent(new NotificationEvent('notificationclick', { notification: n, action: 'allow' }));
+      }, secondSession);
+      await waitFor('the second computer\'s session opened by the tap', async () =>
+        side.evaluate(([b, s]) => window.terminull.bridgeId === b && window.terminull.current === s, [secondBridge, secondSession]),
+      );
+      await waitFor('the tool allowed on the second computer', () =>
+        side.$$eval(T('block'), (els) => els.some((e) => e.dataset.blockType === 'text' && e.textContent.includes('You said: ask second computer'))),
+      );
+      await shot(side, '07-second-computer-tapped.png');
+      log('a second computer: its own record, its push opened, the tap opened its session and answered on its link');
+    }
     console.log(JSON.stringify({ ok: true, session_id: sessionId, secret, pushes: captured.length, screenshots }));
   } catch (e) {
     code = 1;
