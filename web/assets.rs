@@ -28,13 +28,16 @@ pub struct Asset {
 
 const INDEX: Asset = Asset { bytes: include_bytes!("index.html"), content_type: "text/html; charset=utf-8" };
 const APP: Asset = Asset { bytes: include_bytes!("dist/app.js"), content_type: "text/javascript; charset=utf-8" };
+/// The service worker (web/src/sw/, bundled to web/dist/sw.js): served at `/sw.js` so
+/// its scope is the whole app.
+const SERVICE_WORKER: Asset =
+    Asset { bytes: include_bytes!("dist/sw.js"), content_type: "text/javascript; charset=utf-8" };
 const STYLE: Asset = Asset { bytes: include_bytes!("style.css"), content_type: "text/css; charset=utf-8" };
 const MANIFEST: Asset =
     Asset { bytes: include_bytes!("manifest.webmanifest"), content_type: "application/manifest+json; charset=utf-8" };
 const ICON_192: Asset = Asset { bytes: include_bytes!("icons/icon-192.png"), content_type: "image/png" };
 const ICON_512: Asset = Asset { bytes: include_bytes!("icons/icon-512.png"), content_type: "image/png" };
 const ICON_MASKABLE: Asset = Asset { bytes: include_bytes!("icons/icon-maskable-512.png"), content_type: "image/png" };
-const WORKER: Asset = Asset { bytes: include_bytes!("dist/sw.js"), content_type: "text/javascript; charset=utf-8" };
 
 /// Every path served, the shell's ([`SHELL_PATHS`]) and the page's other names.
 const PATHS: &[&str] = &[
@@ -58,12 +61,12 @@ pub fn asset(path: &str) -> Option<Asset> {
     match path {
         "/" | "/pair" | "/index.html" => Some(INDEX),
         "/app.js" => Some(APP),
+        "/sw.js" => Some(SERVICE_WORKER),
         "/style.css" => Some(STYLE),
         "/manifest.webmanifest" => Some(MANIFEST),
         "/icons/icon-192.png" => Some(ICON_192),
         "/icons/icon-512.png" => Some(ICON_512),
         "/icons/icon-maskable-512.png" => Some(ICON_MASKABLE),
-        "/sw.js" => Some(WORKER),
         _ => None,
     }
 }
@@ -166,6 +169,7 @@ mod tests {
         }
         assert!(asset("/app.js").is_some_and(|a| !a.bytes.is_empty()));
         assert!(asset("/style.css").is_some());
+        assert!(asset("/sw.js").is_some_and(|a| !a.bytes.is_empty() && a.content_type.starts_with("text/javascript")));
         assert!(asset("/../Cargo.toml").is_none() && asset("/v1/client").is_none());
     }
 

@@ -171,7 +171,27 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         | ControlMessage::ListAgents(_)
         | ControlMessage::ListModels(_)
         | ControlMessage::ScanExternalSessions(_)
-        | ControlMessage::AttachExternal(_) => None,
+        | ControlMessage::AttachExternal(_)
+        | ControlMessage::PushSettings(_)
+        | ControlMessage::Presence(_) => None,
+    }
+}
+
+/// Handles one control message from `peer`: `push_settings` and `presence` are about
+/// the device that sends them, so they are answered here with its id; the rest go to
+/// [`Service::dispatch`] (which answers those two `not_supported` for a local client).
+async fn dispatch_from(service: &Service, peer: &Peer, control: Control) -> crate::service::Dispatched {
+    let accepted = |id| crate::service::Dispatched::reply(Reply::ok(id, control::ReplyResult::Accepted {}));
+    match (&control.message, peer) {
+        (ControlMessage::PushSettings(m), Peer::Device(device)) => {
+            service.push_policy().set_kinds(device, &m.kinds);
+            accepted(control.id)
+        }
+        (ControlMessage::Presence(m), Peer::Device(device)) => {
+            service.push_policy().set_presence(device, &m.visible_session_ids);
+            accepted(control.id)
+        }
+        _ => service.dispatch(control).await,
     }
 }
 
@@ -205,7 +225,7 @@ pub async fn serve<A: Send + 'static>(
             Some(gate) => Some(gate.write_owned().await),
             None => None,
         };
-        let mut dispatched = service.dispatch(control).await;
+        let mut dispatched = dispatch_from(&service, &peer, control).await;
         let mut guard = dispatched.guard.take();
         if let (Some(guard), Peer::Local) = (guard.as_mut(), &peer) {
             guard.reap_when_left();

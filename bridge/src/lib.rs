@@ -27,6 +27,7 @@ pub mod link;
 pub mod live;
 pub mod local;
 pub mod push_counter;
+pub mod push_policy;
 pub mod registry;
 pub mod relay_client;
 pub mod service;

@@ -226,6 +226,8 @@ impl OpenLink {
             }
         };
         drop(inbound_tx);
+        // A device whose link ended shows nothing any more (docs/control-messages.md, `presence`).
+        ctx.service.push_policy().forget_presence(&device_id);
         dispatcher.abort();
         sealing.abort();
         end

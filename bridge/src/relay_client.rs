@@ -415,6 +415,12 @@ fn seal_pushes(ctx: &LinkContext, counters: &PushCounters, notice: &Notice) -> V
     let Ok(payload) = serde_json::to_vec(notice) else { return Vec::new() };
     let mut out = Vec::new();
     for device in devices.into_iter().filter(|d| !d.revoked) {
+        // The device's switches, presence on any device, and its rate limit
+        // (docs/relay-operations.md, "Push bounds").
+        if let Err(skipped) = ctx.service.push_policy().decide(&device.device_id, &notice.session_id, notice.kind) {
+            tracing::debug!(device = %device.device_id, session = %notice.session_id, kind = notice.kind.as_str(), ?skipped, "no push");
+            continue;
+        }
         let Ok(public) = terminull_protocol::crypto::keys::PublicIdentity::from_wire(&device.keys) else { continue };
         let Ok(shared) = ctx.identity.agree(&public.x25519, "device x25519") else { continue };
         let counter = match counters.next(&device.device_id) {

@@ -45,7 +45,8 @@ pub struct Dispatched {
 }
 
 impl Dispatched {
-    fn reply(reply: Reply) -> Self {
+    /// Only a reply: nothing to follow.
+    pub fn reply(reply: Reply) -> Self {
         Self { reply, follow: None, guard: None }
     }
 }
@@ -86,6 +87,8 @@ struct Inner {
     reaper: Reaper,
     policy: SessionPolicy,
     notices: broadcast::Sender<Notice>,
+    /// Which notices become pushes for which device.
+    push: crate::push_policy::PushPolicy,
 }
 
 /// Why the service could not start.
@@ -166,6 +169,7 @@ impl Service {
                 reaper,
                 policy,
                 notices: broadcast::channel(NOTICE_BUFFER).0,
+                push: crate::push_policy::PushPolicy::default(),
             }),
         };
         let weak = Arc::downgrade(&service.inner);
@@ -305,6 +309,12 @@ impl Service {
     /// Turn ends, permission requests and errors of every session, as they happen.
     pub fn notices(&self) -> broadcast::Receiver<Notice> {
         self.inner.notices.subscribe()
+    }
+
+    /// Which notices become pushes for which device (`push_settings`, `presence`,
+    /// the rate limit).
+    pub fn push_policy(&self) -> &crate::push_policy::PushPolicy {
+        &self.inner.push
     }
 
     /// Sessions a client may resume (not stopped), from history.
@@ -534,6 +544,10 @@ impl Service {
                 meta.agent_session_id = Some(m.agent_session_id);
                 self.create_and_follow(meta, Launch::Attach).await
             }
+            ControlMessage::PushSettings(_) | ControlMessage::Presence(_) => Err(error(
+                ReplyErrorCode::NotSupported,
+                "push_settings and presence are for a paired device's link (relay or LAN), not this connection",
+            )),
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
                 let line = shell_line(&command.argv, command.cwd.as_deref());

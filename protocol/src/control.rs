@@ -180,7 +180,32 @@ control_messages! {
         /// The session.
         session_id: SessionId,
     },
+    /// Which events this device wants as a push notification (Web Push or a `push`
+    /// frame): the bridge sends a device only the kinds listed here. Sent by the app
+    /// when its notifications switch or an event switch changes, and again on every new
+    /// link (the bridge keeps the choice in memory only). A device that never sent one
+    /// gets every kind. Only a paired device may send it (the local socket is answered
+    /// `not_supported`).
+    "push_settings" => PushSettings {
+        /// The kinds wanted (`permission_needed`, `question`, `turn_finished`,
+        /// `error`); empty: notifications off for this device.
+        kinds: Vec<crate::push::PushKind>,
+    },
+    /// Which sessions this device shows on a visible screen now (Page Visibility):
+    /// while any device reports a session visible, the bridge sends no push about it.
+    /// Each report replaces the device's previous one and lapses after
+    /// [`PRESENCE_TTL_SECS`] unless repeated, and when the device's link ends, so a
+    /// vanished device does not silence notifications for long. Only a paired device
+    /// may send it.
+    "presence" => Presence {
+        /// The sessions shown on a visible screen; empty when hidden or on a list.
+        visible_session_ids: Vec<SessionId>,
+    },
 }
+
+/// Seconds a `presence` report counts for unless repeated (the app repeats it every
+/// 30 s while visible).
+pub const PRESENCE_TTL_SECS: u64 = 90;
 
 impl SessionRequest {
     /// A request for `agent` in `cwd` that leaves model, effort and permission mode to

@@ -27,6 +27,7 @@ pub mod jsonrpc;
 pub mod lan;
 pub mod ndjson;
 pub mod pacing;
+pub mod push;
 pub mod relay;
 pub mod samples;
 pub mod schema;

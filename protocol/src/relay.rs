@@ -295,29 +295,7 @@ pub struct PairResponseFrame {
     pub error: Option<String>,
 }
 
-/// What a notification is about (plaintext: the relay sets urgency from it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[cfg_attr(test, derive(proptest_derive::Arbitrary))]
-#[serde(rename_all = "snake_case")]
-pub enum PushKind {
-    /// A turn finished.
-    TurnFinished,
-    /// The agent waits for a permission answer.
-    PermissionNeeded,
-    /// A turn failed.
-    Error,
-}
-
-impl PushKind {
-    /// The wire value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PushKind::TurnFinished => "turn_finished",
-            PushKind::PermissionNeeded => "permission_needed",
-            PushKind::Error => "error",
-        }
-    }
-}
+pub use crate::push::PushKind;
 
 /// Body of `push`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

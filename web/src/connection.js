@@ -15,6 +15,7 @@ import { fillAgents } from './new-session.js';
 import { refreshLists } from './lists.js';
 import { renderSwitcher } from './switcher.js';
 import { displayName } from './bridges.js';
+import { onSocketPush } from './notifications.js';
 
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
@@ -233,6 +234,7 @@ async function onPush(ctx, notice, counter) {
   if (!notice || typeof notice.session_id !== 'string') return;
   const shown = ctx === activeCtx() && notice.session_id === app.current;
   if (typeof notice.title === 'string' && !shown) toast(app.bridges.size > 1 ? `${displayName(ctx.bridge)}: ${notice.title}` : notice.title);
+  onSocketPush(ctx, notice);
   // A session this page does not follow asks for something: follow it, so its
   // waiting request counts in the switcher (and is there when opened).
   if (!ctx.sessions.get(notice.session_id)?.followed && ctx.sessions.size < 64) {

@@ -24,6 +24,7 @@ import { showHome } from './lists.js';
 import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
 import { startIntegrity } from './integrity.js';
+import { installNotifications, pendingIntent, handleIntent } from './notifications.js';
 
 async function main() {
   buildShell();
@@ -92,6 +93,7 @@ async function main() {
     if (pairingFragment()) pairWith(location.href).then(() => connectAll());
     else openRoute(routeFromUrl(), false);
   });
+  await installNotifications();
   const fragment = pairingFragment();
   if (fragment) {
     await pairWith(location.href);
@@ -123,6 +125,12 @@ async function main() {
     }
   }
   connectAll();
+  // A notification tapped while no page was open (docs/web-client.md, "Notifications"):
+  // the worker opened `/?open=1#b=…&s=…` (routed above) and left the intent, which
+  // carries an Allow/Deny to send on that bridge's link.
+  const intent = await pendingIntent();
+  if (new URLSearchParams(location.search).has('open')) history.replaceState(null, '', `/${location.hash}`);
+  if (intent) handleIntent(intent);
 }
 
 /** Saves every held session of every bridge now. */

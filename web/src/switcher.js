@@ -13,6 +13,7 @@ import { connect, disconnect } from './connection.js';
 import { showBanner } from './pairing.js';
 import { attentionOf } from './attention.js';
 import { syncPins } from './integrity.js';
+import { bridgeForgotten } from './notifications.js';
 import { displayName, forgetBridge, renameBridge, setActiveBridge, shortId, MAX_BRIDGES } from './bridges.js';
 
 /** The header control and the sheet (built by the shell). */
@@ -157,7 +158,7 @@ async function rename(id) {
   renderSwitcher();
 }
 
-/** Forgets a bridge (a second tap confirms): its link closes and its keys and sessions leave the store. */
+/** Forgets a bridge (a second tap confirms): its link closes, its keys and sessions leave the store, its pushes stop. */
 async function forget(id, button) {
   const ctx = app.bridges.get(id);
   if (!ctx) return;
@@ -166,6 +167,7 @@ async function forget(id, button) {
     button.textContent = 'Tap again to forget';
     return;
   }
+  bridgeForgotten(ctx);
   disconnect(ctx);
   app.bridges.delete(id);
   const { active } = await forgetBridge(app.store, id);

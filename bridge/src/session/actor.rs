@@ -110,7 +110,7 @@ impl Actor {
         match self.log.append(block) {
             Ok(stamped) => {
                 if !mirrored {
-                    self.announce(&stamped.kind);
+                    self.announce(stamped.seq, &stamped.kind);
                 }
                 let live = match stamped.seq {
                     Some(seq) if self.log.last_block_bytes() > LIVE_INLINE_BYTES => LiveBlock::Stored { seq },
@@ -122,8 +122,8 @@ impl Actor {
         }
     }
 
-    fn announce(&self, kind: &BlockKind) {
-        if let Some(notice) = notice_for(&self.spec.meta.session_id, &self.spec.meta.agent_id, kind) {
+    fn announce(&self, seq: Option<u64>, kind: &BlockKind) {
+        if let Some(notice) = notice_for(&self.spec.meta.session_id, &self.spec.meta.agent_id, seq, kind) {
             let _ = self.spec.notices.send(notice);
         }
     }

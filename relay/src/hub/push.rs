@@ -29,7 +29,7 @@ pub(crate) enum SubscriptionError {
 /// The `push` urgency for Web Push.
 fn urgency(kind: PushKind) -> Urgency {
     match kind {
-        PushKind::PermissionNeeded => Urgency::High,
+        PushKind::PermissionNeeded | PushKind::Question => Urgency::High,
         PushKind::TurnFinished | PushKind::Error => Urgency::Normal,
     }
 }
