@@ -713,6 +713,10 @@ pub async fn resume(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>
 pub async fn memory(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     let exe_dir = tools.echo_only_dir()?;
     let home = tempfile::tempdir()?;
+    // The idle sessions measured are more than the default cap on live sessions.
+    let most = scale.sessions.iter().copied().max().unwrap_or(0);
+    std::fs::write(home.path().join("config.toml"), format!("[limits]\nmax_live_sessions = {}\n", most + 1))
+        .context("writing the bench daemon's config.toml")?;
     let mut daemon = tokio::process::Command::new(exe_dir.path().join("terminull"))
         .args(["up", "--log-level", "warn", "--home"])
         .arg(home.path())
