@@ -13,41 +13,14 @@
 
 mod support;
 
+use support::browser::{available, web_dir};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use terminull_protocol::blocks::Block;
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
-
-const REQUIRED_ENV: &str = "TERMINULL_BROWSER_TESTS";
-
-fn web_dir() -> PathBuf {
-    support::workspace().join("web")
-}
-
-/// Whether the browser tests can run here; panics when they must and cannot.
-fn browser_available() -> bool {
-    available(true)
-}
-
-/// Whether the web app's npm packages (and, with `chromium`, the browser) are here;
-/// panics when the tests must run and cannot.
-fn available(chromium: bool) -> bool {
-    let missing: Vec<&str> = [
-        (chromium && !Path::new("/usr/bin/chromium").exists()).then_some("/usr/bin/chromium"),
-        (!web_dir().join("node_modules/playwright-core").exists()).then_some("web/node_modules (npm ci in web/)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(std::env::var_os(REQUIRED_ENV).is_none(), "{REQUIRED_ENV} is set but {missing:?} missing");
-    eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
-    false
-}
 
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
@@ -122,7 +95,7 @@ fn page_key(block: &Block) -> Option<(String, String)> {
 /// this process (no browser here, or this is the process that re-runs the test in a
 /// private network namespace).
 fn browser_test(name: &str) -> Option<tokio::runtime::Runtime> {
-    if !browser_available() || !terminull_netns::body_runs_here(name) {
+    if !available(true) || !terminull_netns::body_runs_here(name) {
         return None;
     }
     Some(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap())

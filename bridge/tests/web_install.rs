@@ -12,33 +12,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use support::browser::{available, web_dir};
+
+use std::path::PathBuf;
 use std::time::Duration;
 
 use terminull_protocol::crypto::app_code::{self, SHELL_PATHS};
 use terminull_relay::{Relay, RelayConfig};
-
-const REQUIRED_ENV: &str = "TERMINULL_BROWSER_TESTS";
-
-fn web_dir() -> PathBuf {
-    support::workspace().join("web")
-}
-
-fn available() -> bool {
-    let missing: Vec<&str> = [
-        (!Path::new("/usr/bin/chromium").exists()).then_some("/usr/bin/chromium"),
-        (!web_dir().join("node_modules/playwright-core").exists()).then_some("web/node_modules (npm ci in web/)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(std::env::var_os(REQUIRED_ENV).is_none(), "{REQUIRED_ENV} is set but {missing:?} missing");
-    eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
-    false
-}
 
 /// The embedded shell with `/app.js` replaced by `app_js`: its digest.
 fn digest_with_app(app_js: &[u8]) -> [u8; 32] {
@@ -52,7 +32,7 @@ fn digest_with_app(app_js: &[u8]) -> [u8; 32] {
 #[test]
 fn the_app_installs_runs_offline_and_its_pinned_worker_refuses_code_the_bridge_did_not_sign() {
     const NAME: &str = "the_app_installs_runs_offline_and_its_pinned_worker_refuses_code_the_bridge_did_not_sign";
-    if !available() || !terminull_netns::body_runs_here(NAME) {
+    if !available(true) || !terminull_netns::body_runs_here(NAME) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -12,34 +12,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use support::browser::{available, web_dir};
+
+use std::path::PathBuf;
 use std::time::Duration;
 
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig, RunningRelay};
-
-const REQUIRED_ENV: &str = "TERMINULL_BROWSER_TESTS";
-
-fn web_dir() -> PathBuf {
-    support::workspace().join("web")
-}
-
-/// Whether Chromium and the app's npm packages are here; panics when the test must run and cannot.
-fn browser_available() -> bool {
-    let missing: Vec<&str> = [
-        (!Path::new("/usr/bin/chromium").exists()).then_some("/usr/bin/chromium"),
-        (!web_dir().join("node_modules/playwright-core").exists()).then_some("web/node_modules (npm ci in web/)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(std::env::var_os(REQUIRED_ENV).is_none(), "{REQUIRED_ENV} is set but {missing:?} missing");
-    eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
-    false
-}
 
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
@@ -86,7 +65,7 @@ fn holds(bridge: &support::remote::Paired, id: &str) -> bool {
 #[test]
 fn two_bridges_on_one_relay_are_paired_switched_and_one_forgotten_in_one_page_in_chromium() {
     const NAME: &str = "two_bridges_on_one_relay_are_paired_switched_and_one_forgotten_in_one_page_in_chromium";
-    if !browser_available() || !terminull_netns::body_runs_here(NAME) {
+    if !available(true) || !terminull_netns::body_runs_here(NAME) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

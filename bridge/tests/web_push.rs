@@ -13,7 +13,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use support::browser::{available, web_dir};
+
+use std::path::PathBuf;
 use std::time::Duration;
 
 use terminull_protocol::blocks::BlockKind;
@@ -21,29 +23,6 @@ use terminull_protocol::control::{self, Control, ControlMessage, ReplyOutcome};
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-fn web_dir() -> PathBuf {
-    support::workspace().join("web")
-}
-
-fn available() -> bool {
-    let missing: Vec<&str> = [
-        (!Path::new("/usr/bin/chromium").exists()).then_some("/usr/bin/chromium"),
-        (!web_dir().join("node_modules/playwright-core").exists()).then_some("web/node_modules (npm ci in web/)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TERMINULL_BROWSER_TESTS").is_none(),
-        "TERMINULL_BROWSER_TESTS is set but {missing:?} missing"
-    );
-    eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
-    false
-}
 
 #[derive(Debug, serde::Deserialize)]
 struct Command {
@@ -83,7 +62,7 @@ async fn act(service: &terminull_bridge::service::Service, command: &Command) {
 #[test]
 fn a_permission_request_on_a_closed_page_is_a_web_push_the_phone_opens_and_answers_in_chromium() {
     const NAME: &str = "a_permission_request_on_a_closed_page_is_a_web_push_the_phone_opens_and_answers_in_chromium";
-    if !available() || !terminull_netns::body_runs_here(NAME) {
+    if !available(true) || !terminull_netns::body_runs_here(NAME) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -92,6 +92,7 @@ fn exe_dir(kind: &str, files: &[(PathBuf, &str)]) -> PathBuf {
     dir
 }
 
+pub mod browser;
 pub mod hostile;
 pub mod remote;
 
