@@ -36,6 +36,11 @@ const OUTBOX_BYTES: usize = 16 << 20;
 const RELAY_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Control messages queued per device link.
 const LINK_INBOX: usize = 256;
+/// Sealed frames a link hands on before it waits for room in the byte budget toward the
+/// relay ([`OUTBOX_BYTES`]). Few: a sealed block can be megabytes, and this hand-over is
+/// counted in no budget (with 1024 here, a relay that stopped reading let a long stream
+/// pile up behind it, about 200 MiB of 270 MB).
+const LINK_SEALED: usize = 8;
 /// Queued frames written per flush (a flush's consecutive blocks for one connection
 /// go as one signed `batch`).
 const FLUSH_FRAMES: usize = MAX_BATCH_BLOCKS;
@@ -281,7 +286,7 @@ async fn connect_once(
                                 write(&mut ws, &RelayFrame::LinkAccept(accept)).await?;
                                 let (tx, rx) = mpsc::channel(LINK_INBOX);
                                 links.insert(conn, tx);
-                                let (link_out, mut link_rx) = mpsc::channel::<RelayFrame>(1024);
+                                let (link_out, mut link_rx) = mpsc::channel::<RelayFrame>(LINK_SEALED);
                                 let out = out_tx.clone();
                                 let budget = budget.clone();
                                 tokio::spawn(async move {
