@@ -326,8 +326,13 @@ async function run() {
       const before = captured.length;
       await ask({ cmd: 'send', bridge: 2, session_id: secondSession, text: 'ask second computer' });
       await waitFor('the second computer\'s Web Push', () => captured.length > before);
-      await deliver(before);
-      const shown2 = await waitFor('the second computer\'s notification', async () => (await notifications()).find((n) => n.tag === secondSession));
+      // Deliver every push captured since, as they come: another push (the first
+      // computer's) may be captured first.
+      let delivered = before;
+      const shown2 = await waitFor('the second computer\'s notification', async () => {
+        while (delivered < captured.length) await deliver(delivered++);
+        return (await notifications()).find((n) => n.tag === secondSession);
+      });
       if (shown2.data.bridge_id !== secondBridge) throw new Error(`the notification names bridge ${shown2.data.bridge_id}, not ${secondBridge}`);
       // The app opens on the first computer; the tap shows the second and its session.
       await side.goto(`${origin}/#b=${encodeURIComponent(firstBridge)}&s=${encodeURIComponent(sessionId)}`);
