@@ -20,7 +20,6 @@ use terminull_protocol::ids::AgentId;
 use terminull_protocol::jsonrpc::{Request, RpcError, codes};
 use terminull_rpc::{Incoming, Peer, PeerConfig};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::mpsc;
 
 use crate::adapter::{Adapter, AdapterError, ModelSurface, UsageSurface, declaration};
 use crate::handoff::hooks::Handoff;
@@ -308,7 +307,7 @@ impl<A: Adapter> Loop<A> {
         encode(Ok(StartResult { agent_info }))
     }
 
-    async fn run_turn(&mut self, request: Request, incoming: &mut mpsc::Receiver<Incoming>) {
+    async fn run_turn(&mut self, request: Request, incoming: &mut terminull_rpc::IncomingQueue) {
         let message = match params::<proto::Send>(&request) {
             Ok(m) => m,
             Err(e) => return self.respond(&request, Err(e)).await,

@@ -24,7 +24,6 @@ use terminull_protocol::jsonrpc::codes;
 use terminull_protocol::streamed::{Applied, Assembly};
 use terminull_protocol::turn::TurnTracker;
 use terminull_rpc::{CallError, Incoming, Peer, PeerConfig, PeerTasks};
-use tokio::sync::mpsc;
 
 use crate::action::Action;
 use crate::adapter::Adapter;
@@ -41,7 +40,7 @@ pub struct TestBridge {
     /// The bridge's peer: send requests to the adapter with it.
     pub peer: Peer,
     /// What the adapter sent that is not an answer (notifications), in order.
-    pub incoming: mpsc::Receiver<Incoming>,
+    pub incoming: terminull_rpc::IncomingQueue,
     /// The agent session ids the adapter reported while [`turn`](Self::turn) read.
     pub session_ids: Vec<String>,
     _tasks: PeerTasks,

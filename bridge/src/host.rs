@@ -29,7 +29,7 @@ use terminull_protocol::adapter::{
 use terminull_protocol::blocks::{self, Block};
 use terminull_protocol::ids::AgentSessionId;
 use terminull_protocol::ndjson::LineError;
-use terminull_rpc::{CallError, Incoming, Peer, PeerTasks};
+use terminull_rpc::{CallError, Held, Incoming, IncomingQueue, Peer, PeerTasks};
 use tokio::sync::mpsc;
 
 /// Events queued per adapter before its reader waits (back-pressure on the child).
@@ -152,7 +152,10 @@ pub struct HostedAdapter {
     process: AgentProcess,
     peer: Option<Peer>,
     tasks: Option<PeerTasks>,
-    events: mpsc::Receiver<AdapterEvent>,
+    /// What the adapter sent, each holding its bytes' share of the peer's incoming
+    /// budget until the session takes it: the adapter's stdout is back-pressured by the
+    /// bytes waiting here, not only by their count.
+    events: mpsc::Receiver<(AdapterEvent, Held)>,
     /// stdout has closed; the exit is still to be reported.
     stdout_closed: bool,
     /// The `Exited` event has been handed out.
@@ -243,11 +246,11 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 /// The per-child dispatch loop: one task, so events keep the order the child wrote them.
-async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<AdapterEvent>, peer: Peer, label: String) {
+async fn dispatch(mut incoming: IncomingQueue, tx: mpsc::Sender<(AdapterEvent, Held)>, peer: Peer, label: String) {
     // What the adapter sends must not flood the log: its warnings are rate-limited.
     let mut limit = terminull_rpc::log_limit::LogLimit::default();
     let source = format!("adapter {label}");
-    while let Some(message) = incoming.recv().await {
+    while let Some((message, held)) = incoming.recv_held().await {
         let event = match message {
             Incoming::Notification(n) if n.method == proto::Stream::METHOD => {
                 let raw = match n.params {
@@ -290,12 +293,12 @@ async fn dispatch(mut incoming: mpsc::Receiver<Incoming>, tx: mpsc::Sender<Adapt
             }
             Incoming::Invalid { error, .. } => AdapterEvent::Invalid(format!("not a JSON-RPC message: {error}")),
         };
-        if tx.send(event).await.is_err() {
+        if tx.send((event, held)).await.is_err() {
             return;
         }
     }
     // stdout closed. The exit status is added by `HostedAdapter::next_event`, which owns the process.
-    let _ = tx.send(AdapterEvent::Exited { status: None, stderr_tail: String::new() }).await;
+    let _ = tx.send((AdapterEvent::Exited { status: None, stderr_tail: String::new() }, Held::none())).await;
 }
 
 impl HostedAdapter {
@@ -354,8 +357,8 @@ impl HostedAdapter {
             tokio::select! {
                 biased;
                 event = self.events.recv() => match event {
-                    Some(AdapterEvent::Exited { .. }) | None => self.stdout_closed = true,
-                    Some(event) => return Some(event),
+                    Some((AdapterEvent::Exited { .. }, _)) | None => self.stdout_closed = true,
+                    Some((event, _held)) => return Some(event),
                 },
                 exited = self.process.exited(), if drain_until.is_none() => {
                     tracing::debug!(adapter = %self.command.display(), pid = self.pid(), ?exited, "adapter process exited");

@@ -129,6 +129,8 @@ impl Decoder for LineCodec {
 #[derive(Debug, Clone)]
 pub struct NdjsonCodec {
     lines: LineCodec,
+    /// The length of the last line decoded, for readers that budget in bytes.
+    last_line_bytes: usize,
 }
 
 impl Default for NdjsonCodec {
@@ -140,12 +142,18 @@ impl Default for NdjsonCodec {
 impl NdjsonCodec {
     /// A codec with the given line cap in bytes.
     pub fn new(max_line: usize) -> Self {
-        Self { lines: LineCodec::new(max_line) }
+        Self { lines: LineCodec::new(max_line), last_line_bytes: 0 }
     }
 
     /// The line cap in bytes.
     pub fn max_line(&self) -> usize {
         self.lines.max_line
+    }
+
+    /// The length in bytes of the line the last decoded item came from (0 for a line
+    /// too long, which was dropped as it arrived).
+    pub fn last_line_bytes(&self) -> usize {
+        self.last_line_bytes
     }
 
     /// Lines seen so far, including blank and bad ones.
@@ -178,6 +186,7 @@ impl Decoder for NdjsonCodec {
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
         while let Some(item) = self.lines.decode(buf)? {
+            self.last_line_bytes = item.as_ref().map_or(0, |(_, line)| line.len());
             if let Some(parsed) = Self::parse_line(item) {
                 return Ok(Some(parsed));
             }
@@ -187,6 +196,7 @@ impl Decoder for NdjsonCodec {
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
         while let Some(item) = self.lines.decode_eof(buf)? {
+            self.last_line_bytes = item.as_ref().map_or(0, |(_, line)| line.len());
             if let Some(parsed) = Self::parse_line(item) {
                 return Ok(Some(parsed));
             }

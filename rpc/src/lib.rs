@@ -20,7 +20,10 @@
 
 #![warn(missing_docs)]
 
+mod incoming;
 pub mod log_limit;
+
+pub use incoming::{Held, IncomingQueue};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -44,6 +47,9 @@ use tokio_util::codec::{Encoder, FramedRead};
 pub const DEFAULT_OUTGOING_CAPACITY: usize = 1024;
 /// Incoming messages buffered before the reader stops reading (back-pressure).
 pub const DEFAULT_INCOMING_CAPACITY: usize = 1024;
+/// Bytes of incoming lines buffered (until their receiver lets go of them) before the
+/// reader stops reading: two of the longest lines.
+pub const DEFAULT_INCOMING_BYTES: usize = 2 * terminull_protocol::ndjson::DEFAULT_MAX_LINE_BYTES;
 /// Messages the writer encodes into one write and one flush at most.
 const MAX_BATCH: usize = 256;
 
@@ -54,8 +60,11 @@ pub struct PeerConfig {
     pub name: String,
     /// Longest accepted line in bytes.
     pub max_line: usize,
-    /// Capacity of the incoming queue.
+    /// Capacity of the incoming queue, in messages.
     pub incoming_capacity: usize,
+    /// Capacity of the incoming queue, in bytes of the lines its messages were read
+    /// from, counted until the receiver lets go of them ([`Held`]).
+    pub incoming_bytes: usize,
     /// Capacity of the outgoing queue.
     pub outgoing_capacity: usize,
 }
@@ -67,6 +76,7 @@ impl PeerConfig {
             name: name.into(),
             max_line: terminull_protocol::ndjson::DEFAULT_MAX_LINE_BYTES,
             incoming_capacity: DEFAULT_INCOMING_CAPACITY,
+            incoming_bytes: DEFAULT_INCOMING_BYTES,
             outgoing_capacity: DEFAULT_OUTGOING_CAPACITY,
         }
     }
@@ -195,7 +205,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
-    let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
+    let (in_tx, in_rx) = incoming::channel(config.incoming_capacity, config.incoming_bytes);
     let shared = Arc::new(Shared {
         name: config.name.clone(),
         pending: Mutex::new(HashMap::new()),
@@ -210,7 +220,7 @@ where
 }
 
 /// One end of a connection: the sending handle, the incoming messages, the tasks.
-pub type Endpoint = (Peer, mpsc::Receiver<Incoming>, PeerTasks);
+pub type Endpoint = (Peer, IncomingQueue, PeerTasks);
 
 /// Two peers connected in memory, for tests: what one sends, the other receives.
 pub fn memory_pair() -> (Endpoint, Endpoint) {
@@ -365,7 +375,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut rx: mpsc::Receiver
     let _ = writer.shutdown().await;
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, shared: Arc<Shared>, max_line: usize) {
+async fn read_loop<R: AsyncRead + Unpin>(
+    reader: R,
+    tx: incoming::IncomingSender,
+    shared: Arc<Shared>,
+    max_line: usize,
+) {
     let mut lines = FramedRead::new(reader, NdjsonCodec::new(max_line));
     while let Some(item) = lines.next().await {
         let incoming = match item {
@@ -398,7 +413,8 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<Incoming>, 
                 }
             }
         };
-        if tx.send(incoming).await.is_err() {
+        let bytes = lines.decoder().last_line_bytes();
+        if tx.send(incoming, bytes).await.is_err() {
             // Nobody listens for requests any more; keep completing responses.
             continue;
         }

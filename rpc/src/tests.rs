@@ -8,7 +8,7 @@ use tokio::io::AsyncWriteExt;
 use super::*;
 
 /// Answers every request on `rx` with `{"echo": <method>}` (or an error for `fail`).
-fn serve_echo(peer: Peer, mut rx: mpsc::Receiver<Incoming>) -> JoinHandle<Vec<Incoming>> {
+fn serve_echo(peer: Peer, mut rx: IncomingQueue) -> JoinHandle<Vec<Incoming>> {
     tokio::spawn(async move {
         let mut others = Vec::new();
         while let Some(msg) = rx.recv().await {

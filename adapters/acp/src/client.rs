@@ -88,7 +88,7 @@ pub enum Routed {
 pub struct Connection {
     process: AgentProcess,
     peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
+    incoming: terminull_rpc::IncomingQueue,
     _tasks: PeerTasks,
     backlog: VecDeque<Incoming>,
     stdout_closed: bool,
