@@ -550,12 +550,13 @@ impl Service {
             )),
             ControlMessage::Files(m) => {
                 let dir = self.session_dir(&m.session_id)?;
-                let result = crate::files::handle(&dir, m.request).await.map_err(ReplyError::from)?;
+                // Boxed: keeps the dispatcher's future small.
+                let result = Box::pin(crate::files::handle(&dir, m.request)).await.map_err(ReplyError::from)?;
                 Ok((ReplyResult::Files { result }, None))
             }
             ControlMessage::Git(m) => {
                 let dir = self.session_dir(&m.session_id)?;
-                let result = crate::git::handle(&dir, m.request).await.map_err(ReplyError::from)?;
+                let result = Box::pin(crate::git::handle(&dir, m.request)).await.map_err(ReplyError::from)?;
                 Ok((ReplyResult::Git { result }, None))
             }
             ControlMessage::ContinueInTerminal(m) => {

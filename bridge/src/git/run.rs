@@ -53,7 +53,7 @@ impl Output {
 /// read and dropped (so the writer never blocks); without, reading stops there.
 async fn read_bounded(mut from: impl AsyncRead + Unpin, max: usize, drain: bool) -> (Vec<u8>, bool) {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
+    let mut chunk = vec![0u8; 16 * 1024];
     let mut cut = false;
     loop {
         match from.read(&mut chunk).await {
