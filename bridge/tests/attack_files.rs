@@ -60,8 +60,10 @@ async fn attack_files_symlink_out_is_refused() {
         std::os::unix::fs::symlink(outside, project.join("link-dir")).unwrap();
         std::os::unix::fs::symlink("inside.txt", project.join("link-inside")).unwrap();
         std::fs::write(project.join("inside.txt"), "fine").unwrap();
+        std::os::unix::fs::symlink("loop", project.join("loop")).unwrap();
     })
     .await;
+    refused(&mut rig, "symlink loop", read("loop"), ReplyErrorCode::PathRefused, "symbolic links").await;
     refused(&mut rig, "symlink to a file outside", read("link-file"), ReplyErrorCode::PathRefused, "outside").await;
     refused(&mut rig, "symlink to a dir outside", list("link-dir", None), ReplyErrorCode::PathRefused, "outside").await;
     refused(&mut rig, "through a symlinked dir", read("link-dir/secret.txt"), ReplyErrorCode::PathRefused, "outside")

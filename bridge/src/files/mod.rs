@@ -93,6 +93,13 @@ impl FilesError {
             FilesError::Conflict { .. } => ReplyErrorCode::Conflict,
             FilesError::Invalid(_) => ReplyErrorCode::InvalidMessage,
             FilesError::Io { error, .. } if error.kind() == std::io::ErrorKind::NotFound => ReplyErrorCode::NotFound,
+            // Unreadable for the bridge's user, or a symlink loop: the path, not the bridge.
+            FilesError::Io { error, .. }
+                if error.kind() == std::io::ErrorKind::PermissionDenied
+                    || error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) =>
+            {
+                ReplyErrorCode::PathRefused
+            }
             FilesError::Io { .. } => ReplyErrorCode::Internal,
         }
     }

@@ -281,3 +281,20 @@ pub async fn switch(repo: &Repo, branch: &str) -> Result<GitResult, GitError> {
     }
     Ok(done(must(repo, "switch", &["switch", branch]).await?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_z_records_are_read_with_renames_and_odd_names() {
+        let raw = b"R  new name.txt\0old name.txt\0 M a b\0?? caf\xc3\xa9 -> x\0MM sub/\xe2\x9c\x93.rs\0";
+        let entries = parse_status(raw);
+        let lines: Vec<_> =
+            entries.iter().map(|e| format!("{}{}|{}|{:?}", e.index, e.worktree, e.path, e.orig_path)).collect();
+        assert_eq!(
+            lines,
+            ["R |new name.txt|Some(\"old name.txt\")", " M|a b|None", "??|café -> x|None", "MM|sub/✓.rs|None",]
+        );
+    }
+}
