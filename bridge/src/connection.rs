@@ -173,7 +173,10 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         | ControlMessage::ScanExternalSessions(_)
         | ControlMessage::AttachExternal(_)
         | ControlMessage::PushSettings(_)
-        | ControlMessage::Presence(_) => None,
+        | ControlMessage::Presence(_)
+        // Answered at once; they cause no block.
+        | ControlMessage::Files(_)
+        | ControlMessage::Git(_) => None,
     }
 }
 

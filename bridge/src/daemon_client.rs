@@ -8,6 +8,7 @@ use std::path::Path;
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use terminull_protocol::control::{BridgeMessage, Control, ControlMessage, ReplyOutcome, ReplyResult};
+use terminull_protocol::ids::SessionId;
 use terminull_protocol::ndjson::NdjsonCodec;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
@@ -71,6 +72,9 @@ pub enum ClientError {
         /// Why.
         source: std::io::Error,
     },
+    /// The bridge answered with a result of another kind than the request's.
+    #[error("unexpected reply: {0}")]
+    UnexpectedReply(String),
 }
 
 impl Client {
@@ -184,6 +188,37 @@ impl Client {
                 }
                 other => kept.push(other),
             }
+        }
+    }
+
+    /// Sends a `files` request about `session`'s directory and waits for its result
+    /// (docs/files-and-git.md); other messages meanwhile are appended to `kept`.
+    pub async fn files(
+        &mut self,
+        session: &SessionId,
+        request: terminull_protocol::files::FilesRequest,
+        kept: &mut Vec<BridgeMessage>,
+    ) -> Result<terminull_protocol::files::FilesResult, ClientError> {
+        let message =
+            ControlMessage::Files(terminull_protocol::control::Files { session_id: session.clone(), request });
+        match self.call(message, kept).await? {
+            ReplyResult::Files { result } => Ok(result),
+            other => Err(ClientError::UnexpectedReply(format!("{other:?}"))),
+        }
+    }
+
+    /// Sends a `git` request about the repository of `session`'s directory and waits
+    /// for its result; other messages meanwhile are appended to `kept`.
+    pub async fn git(
+        &mut self,
+        session: &SessionId,
+        request: terminull_protocol::git::GitRequest,
+        kept: &mut Vec<BridgeMessage>,
+    ) -> Result<terminull_protocol::git::GitResult, ClientError> {
+        let message = ControlMessage::Git(terminull_protocol::control::Git { session_id: session.clone(), request });
+        match self.call(message, kept).await? {
+            ReplyResult::Git { result } => Ok(result),
+            other => Err(ClientError::UnexpectedReply(format!("{other:?}"))),
         }
     }
 }

@@ -17,6 +17,8 @@ pub mod chat;
 pub mod connection;
 pub mod daemon_client;
 pub mod devices;
+pub mod files;
+pub mod git;
 pub mod handoff;
 pub mod history;
 pub mod home;

@@ -548,12 +548,34 @@ impl Service {
                 ReplyErrorCode::NotSupported,
                 "push_settings and presence are for a paired device's link (relay or LAN), not this connection",
             )),
+            ControlMessage::Files(m) => {
+                let dir = self.session_dir(&m.session_id)?;
+                // Boxed: keeps the dispatcher's future small.
+                let result = Box::pin(crate::files::handle(&dir, m.request)).await.map_err(ReplyError::from)?;
+                Ok((ReplyResult::Files { result }, None))
+            }
+            ControlMessage::Git(m) => {
+                let dir = self.session_dir(&m.session_id)?;
+                let result = Box::pin(crate::git::handle(&dir, m.request)).await.map_err(ReplyError::from)?;
+                Ok((ReplyResult::Git { result }, None))
+            }
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
                 let line = shell_line(&command.argv, command.cwd.as_deref());
                 Ok((ReplyResult::TerminalCommand { argv: command.argv, cwd: command.cwd, command: line }, None))
             }
         }
+    }
+
+    /// The directory of a session in history (live or not), which `files` and `git`
+    /// are confined to.
+    fn session_dir(&self, id: &SessionId) -> Result<std::path::PathBuf, ReplyError> {
+        let meta = self
+            .inner
+            .history
+            .meta(id)
+            .map_err(|e| error(ReplyErrorCode::UnknownSession, format!("no session `{id}`: {e}")))?;
+        Ok(std::path::PathBuf::from(meta.cwd))
     }
 
     async fn hooks_of(&self, agent_id: &str) -> Result<Vec<HandoffHook>, ReplyError> {

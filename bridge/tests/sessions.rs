@@ -474,6 +474,8 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
             json!({"type": "scan_external_sessions"}),
             json!({"type": "attach_external", "agent": "echo-py", "agent_session_id": "x", "cwd": "/", "app_pubkey": "k"}),
             json!({"type": "continue_in_terminal", "session_id": s}),
+            json!({"type": "files", "session_id": s, "op": "list", "path": "ext_adapters"}),
+            json!({"type": "git", "session_id": s, "op": "status"}),
             json!({"type": "session_resume", "session_id": s, "since_seq": 0, "app_pubkey": "k"}),
             json!({"type": "stop_session", "session_id": s}),
         ];

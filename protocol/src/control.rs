@@ -201,6 +201,24 @@ control_messages! {
         /// The sessions shown on a visible screen; empty when hidden or on a list.
         visible_session_ids: Vec<SessionId>,
     },
+    /// Browse, read or write the files of a session's directory
+    /// (docs/files-and-git.md): the `op` and its fields sit beside `session_id`.
+    "files" => Files {
+        /// The session whose directory is browsed.
+        session_id: SessionId,
+        /// What is asked, tagged by `op`.
+        #[serde(flatten)]
+        request: crate::files::FilesRequest,
+    },
+    /// Git in the repository holding a session's directory (docs/files-and-git.md):
+    /// the `op` and its fields sit beside `session_id`.
+    "git" => Git {
+        /// The session whose repository is used.
+        session_id: SessionId,
+        /// What is asked, tagged by `op`.
+        #[serde(flatten)]
+        request: crate::git::GitRequest,
+    },
 }
 
 /// Seconds a `presence` report counts for unless repeated (the app repeats it every
@@ -364,6 +382,21 @@ pub enum ReplyErrorCode {
     Busy,
     /// The adapter or the agent failed.
     AgentFailed,
+    /// `files`/`git`: the path is refused (outside the session's directory, `..`,
+    /// absolute, a symlink that leads outside, a FIFO or device, a name that is not UTF-8).
+    PathRefused,
+    /// `files`/`git`: no such file, directory or branch.
+    NotFound,
+    /// `files`: the file is larger than the limit (the message says both sizes).
+    TooLarge,
+    /// `files`: the file is not text (binary, not UTF-8) or not a known image type.
+    NotText,
+    /// `files`: the file changed since it was read; `git`: the working tree has
+    /// changes that forbid a switch.
+    Conflict,
+    /// `git`: git refused (a hook failed, no identity, a merge in progress, not a
+    /// repository); the message carries git's own words.
+    GitFailed,
     /// A bug or an I/O failure in the bridge.
     Internal,
 }
@@ -426,6 +459,18 @@ pub enum ReplyResult {
         cwd: Option<String>,
         /// The same as one shell line, quoted, with a `cd` first when `cwd` is known.
         command: String,
+    },
+    /// Answer to `files`.
+    Files {
+        /// What it produced, tagged by `op`.
+        #[serde(flatten)]
+        result: crate::files::FilesResult,
+    },
+    /// Answer to `git`.
+    Git {
+        /// What it produced, tagged by `op`.
+        #[serde(flatten)]
+        result: crate::git::GitResult,
     },
 }
 

@@ -4,6 +4,7 @@
 //! - [`blocks`]: the block stream (bridge → app) and [`blocks::validate`] for blocks
 //!   an adapter streams.
 //! - [`control`]: control messages (app → bridge).
+//! - [`files`], [`git`]: the `files` and `git` control messages' requests and results.
 //! - [`relay`]: frames on the relay WebSocket.
 //! - [`crypto`]: identities, pairing, per-direction keys and envelope sealing.
 //! - [`adapter`]: the adapter JSON-RPC protocol (bridge ↔ adapter executable), its
@@ -22,6 +23,8 @@ pub mod capabilities;
 pub mod commands;
 pub mod control;
 pub mod crypto;
+pub mod files;
+pub mod git;
 pub mod ids;
 pub mod jsonrpc;
 pub mod lan;

@@ -94,6 +94,7 @@ fn exe_dir(kind: &str, files: &[(PathBuf, &str)]) -> PathBuf {
 
 pub mod browser;
 pub mod hostile;
+pub mod project;
 pub mod remote;
 
 /// Starts `terminull up --home <home> <extra…>` (output discarded) and waits for its socket.
