@@ -18,6 +18,44 @@ pub struct TlsFiles {
     pub private_key: PathBuf,
 }
 
+/// Where the relay keeps its durable state.
+#[derive(Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StoreLocation {
+    /// `relay.redb` in the data directory: one relay process.
+    #[default]
+    Redb,
+    /// A Postgres database, shared by any number of relay processes.
+    Postgres {
+        /// A `postgres://user:password@host:port/database` URL or `key=value` pairs.
+        url: String,
+    },
+}
+
+impl StoreLocation {
+    /// `redb`, or a `postgres://`/`postgresql://` URL.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "redb" {
+            Ok(Self::Redb)
+        } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            text.parse::<tokio_postgres::Config>().map_err(|e| format!("not a usable Postgres URL: {e}"))?;
+            Ok(Self::Postgres { url: text.to_owned() })
+        } else {
+            Err("expected `redb` or a postgres:// URL".to_owned())
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Redb => f.write_str("Redb"),
+            // Never the password.
+            Self::Postgres { url } => write!(f, "Postgres({})", crate::store::postgres::describe(url)),
+        }
+    }
+}
+
 /// The relay's configuration. Build it with [`RelayConfig::new`] and change the fields
 /// that need to differ from the defaults.
 #[derive(Debug, Clone)]
@@ -25,7 +63,10 @@ pub struct RelayConfig {
     /// The address to bind; port 0 picks a free port (see `RunningRelay::addr`).
     pub listen: SocketAddr,
     /// The directory holding the relay's database (`relay.redb`); created if missing.
+    /// Unused with [`StoreLocation::Postgres`].
     pub data_dir: PathBuf,
+    /// Where the durable state lives. Default [`StoreLocation::Redb`] in `data_dir`.
+    pub store: StoreLocation,
     /// Terminate TLS with these files; `None` serves plain HTTP/WebSocket, meant to sit
     /// behind a TLS-terminating proxy.
     pub tls: Option<TlsFiles>,
@@ -156,6 +197,10 @@ pub struct RelayConfig {
     pub subscription_clock_skew: Duration,
     /// Pending store writes before new ones are dropped (and logged). Default 65 536.
     pub store_queue_ops: usize,
+    /// How long one database transaction (or connection attempt) may take before the
+    /// store counts as unavailable and retries, and how long a write that must be
+    /// durable (a push subscription, the check before pairing) waits. Default 5 s.
+    pub store_timeout: Duration,
 
     /// Push endpoint hosts admitted whatever address they resolve to (a self-hosted push
     /// service on a private network, a test receiver on loopback). Every other endpoint
@@ -182,6 +227,7 @@ impl RelayConfig {
         Self {
             listen,
             data_dir: data_dir.into(),
+            store: StoreLocation::Redb,
             tls: None,
             vapid_subject: "mailto:relay-operator@terminull.invalid".to_owned(),
             max_message_bytes: 1024 * 1024,
@@ -231,6 +277,7 @@ impl RelayConfig {
             allow_insecure_push_endpoints: false,
             subscription_clock_skew: Duration::from_secs(300),
             store_queue_ops: 65_536,
+            store_timeout: Duration::from_secs(5),
             push_allowed_hosts: Vec::new(),
             registration_ttl: Duration::from_secs(30 * 24 * 60 * 60),
             unestablished_registration_ttl: Duration::from_secs(60 * 60),
@@ -266,6 +313,7 @@ impl RelayConfig {
             }
         }
         let durations = [
+            ("store_timeout", self.store_timeout),
             ("ping_interval", self.ping_interval),
             ("write_timeout", self.write_timeout),
             ("http_header_timeout", self.http_header_timeout),

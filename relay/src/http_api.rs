@@ -184,6 +184,15 @@ async fn pair(
             format!("the request is for bridge `{}` but was posted to `{bridge_id}`", request.bridge_id),
         );
     }
+    // The bridge answers a pairing with a new device registry the relay must store:
+    // refuse while the database is unavailable rather than pair a device that would
+    // be forgotten.
+    if let Err(unavailable) = api.hub.store().ready().await {
+        tracing::warn!(%bridge_id, error = %unavailable, "refusing a pairing: the database is unavailable");
+        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, format!("pairing is paused: {unavailable}"));
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        return response;
+    }
     let (request_id, outcome) = match api.hub.start_pairing(&bridge_id, request) {
         Ok(started) => started,
         Err(PairStartError::UnknownBridge) => {

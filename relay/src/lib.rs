@@ -25,8 +25,9 @@ pub mod server;
 mod store;
 mod tls;
 pub mod token;
+pub mod transfer;
 pub mod webpush;
 
-pub use config::{RelayConfig, TlsFiles};
+pub use config::{RelayConfig, StoreLocation, TlsFiles};
 pub use error::{ConfigError, RelayError, StoreError};
 pub use server::{Relay, RunningRelay};

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::config::RelayConfig;
+use crate::config::{RelayConfig, StoreLocation};
 use crate::error::RelayError;
 use crate::hub::Hub;
 use crate::hub::push::sweep_interval;
@@ -32,17 +32,15 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Relay;
 
 impl Relay {
-    /// Opens the store in `config.data_dir`, binds `config.listen` and starts serving.
+    /// Opens the store `config.store` names, binds `config.listen` and starts serving.
     pub async fn start(config: RelayConfig) -> Result<RunningRelay, RelayError> {
         config.validate()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|source| RelayError::DataDir { path: config.data_dir.clone(), source })?;
+        if config.store == StoreLocation::Redb {
+            std::fs::create_dir_all(&config.data_dir)
+                .map_err(|source| RelayError::DataDir { path: config.data_dir.clone(), source })?;
+        }
         let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
-        let dir = config.data_dir.clone();
-        let queue_ops = config.store_queue_ops;
-        let (store, snapshot) = tokio::task::spawn_blocking(move || Store::open(&dir, queue_ops))
-            .await
-            .map_err(RelayError::StoreLoader)??;
+        let (store, snapshot) = Store::open(&config).await?;
         let sender = match PushSender::new(snapshot.vapid_key.clone(), config.vapid_subject.clone()) {
             Ok(sender) => sender
                 .with_timeout(config.push_timeout)

@@ -427,6 +427,12 @@ impl Hub {
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
             ));
         }
+        if !known && let Err(unavailable) = self.store.available() {
+            return Err(Refusal::new(
+                RelayErrorCode::RateLimited,
+                format!("registering a new bridge is paused: {unavailable}"),
+            ));
+        }
         if !known && !self.new_bridges.allow(peer) {
             return Err(Refusal::new(
                 RelayErrorCode::RateLimited,
