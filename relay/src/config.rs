@@ -67,6 +67,10 @@ pub struct RelayConfig {
     pub data_dir: PathBuf,
     /// Where the durable state lives. Default [`StoreLocation::Redb`] in `data_dir`.
     pub store: StoreLocation,
+    /// A NATS URL (`nats://host:port`) connecting the relay processes that share a
+    /// Postgres store: each announces the bridges whose stored state it changed and
+    /// reloads those the others changed. Default none (one process).
+    pub bus: Option<String>,
     /// Terminate TLS with these files; `None` serves plain HTTP/WebSocket, meant to sit
     /// behind a TLS-terminating proxy.
     pub tls: Option<TlsFiles>,
@@ -228,6 +232,7 @@ impl RelayConfig {
             listen,
             data_dir: data_dir.into(),
             store: StoreLocation::Redb,
+            bus: None,
             tls: None,
             vapid_subject: "mailto:relay-operator@terminull.invalid".to_owned(),
             max_message_bytes: 1024 * 1024,

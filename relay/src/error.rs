@@ -34,6 +34,9 @@ pub enum RelayError {
     /// The TLS certificate or key could not be loaded.
     #[error("TLS setup: {0}")]
     Tls(String),
+    /// The bus (NATS) could not be joined.
+    #[error("relay bus: {0}")]
+    Bus(String),
     /// The Web Push sender could not be set up (for example a bad VAPID subject).
     #[error("Web Push setup: {0}")]
     Push(#[from] crate::webpush::PushError),

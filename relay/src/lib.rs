@@ -9,6 +9,7 @@
 
 mod batch;
 mod bridge_conn;
+mod bus;
 mod challenge;
 mod client_conn;
 pub mod config;

@@ -35,6 +35,10 @@ struct Cli {
     /// (migrations run at start) [default: redb].
     #[arg(long, env = "TERMINULL_RELAY_STORE", value_parser = StoreLocation::parse, global = true)]
     store: Option<StoreLocation>,
+    /// NATS URL (nats://host:port) joining the relay processes that share --store
+    /// postgres://…: each announces the bridges it changed, the others reload them.
+    #[arg(long, env = "TERMINULL_RELAY_BUS", global = true)]
+    bus: Option<String>,
     /// Seconds one database transaction may take before the store counts as unavailable
     /// (pairing and new registrations are refused meanwhile) [default: 5].
     #[arg(long, global = true)]
@@ -178,6 +182,7 @@ impl Cli {
         let data = self.data.clone().unwrap_or_default();
         let mut c = RelayConfig::new(self.listen, data);
         c.store = self.store.clone().unwrap_or_default();
+        c.bus = self.bus.clone();
         set(&mut c.store_timeout, self.store_timeout_secs.map(Duration::from_secs));
         if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
             c.tls = Some(TlsFiles { cert_chain: cert_chain.clone(), private_key: private_key.clone() });

@@ -61,6 +61,16 @@ impl Relay {
         let addr = listener.local_addr().map_err(|source| RelayError::Bind { addr: config.listen, source })?;
         let secure = tls.is_some();
         let hub = Arc::new(Hub::new(Arc::new(config), store, snapshot, sender));
+        if let (Some(bus), StoreLocation::Postgres { url }) = (&hub.config.bus, &hub.config.store) {
+            if let Err(e) = crate::bus::start(Arc::clone(&hub), bus, url).await {
+                hub.shutdown.cancel();
+                hub.store().close().await;
+                return Err(e);
+            }
+        } else if hub.config.bus.is_some() {
+            hub.store().close().await;
+            return Err(RelayError::Bus("the bus needs a shared store (--store postgres://…)".into()));
+        }
         let router = crate::http_api::router(Arc::clone(&hub));
         let peers = Peers::new(&hub.config);
         hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls, peers));

@@ -38,6 +38,7 @@ use crate::webpush::PushSender;
 mod app_code;
 pub(crate) mod expiry;
 pub(crate) mod push;
+mod remote;
 mod route;
 
 /// The longest device name the relay stores.
@@ -46,6 +47,11 @@ const MAX_DEVICE_NAME: usize = 256;
 /// Unix seconds now.
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Unix microseconds now.
+fn unix_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 
 /// A bridge the relay knows.
@@ -353,7 +359,10 @@ impl Hub {
             push,
             next_conn: AtomicU64::new(1),
             next_pairing: AtomicU64::new(1),
-            next_push_seq: AtomicU64::new(max_seq + 1),
+            // Held pushes are keyed by (bridge, device, seq) in a store other relay
+            // processes may share: start from the clock (µs) so that a process
+            // started later never reuses another's sequence numbers.
+            next_push_seq: AtomicU64::new((max_seq + 1).max(unix_micros())),
             connections: AtomicUsize::new(0),
             new_bridges,
             shutdown: CancellationToken::new(),

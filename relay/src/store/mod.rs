@@ -216,6 +216,63 @@ impl Health {
     }
 }
 
+/// Bridges whose stored state a committed transaction changed, for the bus to announce
+/// to the other relay processes (coalesced: a bridge changed twice is announced once).
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    pending: Mutex<std::collections::HashSet<BridgeId>>,
+    notify: tokio::sync::Notify,
+}
+
+impl Changes {
+    /// At most this many bridges wait to be announced; past it the oldest news is
+    /// dropped (logged): the other nodes then see that bridge's change on its next one.
+    const MAX_PENDING: usize = 65_536;
+
+    /// Records what `writes` changed (called after they committed).
+    pub(crate) fn committed(&self, writes: &[StoreOp]) {
+        let Ok(mut pending) = self.pending.lock() else { return };
+        for op in writes {
+            if let Some(id) = op.bridge() {
+                if pending.len() >= Self::MAX_PENDING {
+                    tracing::warn!(bridge_id = %id, "too many bridge changes waiting for the bus; one not announced");
+                    continue;
+                }
+                pending.insert(id.clone());
+            }
+        }
+        drop(pending);
+        self.notify.notify_one();
+    }
+
+    /// Waits for changes and takes them.
+    pub(crate) async fn next(&self) -> Vec<BridgeId> {
+        loop {
+            let taken: Vec<BridgeId> = self.pending.lock().map(|mut p| p.drain().collect()).unwrap_or_default();
+            if !taken.is_empty() {
+                return taken;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+impl StoreOp {
+    /// The bridge whose state this write changes.
+    fn bridge(&self) -> Option<&BridgeId> {
+        match self {
+            StoreOp::PutBridge(b, _)
+            | StoreOp::PutDevices(b, _)
+            | StoreOp::PutSubscription(b, _, _)
+            | StoreOp::DeleteSubscription(b, _)
+            | StoreOp::PutQueued(b, _, _, _)
+            | StoreOp::DeleteQueued(b, _, _)
+            | StoreOp::DeleteBridge(b) => Some(b),
+            StoreOp::Flush(_) | StoreOp::Stop => None,
+        }
+    }
+}
+
 /// The writer: a thread (redb) or a task (Postgres).
 #[derive(Debug)]
 enum Writer {
@@ -233,6 +290,8 @@ pub(crate) struct Store {
     health: Arc<Health>,
     /// How long [`Store::flush`] waits.
     flush_timeout: Duration,
+    /// What committed transactions changed (Postgres only: other processes share it).
+    changes: Option<Arc<Changes>>,
 }
 
 impl Store {
@@ -240,24 +299,36 @@ impl Store {
     /// missing secrets), loads it and starts the writer.
     pub(crate) async fn open(config: &RelayConfig) -> Result<(Store, Snapshot), StoreError> {
         let queue_ops = config.store_queue_ops;
-        let (location, tx, writer, health, snapshot) = match &config.store {
+        let (location, tx, writer, health, changes, snapshot) = match &config.store {
             StoreLocation::Redb => {
                 let dir = config.data_dir.clone();
                 let opened = tokio::task::spawn_blocking(move || self::redb::open(&dir, queue_ops))
                     .await
                     .map_err(|e| StoreError::WriterStopped { detail: format!("the redb loader failed: {e}") })??;
                 let (location, tx, handle, health, snapshot) = opened;
-                (location, tx, Writer::Thread(handle), health, snapshot)
+                (location, tx, Writer::Thread(handle), health, None, snapshot)
             }
             StoreLocation::Postgres { url } => {
+                let changes = Arc::new(Changes::default());
                 let (location, tx, handle, health, snapshot) =
-                    self::postgres::open(url, queue_ops, config.store_timeout).await?;
-                (location, tx, Writer::Task(handle), health, snapshot)
+                    self::postgres::open(url, queue_ops, config.store_timeout, Arc::clone(&changes)).await?;
+                (location, tx, Writer::Task(handle), health, Some(changes), snapshot)
             }
         };
-        let store =
-            Store { location, tx, writer: Mutex::new(Some(writer)), health, flush_timeout: config.store_timeout };
+        let store = Store {
+            location,
+            tx,
+            writer: Mutex::new(Some(writer)),
+            health,
+            flush_timeout: config.store_timeout,
+            changes,
+        };
         Ok((store, snapshot))
+    }
+
+    /// What committed transactions changed, for the bus (Postgres stores only).
+    pub(crate) fn changes(&self) -> Option<Arc<Changes>> {
+        self.changes.clone()
     }
 
     /// Queues a write. Never blocks: when the queue is full the write is dropped and

@@ -18,13 +18,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::RngExt as _;
+use terminull_protocol::relay::DeviceRecord;
 use terminull_protocol::{BridgeId, DeviceId};
 use tokio::sync::mpsc;
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{
-    Batch, Health, JWT_KEY, MAX_BATCH, QueuedPush, Snapshot, StoreOp, StoredBridge, StoredSubscription, VAPID_KEY,
+    Batch, Changes, Health, JWT_KEY, MAX_BATCH, QueuedPush, Snapshot, StoreOp, StoredBridge, StoredSubscription,
+    VAPID_KEY,
 };
 use crate::error::StoreError;
 use crate::webpush::VapidKey;
@@ -85,7 +87,12 @@ pub(crate) fn describe(url: &str) -> String {
 }
 
 /// Connects, migrates, creates missing secrets, loads everything and starts the writer.
-pub(crate) async fn open(url: &str, queue_ops: usize, timeout: Duration) -> Result<Opened, StoreError> {
+pub(crate) async fn open(
+    url: &str,
+    queue_ops: usize,
+    timeout: Duration,
+    changes: Arc<Changes>,
+) -> Result<Opened, StoreError> {
     let location = describe(url);
     let mut client = connect(url, &location, timeout).await?;
     within(timeout, &location, "migrating", migrate(&mut client, &location)).await?;
@@ -98,6 +105,7 @@ pub(crate) async fn open(url: &str, queue_ops: usize, timeout: Duration) -> Resu
         timeout,
         health: Arc::clone(&health),
         conn: Some(Conn::new(client, &location).await?),
+        changes,
     };
     let handle = tokio::spawn(writer.run(rx));
     Ok((location, tx, handle, health, snapshot))
@@ -233,6 +241,57 @@ async fn load(client: &Client, location: &str) -> Result<Snapshot, StoreError> {
         }
     }
     Ok(snapshot)
+}
+
+/// One bridge's stored state, as another relay process committed it.
+#[derive(Debug)]
+pub(crate) struct BridgeRows {
+    /// The registration; `None` when it was deleted.
+    pub bridge: Option<StoredBridge>,
+    /// The device registry.
+    pub devices: Option<Vec<DeviceRecord>>,
+    /// Push subscriptions by device.
+    pub subscriptions: Vec<(DeviceId, StoredSubscription)>,
+    /// Held pushes, oldest first.
+    pub queue: Vec<(DeviceId, u64, QueuedPush)>,
+}
+
+/// Reads one bridge's rows (for the bus: another process changed them).
+pub(crate) async fn load_bridge(client: &Client, id: &BridgeId) -> Result<BridgeRows, tokio_postgres::Error> {
+    let id = id.as_str();
+    let bridge = client.query_opt("SELECT record::text FROM relay_bridges WHERE bridge_id = $1", &[&id]).await?;
+    let devices = client.query_opt("SELECT devices::text FROM relay_devices WHERE bridge_id = $1", &[&id]).await?;
+    let subs = client
+        .query("SELECT device_id, record::text FROM relay_push_subscriptions WHERE bridge_id = $1", &[&id])
+        .await?;
+    let queue = client
+        .query("SELECT device_id, seq, record::text FROM relay_push_queue WHERE bridge_id = $1 ORDER BY seq", &[&id])
+        .await?;
+    let decode = |what: &str, text: &str| {
+        tracing::error!(bridge_id = id, what, text_len = text.len(), "skipping an unreadable stored value");
+    };
+    Ok(BridgeRows {
+        bridge: bridge
+            .and_then(|r| serde_json::from_str(r.get(0)).inspect_err(|_| decode("registration", r.get(0))).ok()),
+        devices: devices
+            .and_then(|r| serde_json::from_str(r.get(0)).inspect_err(|_| decode("device registry", r.get(0))).ok()),
+        subscriptions: subs
+            .iter()
+            .filter_map(|r| Some((DeviceId(r.get(0)), serde_json::from_str(r.get(1)).ok()?)))
+            .collect(),
+        queue: queue
+            .iter()
+            .filter_map(|r| {
+                let seq: i64 = r.get(1);
+                Some((DeviceId(r.get(0)), seq.unsigned_abs(), serde_json::from_str(r.get(2)).ok()?))
+            })
+            .collect(),
+    })
+}
+
+/// A read-only connection for [`load_bridge`].
+pub(crate) async fn reader(url: &str, timeout: Duration) -> Result<Client, StoreError> {
+    connect(url, &describe(url), timeout).await
 }
 
 /// Reads everything at `url` (for `terminull-relay export`), migrating first.
@@ -375,6 +434,8 @@ struct Writer {
     health: Arc<Health>,
     /// `None` after a failure, until a reconnection succeeds.
     conn: Option<Conn>,
+    /// Told what each commit changed.
+    changes: Arc<Changes>,
 }
 
 impl Writer {
@@ -415,6 +476,7 @@ impl Writer {
             match result {
                 Ok(()) => {
                     self.health.succeeded();
+                    self.changes.committed(&batch.writes);
                     batch.answer(&Ok(()));
                     return;
                 }
