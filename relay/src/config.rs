@@ -142,6 +142,18 @@ pub struct RelayConfig {
     /// WebSocket connections in total (bridges, clients, and those still authenticating).
     /// Default 20 000.
     pub max_connections: usize,
+    /// Connection slots (of `max_connections`) kept for peers the relay already knows:
+    /// past `max_connections - reconnect_reserve` connections, a new bridge registration
+    /// or a pairing is refused (retry later). At most a tenth of `max_connections` is
+    /// kept. Default 2000.
+    pub reconnect_reserve: usize,
+    /// WebSocket upgrades admitted per second (token bucket rate); beyond it `503` with
+    /// a jittered `Retry-After`. Default 500.
+    pub admissions_per_sec: u32,
+    /// Burst of `admissions_per_sec`. Default 2000.
+    pub admission_burst: u32,
+    /// `Retry-After` of a refused upgrade is drawn from 1 s to this. Default 10 s.
+    pub admission_retry_spread: Duration,
     /// Bridges the relay keeps registrations for. Default 100 000.
     pub max_bridges: usize,
     /// Devices in one bridge's registry. Default 256.
@@ -257,6 +269,10 @@ impl RelayConfig {
             max_unauthenticated_per_ip: 32,
             max_connections_per_device: 8,
             max_connections: 20_000,
+            reconnect_reserve: 2000,
+            admissions_per_sec: 500,
+            admission_burst: 2000,
+            admission_retry_spread: crate::admission::DEFAULT_SPREAD,
             max_bridges: 100_000,
             max_devices_per_bridge: 256,
             max_agents_per_bridge: 128,
@@ -293,7 +309,9 @@ impl RelayConfig {
 
     /// Refuses settings the relay cannot run with (zero-sized queues, zero rates).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let nonzero: [(&str, usize); 17] = [
+        let nonzero: [(&str, usize); 19] = [
+            ("admissions_per_sec", self.admissions_per_sec as usize),
+            ("admission_burst", self.admission_burst as usize),
             ("max_message_bytes", self.max_message_bytes),
             ("client_queue_frames", self.client_queue_frames),
             ("bridge_queue_frames", self.bridge_queue_frames),

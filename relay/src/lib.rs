@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod batch;
 mod bridge_conn;
 mod bus;

@@ -86,6 +86,17 @@ struct Cli {
     /// WebSocket connections in total [default: 20000].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Connection slots kept for known bridges and paired devices: past
+    /// max-connections minus this, new bridges and pairings are refused [default: 2000].
+    #[arg(long)]
+    reconnect_reserve: Option<usize>,
+    /// WebSocket connections admitted per second; beyond, 503 with a jittered
+    /// Retry-After [default: 500].
+    #[arg(long)]
+    admissions_per_sec: Option<u32>,
+    /// Burst of --admissions-per-sec [default: 2000].
+    #[arg(long)]
+    admission_burst: Option<u32>,
     /// TCP connections (HTTP and WebSocket) from one address, IPv6 per /64 [default: 128].
     #[arg(long)]
     max_connections_per_ip: Option<usize>,
@@ -206,6 +217,9 @@ impl Cli {
         set(&mut c.bridge_frames_per_sec, self.bridge_rate);
         set(&mut c.bridge_frames_burst, self.bridge_burst);
         set(&mut c.max_connections, self.max_connections);
+        set(&mut c.reconnect_reserve, self.reconnect_reserve);
+        set(&mut c.admissions_per_sec, self.admissions_per_sec);
+        set(&mut c.admission_burst, self.admission_burst);
         set(&mut c.max_connections_per_device, self.max_connections_per_device);
         set(&mut c.max_bridges, self.max_bridges);
         set(&mut c.max_devices_per_bridge, self.max_devices_per_bridge);

@@ -390,6 +390,18 @@ impl Hub {
             .map(|_| ConnectionSlot { hub: Arc::clone(self) })
     }
 
+    /// Whether the open connections reach into the slots kept for reconnecting peers
+    /// (`max_connections - reconnect_reserve`): new registrations and pairings wait.
+    pub(crate) fn in_reconnect_reserve(&self) -> bool {
+        let open = self.connections.load(Ordering::Acquire);
+        open >= self.config.max_connections.saturating_sub(self.reconnect_reserve())
+    }
+
+    /// `reconnect_reserve`, at most a tenth of `max_connections`.
+    fn reconnect_reserve(&self) -> usize {
+        self.config.reconnect_reserve.min(self.config.max_connections / 10)
+    }
+
     /// The store.
     pub(crate) fn store(&self) -> &Store {
         &self.store
@@ -434,6 +446,15 @@ impl Hub {
             return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
+            ));
+        }
+        if !known && self.in_reconnect_reserve() {
+            return Err(Refusal::new(
+                RelayErrorCode::TooManyConnections,
+                format!(
+                    "this relay keeps its last {} connections for reconnecting peers; register later",
+                    self.reconnect_reserve()
+                ),
             ));
         }
         if !known && let Err(unavailable) = self.store.available() {
