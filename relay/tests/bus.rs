@@ -9,8 +9,9 @@ use std::time::Duration;
 use support::servers::{Nats, Postgres};
 use support::*;
 use terminull_protocol::BridgeId;
+use terminull_protocol::crypto::b64;
 use terminull_protocol::crypto::keys::Identity;
-use terminull_protocol::relay::{RelayErrorCode, RelayFrame};
+use terminull_protocol::relay::{Push, PushKind, RelayErrorCode, RelayFrame};
 use terminull_relay::{RelayConfig, RunningRelay, StoreLocation};
 
 /// [`config`] on Postgres at `store` joined by NATS at `bus`.
@@ -79,5 +80,49 @@ async fn a_registry_changed_through_one_node_reaches_the_others_and_a_nats_resta
     })
     .await;
     node_a.shutdown().await;
+    node_b.shutdown().await;
+}
+
+#[tokio::test]
+async fn when_a_node_dies_its_bridge_and_devices_resume_on_another_with_held_pushes_and_tokens() {
+    let (pg, nats) = (Postgres::start(), Nats::start());
+    let store = pg.url("postgres");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let node_a = start(node_config(dir_a.path(), &store, &nats.url())).await;
+    let node_b = start(node_config(dir_b.path(), &store, &nats.url())).await;
+    let [bridge_key, phone] = std::array::from_fn(|_| Identity::generate());
+    let bridge_id = bridge_key.public().bridge_id();
+    let records = vec![device_record(&phone, "phone", false)];
+
+    let mut bridge = FakeBridge::connect(&node_a, &bridge_key, records.clone(), sessions(&["s1"])).await;
+    let (ws, status) = connect_device(&node_a, &bridge_id, &phone).await;
+    let token_from_a = status.resume_tokens[&terminull_protocol::SessionId("s1".into())].clone();
+    drop(ws);
+    let push = Push { device_id: phone.public().device_id(), kind: PushKind::TurnFinished, payload: b64(&[5; 40]) };
+    bridge.send(&RelayFrame::Push(push.clone())).await;
+    // Node B has the held push once A committed it and announced the change: poll the
+    // database for it, then give the announcement (one NATS hop, one query) a second.
+    let (client, conn) = tokio_postgres::connect(&store, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while client.query_one("SELECT count(*) FROM relay_push_queue", &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the held push reaches the database");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Node A dies without a graceful stop; everything reconnects to B.
+    drop(node_a);
+    drop(bridge);
+    let mut bridge = FakeBridge::connect(&node_b, &bridge_key, records, sessions(&["s1"])).await;
+    let (mut ws, status) = connect_device(&node_b, &bridge_id, &phone).await;
+    assert!(status.bridge_online);
+    assert_eq!(recv(&mut ws).await, RelayFrame::Push(push), "the push held on A is delivered by B");
+    let good = control(&phone, &bridge_id, Some("s1"), Some(token_from_a), "resume");
+    send(&mut ws, &RelayFrame::Control(good.clone())).await;
+    match bridge.recv().await {
+        RelayFrame::Control(c) => assert_eq!(c.body, good.body, "A's resume token is accepted by B"),
+        other => panic!("expected the control, got {other:?}"),
+    }
     node_b.shutdown().await;
 }
