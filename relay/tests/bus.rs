@@ -126,3 +126,21 @@ async fn when_a_node_dies_its_bridge_and_devices_resume_on_another_with_held_pus
     }
     node_b.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_bus_without_a_shared_store_or_an_unreachable_nats_is_refused_at_start_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.bus = Some("nats://127.0.0.1:4222".into());
+    let err = terminull_relay::Relay::start(cfg).await.unwrap_err().to_string();
+    assert_eq!(err, "relay bus: the bus needs a shared store (--store postgres://…)");
+
+    let pg = Postgres::start();
+    let port = support::servers::free_port();
+    let nowhere = format!("nats://127.0.0.1:{port}");
+    let err = terminull_relay::Relay::start(node_config(dir.path(), &pg.url("postgres"), &nowhere))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with(&format!("relay bus: connecting to NATS at {nowhere}: ")), "{err}");
+}
