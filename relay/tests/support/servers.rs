@@ -134,8 +134,10 @@ pub struct Postgres {
 impl Postgres {
     /// initdb + postgres on a free port; panics (naming the fix) if Postgres is missing.
     pub fn start() -> Self {
-        let dir = tempfile::Builder::new().prefix("relay-pg-").tempdir().unwrap();
         let user = unprivileged_user();
+        // The unprivileged user must reach the directory: under /tmp, not a private TMPDIR.
+        let parent = if user.is_some() { PathBuf::from("/tmp") } else { std::env::temp_dir() };
+        let dir = tempfile::Builder::new().prefix("relay-pg-").tempdir_in(parent).unwrap();
         if let Some((uid, gid)) = user {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
         }
