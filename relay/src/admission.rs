@@ -7,7 +7,7 @@
 //! reconnect_reserve`.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
@@ -55,6 +55,3 @@ pub(crate) fn retry_later(secs: u64, why: &str) -> Response {
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     response
 }
-
-/// The default pause bound, for the docs.
-pub(crate) const DEFAULT_SPREAD: Duration = Duration::from_secs(10);

@@ -51,9 +51,22 @@ impl std::fmt::Debug for StoreLocation {
         match self {
             Self::Redb => f.write_str("Redb"),
             // Never the password.
-            Self::Postgres { url } => write!(f, "Postgres({})", crate::store::postgres::describe(url)),
+            Self::Postgres { url } => write!(f, "Postgres({})", postgres_location(url)),
         }
     }
+}
+
+/// Host, port and database of `url`, for messages: never the password. `url` is
+/// anything `tokio_postgres::Config` parses (a URL or `key=value` pairs).
+pub(crate) fn postgres_location(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else { return "postgres (unparsable URL)".to_owned() };
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("postgres://{host}:{port}/{}", config.get_dbname().unwrap_or("(default)"))
 }
 
 /// The relay's configuration. Build it with [`RelayConfig::new`] and change the fields
@@ -272,7 +285,7 @@ impl RelayConfig {
             reconnect_reserve: 2000,
             admissions_per_sec: 500,
             admission_burst: 2000,
-            admission_retry_spread: crate::admission::DEFAULT_SPREAD,
+            admission_retry_spread: Duration::from_secs(10),
             max_bridges: 100_000,
             max_devices_per_bridge: 256,
             max_agents_per_bridge: 128,

@@ -13,7 +13,6 @@
 //! with jittered backoff, in order, until it commits; later writes wait in the bounded
 //! queue behind it. Frames between connected peers never touch the database.
 
-use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,13 +20,13 @@ use rand::RngExt as _;
 use terminull_protocol::relay::DeviceRecord;
 use terminull_protocol::{BridgeId, DeviceId};
 use tokio::sync::mpsc;
-use tokio_postgres::config::Host;
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{
     Batch, Changes, Health, JWT_KEY, MAX_BATCH, QueuedPush, Snapshot, StoreOp, StoredBridge, StoredSubscription,
     VAPID_KEY,
 };
+use crate::config::postgres_location;
 use crate::error::StoreError;
 use crate::webpush::VapidKey;
 
@@ -73,19 +72,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// What [`open`] hands the store handle.
 pub(crate) type Opened = (String, mpsc::Sender<StoreOp>, tokio::task::JoinHandle<()>, Arc<Health>, Snapshot);
 
-/// Host, port and database of `url`, for messages: never the password. `url` is
-/// anything `tokio_postgres::Config` parses (a URL or `key=value` pairs).
-pub(crate) fn describe(url: &str) -> String {
-    let Ok(config) = tokio_postgres::Config::from_str(url) else { return "postgres (unparsable URL)".to_owned() };
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        Some(Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".to_owned(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("postgres://{host}:{port}/{}", config.get_dbname().unwrap_or("(default)"))
-}
-
 /// Connects, migrates, creates missing secrets, loads everything and starts the writer.
 pub(crate) async fn open(
     url: &str,
@@ -93,7 +79,7 @@ pub(crate) async fn open(
     timeout: Duration,
     changes: Arc<Changes>,
 ) -> Result<Opened, StoreError> {
-    let location = describe(url);
+    let location = postgres_location(url);
     let mut client = connect(url, &location, timeout).await?;
     within(timeout, &location, "migrating", migrate(&mut client, &location)).await?;
     let snapshot = within(timeout, &location, "loading", load(&client, &location)).await?;
@@ -291,12 +277,12 @@ pub(crate) async fn load_bridge(client: &Client, id: &BridgeId) -> Result<Bridge
 
 /// A read-only connection for [`load_bridge`].
 pub(crate) async fn reader(url: &str, timeout: Duration) -> Result<Client, StoreError> {
-    connect(url, &describe(url), timeout).await
+    connect(url, &postgres_location(url), timeout).await
 }
 
 /// Reads everything at `url` (for `terminull-relay export`), migrating first.
 pub(crate) async fn read_all(url: &str, timeout: Duration) -> Result<Snapshot, StoreError> {
-    let location = describe(url);
+    let location = postgres_location(url);
     let mut client = connect(url, &location, timeout).await?;
     within(timeout, &location, "migrating", migrate(&mut client, &location)).await?;
     within(timeout, &location, "loading", load(&client, &location)).await
@@ -305,7 +291,7 @@ pub(crate) async fn read_all(url: &str, timeout: Duration) -> Result<Snapshot, S
 /// Writes everything in `snapshot`, its secrets replacing the database's, in one
 /// transaction (for `terminull-relay import`).
 pub(crate) async fn write_all(url: &str, snapshot: &Snapshot, timeout: Duration) -> Result<(), StoreError> {
-    let location = describe(url);
+    let location = postgres_location(url);
     let mut client = connect(url, &location, timeout).await?;
     within(timeout, &location, "migrating", migrate(&mut client, &location)).await?;
     let err = pg_err(&location, "importing");
