@@ -15,6 +15,13 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # The phone app's browser tests: Debian's Chromium (never a browser a test tool downloads).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# The relay's multi-node tests (relay/tests/support/servers.rs) start their own Postgres
+# (initdb, pg_ctl, postgres: Debian's postgresql puts them under /usr/lib/postgresql/*/bin)
+# and NATS server on loopback.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
+command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} from Debian's packages"
     apt-get update -qq
@@ -36,4 +43,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     (cd "$web" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
     echo "$want" >"$stamp"
 fi
-echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1), $(cargo deb --version 2>&1), chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1)"
+echo "python3: $(python3 --version 2>&1), node: $(node --version 2>&1), $(cargo deb --version 2>&1), chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1), postgres: $( (command -v postgres || ls /usr/lib/postgresql/*/bin/postgres) 2>/dev/null | head -1), nats-server: $(nats-server --version 2>/dev/null)"

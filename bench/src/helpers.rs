@@ -31,6 +31,9 @@ pub fn bench_relay_config(data: PathBuf) -> RelayConfig {
     config.max_connections_per_ip = 25_000;
     config.max_unauthenticated = 25_000;
     config.max_unauthenticated_per_ip = 25_000;
+    // The memory section opens thousands of connections at once: no admission pacing.
+    config.admissions_per_sec = 1_000_000;
+    config.admission_burst = 1_000_000;
     config.client_queue_bytes = 1024 * 1024 * 1024;
     config.idle_timeout = Duration::from_secs(600);
     config.ping_interval = Duration::from_secs(120);

@@ -18,6 +18,57 @@ pub struct TlsFiles {
     pub private_key: PathBuf,
 }
 
+/// Where the relay keeps its durable state.
+#[derive(Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum StoreLocation {
+    /// `relay.redb` in the data directory: one relay process.
+    #[default]
+    Redb,
+    /// A Postgres database, shared by any number of relay processes.
+    Postgres {
+        /// A `postgres://user:password@host:port/database` URL or `key=value` pairs.
+        url: String,
+    },
+}
+
+impl StoreLocation {
+    /// `redb`, or a `postgres://`/`postgresql://` URL.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text == "redb" {
+            Ok(Self::Redb)
+        } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            text.parse::<tokio_postgres::Config>().map_err(|e| format!("not a usable Postgres URL: {e}"))?;
+            Ok(Self::Postgres { url: text.to_owned() })
+        } else {
+            Err("expected `redb` or a postgres:// URL".to_owned())
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Redb => f.write_str("Redb"),
+            // Never the password.
+            Self::Postgres { url } => write!(f, "Postgres({})", postgres_location(url)),
+        }
+    }
+}
+
+/// Host, port and database of `url`, for messages: never the password. `url` is
+/// anything `tokio_postgres::Config` parses (a URL or `key=value` pairs).
+pub(crate) fn postgres_location(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else { return "postgres (unparsable URL)".to_owned() };
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("postgres://{host}:{port}/{}", config.get_dbname().unwrap_or("(default)"))
+}
+
 /// The relay's configuration. Build it with [`RelayConfig::new`] and change the fields
 /// that need to differ from the defaults.
 #[derive(Debug, Clone)]
@@ -25,7 +76,14 @@ pub struct RelayConfig {
     /// The address to bind; port 0 picks a free port (see `RunningRelay::addr`).
     pub listen: SocketAddr,
     /// The directory holding the relay's database (`relay.redb`); created if missing.
+    /// Unused with [`StoreLocation::Postgres`].
     pub data_dir: PathBuf,
+    /// Where the durable state lives. Default [`StoreLocation::Redb`] in `data_dir`.
+    pub store: StoreLocation,
+    /// A NATS URL (`nats://host:port`) connecting the relay processes that share a
+    /// Postgres store: each announces the bridges whose stored state it changed and
+    /// reloads those the others changed. Default none (one process).
+    pub bus: Option<String>,
     /// Terminate TLS with these files; `None` serves plain HTTP/WebSocket, meant to sit
     /// behind a TLS-terminating proxy.
     pub tls: Option<TlsFiles>,
@@ -97,6 +155,18 @@ pub struct RelayConfig {
     /// WebSocket connections in total (bridges, clients, and those still authenticating).
     /// Default 20 000.
     pub max_connections: usize,
+    /// Connection slots (of `max_connections`) kept for peers the relay already knows:
+    /// past `max_connections - reconnect_reserve` connections, a new bridge registration
+    /// or a pairing is refused (retry later). At most a tenth of `max_connections` is
+    /// kept. Default 2000.
+    pub reconnect_reserve: usize,
+    /// WebSocket upgrades admitted per second (token bucket rate); beyond it `503` with
+    /// a jittered `Retry-After`. Default 500.
+    pub admissions_per_sec: u32,
+    /// Burst of `admissions_per_sec`. Default 2000.
+    pub admission_burst: u32,
+    /// `Retry-After` of a refused upgrade is drawn from 1 s to this. Default 10 s.
+    pub admission_retry_spread: Duration,
     /// Bridges the relay keeps registrations for. Default 100 000.
     pub max_bridges: usize,
     /// Devices in one bridge's registry. Default 256.
@@ -156,6 +226,10 @@ pub struct RelayConfig {
     pub subscription_clock_skew: Duration,
     /// Pending store writes before new ones are dropped (and logged). Default 65 536.
     pub store_queue_ops: usize,
+    /// How long one database transaction (or connection attempt) may take before the
+    /// store counts as unavailable and retries, and how long a write that must be
+    /// durable (a push subscription, the check before pairing) waits. Default 5 s.
+    pub store_timeout: Duration,
 
     /// Push endpoint hosts admitted whatever address they resolve to (a self-hosted push
     /// service on a private network, a test receiver on loopback). Every other endpoint
@@ -182,6 +256,8 @@ impl RelayConfig {
         Self {
             listen,
             data_dir: data_dir.into(),
+            store: StoreLocation::Redb,
+            bus: None,
             tls: None,
             vapid_subject: "mailto:relay-operator@terminull.invalid".to_owned(),
             max_message_bytes: 1024 * 1024,
@@ -206,6 +282,10 @@ impl RelayConfig {
             max_unauthenticated_per_ip: 32,
             max_connections_per_device: 8,
             max_connections: 20_000,
+            reconnect_reserve: 2000,
+            admissions_per_sec: 500,
+            admission_burst: 2000,
+            admission_retry_spread: Duration::from_secs(10),
             max_bridges: 100_000,
             max_devices_per_bridge: 256,
             max_agents_per_bridge: 128,
@@ -231,6 +311,7 @@ impl RelayConfig {
             allow_insecure_push_endpoints: false,
             subscription_clock_skew: Duration::from_secs(300),
             store_queue_ops: 65_536,
+            store_timeout: Duration::from_secs(5),
             push_allowed_hosts: Vec::new(),
             registration_ttl: Duration::from_secs(30 * 24 * 60 * 60),
             unestablished_registration_ttl: Duration::from_secs(60 * 60),
@@ -241,7 +322,9 @@ impl RelayConfig {
 
     /// Refuses settings the relay cannot run with (zero-sized queues, zero rates).
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let nonzero: [(&str, usize); 17] = [
+        let nonzero: [(&str, usize); 19] = [
+            ("admissions_per_sec", self.admissions_per_sec as usize),
+            ("admission_burst", self.admission_burst as usize),
             ("max_message_bytes", self.max_message_bytes),
             ("client_queue_frames", self.client_queue_frames),
             ("bridge_queue_frames", self.bridge_queue_frames),
@@ -266,6 +349,7 @@ impl RelayConfig {
             }
         }
         let durations = [
+            ("store_timeout", self.store_timeout),
             ("ping_interval", self.ping_interval),
             ("write_timeout", self.write_timeout),
             ("http_header_timeout", self.http_header_timeout),

@@ -20,6 +20,7 @@ use terminull_protocol::crypto::from_b64;
 use terminull_protocol::crypto::pairing::PairRequest;
 use terminull_protocol::{BridgeId, DeviceId};
 
+use crate::admission::{Admission, retry_later};
 use crate::bridge_conn::serve_bridge;
 use crate::challenge::Side;
 use crate::client_conn::serve_client;
@@ -36,6 +37,7 @@ use crate::webpush::Subscription;
 struct Api {
     hub: Arc<Hub>,
     pair_limiter: Arc<IpRateLimiter>,
+    admission: Arc<Admission>,
 }
 
 /// The relay's router: `/healthz`, the WebSocket endpoints and the HTTP API.
@@ -62,7 +64,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
             BodyLimits { max: body_limit, timeout: hub.config.http_body_timeout },
             bounded_body,
         ))
-        .with_state(Api { hub, pair_limiter })
+        .with_state(Api { admission: Arc::new(Admission::new(&hub.config)), hub, pair_limiter })
 }
 
 /// `{"error": message}` with `status`.
@@ -135,8 +137,11 @@ fn accept_socket(
         Ok(upgrade) => upgrade,
         Err(rejection) => return upgrade_refused(rejection),
     };
+    if let Err(secs) = api.admission.admit() {
+        return retry_later(secs, "the relay is admitting connections gradually");
+    }
     let Some(slot) = api.hub.try_connection_slot() else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the relay is at its connection limit; retry later");
+        return retry_later(api.admission.retry_after(), "the relay is at its connection limit");
     };
     let hub = api.hub;
     let tracked = hub.tasks.token();
@@ -166,6 +171,9 @@ async fn pair(
     if !api.pair_limiter.allow(peer.ip()) {
         return error(StatusCode::TOO_MANY_REQUESTS, "too many pairing requests from this address; retry in a minute");
     }
+    if api.hub.in_reconnect_reserve() {
+        return retry_later(api.admission.retry_after(), "the relay keeps its last connections for reconnecting peers");
+    }
     let body = match body_or_error(body, api.hub.config.http_body_limit) {
         Ok(body) => body,
         Err(refusal) => return refusal.into_response(),
@@ -183,6 +191,15 @@ async fn pair(
             StatusCode::BAD_REQUEST,
             format!("the request is for bridge `{}` but was posted to `{bridge_id}`", request.bridge_id),
         );
+    }
+    // The bridge answers a pairing with a new device registry the relay must store:
+    // refuse while the database is unavailable rather than pair a device that would
+    // be forgotten.
+    if let Err(unavailable) = api.hub.store().ready().await {
+        tracing::warn!(%bridge_id, error = %unavailable, "refusing a pairing: the database is unavailable");
+        let mut response = error(StatusCode::SERVICE_UNAVAILABLE, format!("pairing is paused: {unavailable}"));
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        return response;
     }
     let (request_id, outcome) = match api.hub.start_pairing(&bridge_id, request) {
         Ok(started) => started,

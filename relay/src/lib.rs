@@ -7,8 +7,10 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod batch;
 mod bridge_conn;
+mod bus;
 mod challenge;
 mod client_conn;
 pub mod config;
@@ -25,8 +27,9 @@ pub mod server;
 mod store;
 mod tls;
 pub mod token;
+pub mod transfer;
 pub mod webpush;
 
-pub use config::{RelayConfig, TlsFiles};
+pub use config::{RelayConfig, StoreLocation, TlsFiles};
 pub use error::{ConfigError, RelayError, StoreError};
 pub use server::{Relay, RunningRelay};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use terminull_relay::webpush::AllowedHost;
-use terminull_relay::{Relay, RelayConfig, TlsFiles};
+use terminull_relay::{Relay, RelayConfig, StoreLocation, TlsFiles, transfer};
 use tracing_subscriber::EnvFilter;
 
 /// The terminull relay: routes sealed frames between bridges and their paired devices,
@@ -20,12 +20,29 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "terminull-relay", version)]
 struct Cli {
+    /// Move state between stores instead of serving (the relay must be stopped).
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, env = "TERMINULL_RELAY_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Directory for the relay's database (relay.redb); created if missing.
-    #[arg(long, env = "TERMINULL_RELAY_DATA")]
-    data: PathBuf,
+    /// Directory for the relay's database (relay.redb); created if missing. Needed
+    /// unless --store names a Postgres database.
+    #[arg(long, env = "TERMINULL_RELAY_DATA", global = true)]
+    data: Option<PathBuf>,
+    /// Where the state lives: `redb` (relay.redb in --data, one process) or a
+    /// postgres://user:password@host:port/database URL shared by every relay node
+    /// (migrations run at start) [default: redb].
+    #[arg(long, env = "TERMINULL_RELAY_STORE", value_parser = StoreLocation::parse, global = true)]
+    store: Option<StoreLocation>,
+    /// NATS URL (nats://host:port) joining the relay processes that share --store
+    /// postgres://…: each announces the bridges it changed, the others reload them.
+    #[arg(long, env = "TERMINULL_RELAY_BUS", global = true)]
+    bus: Option<String>,
+    /// Seconds one database transaction may take before the store counts as unavailable
+    /// (pairing and new registrations are refused meanwhile) [default: 5].
+    #[arg(long, global = true)]
+    store_timeout_secs: Option<u64>,
     /// PEM certificate chain: serve TLS (wss://, https://) with it. Needs --tls-key.
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -69,6 +86,17 @@ struct Cli {
     /// WebSocket connections in total [default: 20000].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Connection slots kept for known bridges and paired devices: past
+    /// max-connections minus this, new bridges and pairings are refused [default: 2000].
+    #[arg(long)]
+    reconnect_reserve: Option<usize>,
+    /// WebSocket connections admitted per second; beyond, 503 with a jittered
+    /// Retry-After [default: 500].
+    #[arg(long)]
+    admissions_per_sec: Option<u32>,
+    /// Burst of --admissions-per-sec [default: 2000].
+    #[arg(long)]
+    admission_burst: Option<u32>,
     /// TCP connections (HTTP and WebSocket) from one address, IPv6 per /64 [default: 128].
     #[arg(long)]
     max_connections_per_ip: Option<usize>,
@@ -150,9 +178,23 @@ struct Cli {
     new_bridges_per_ip: Option<u32>,
 }
 
+/// What to do besides serving.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Copy relay.redb in --data into the Postgres database --store names (secrets
+    /// included: paired devices keep working), then exit.
+    Import,
+    /// Copy the Postgres database --store names into relay.redb in --data, then exit.
+    Export,
+}
+
 impl Cli {
     fn config(&self) -> RelayConfig {
-        let mut c = RelayConfig::new(self.listen, self.data.clone());
+        let data = self.data.clone().unwrap_or_default();
+        let mut c = RelayConfig::new(self.listen, data);
+        c.store = self.store.clone().unwrap_or_default();
+        c.bus = self.bus.clone();
+        set(&mut c.store_timeout, self.store_timeout_secs.map(Duration::from_secs));
         if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
             c.tls = Some(TlsFiles { cert_chain: cert_chain.clone(), private_key: private_key.clone() });
         }
@@ -175,6 +217,9 @@ impl Cli {
         set(&mut c.bridge_frames_per_sec, self.bridge_rate);
         set(&mut c.bridge_frames_burst, self.bridge_burst);
         set(&mut c.max_connections, self.max_connections);
+        set(&mut c.reconnect_reserve, self.reconnect_reserve);
+        set(&mut c.admissions_per_sec, self.admissions_per_sec);
+        set(&mut c.admission_burst, self.admission_burst);
         set(&mut c.max_connections_per_device, self.max_connections_per_device);
         set(&mut c.max_bridges, self.max_bridges);
         set(&mut c.max_devices_per_bridge, self.max_devices_per_bridge);
@@ -214,9 +259,30 @@ async fn main() -> anyhow::Result<()> {
         .init();
 
     let config = cli.config();
+    let postgres = match &config.store {
+        StoreLocation::Postgres { url } => Some(url.clone()),
+        _ => None,
+    };
+    if postgres.is_none() && cli.data.is_none() {
+        anyhow::bail!("--data (or TERMINULL_RELAY_DATA) is needed unless --store names a Postgres database");
+    }
+    if let Some(command) = &cli.command {
+        let (Some(url), Some(data)) = (&postgres, &cli.data) else {
+            anyhow::bail!("import and export need both --data (relay.redb) and --store postgres://…");
+        };
+        let moved = match command {
+            Command::Import => transfer::redb_to_postgres(data, url, config.store_timeout).await,
+            Command::Export => transfer::postgres_to_redb(url, data, config.store_timeout).await,
+        }
+        .context("moving the relay's state")?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "moved {moved}").context("writing to stdout")?;
+        return Ok(());
+    }
+    let store = format!("{:?}", config.store);
     let relay = Relay::start(config)
         .await
-        .with_context(|| format!("starting the relay on {} with data in {}", cli.listen, cli.data.display()))?;
+        .with_context(|| format!("starting the relay on {} with its state in {store}", cli.listen))?;
     {
         // The one line scripts and tests wait for.
         let mut stdout = std::io::stdout().lock();
@@ -278,5 +344,21 @@ mod tests {
         assert!(defaults.push_allowed_hosts.is_empty(), "no host admitted unless named");
         let err = Cli::try_parse_from(["terminull-relay", "--data", "/d", "--push-allow-host", "a b"]).unwrap_err();
         assert!(err.to_string().contains("expected HOST or HOST:PORT"), "{err}");
+    }
+
+    #[test]
+    fn store_flag_takes_redb_or_a_postgres_url_and_never_shows_the_password() {
+        let cli = Cli::try_parse_from(["terminull-relay", "--store", "postgres://relay:s3cret@db.internal:6543/relay"])
+            .unwrap();
+        let c = cli.config();
+        let shown = format!("{:?}", c.store);
+        assert_eq!(shown, "Postgres(postgres://db.internal:6543/relay)");
+        assert!(!shown.contains("s3cret"));
+        let redb = Cli::try_parse_from(["terminull-relay", "--data", "/d", "--store", "redb"]).unwrap().config();
+        assert_eq!(redb.store, StoreLocation::Redb);
+        let err = Cli::try_parse_from(["terminull-relay", "--store", "mysql://x"]).unwrap_err();
+        assert!(err.to_string().contains("expected `redb` or a postgres:// URL"), "{err}");
+        let import = Cli::try_parse_from(["terminull-relay", "import", "--data", "/d", "--store", "postgres://h/db"]);
+        assert!(matches!(import.unwrap().command, Some(Command::Import)));
     }
 }

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 
-use crate::config::RelayConfig;
+use crate::config::{RelayConfig, StoreLocation};
 use crate::error::RelayError;
 use crate::hub::Hub;
 use crate::hub::push::sweep_interval;
@@ -32,17 +32,15 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Relay;
 
 impl Relay {
-    /// Opens the store in `config.data_dir`, binds `config.listen` and starts serving.
+    /// Opens the store `config.store` names, binds `config.listen` and starts serving.
     pub async fn start(config: RelayConfig) -> Result<RunningRelay, RelayError> {
         config.validate()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|source| RelayError::DataDir { path: config.data_dir.clone(), source })?;
+        if config.store == StoreLocation::Redb {
+            std::fs::create_dir_all(&config.data_dir)
+                .map_err(|source| RelayError::DataDir { path: config.data_dir.clone(), source })?;
+        }
         let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
-        let dir = config.data_dir.clone();
-        let queue_ops = config.store_queue_ops;
-        let (store, snapshot) = tokio::task::spawn_blocking(move || Store::open(&dir, queue_ops))
-            .await
-            .map_err(RelayError::StoreLoader)??;
+        let (store, snapshot) = Store::open(&config).await?;
         let sender = match PushSender::new(snapshot.vapid_key.clone(), config.vapid_subject.clone()) {
             Ok(sender) => sender
                 .with_timeout(config.push_timeout)
@@ -63,6 +61,16 @@ impl Relay {
         let addr = listener.local_addr().map_err(|source| RelayError::Bind { addr: config.listen, source })?;
         let secure = tls.is_some();
         let hub = Arc::new(Hub::new(Arc::new(config), store, snapshot, sender));
+        if let (Some(bus), StoreLocation::Postgres { url }) = (&hub.config.bus, &hub.config.store) {
+            if let Err(e) = crate::bus::start(Arc::clone(&hub), bus, url).await {
+                hub.shutdown.cancel();
+                hub.store().close().await;
+                return Err(e);
+            }
+        } else if hub.config.bus.is_some() {
+            hub.store().close().await;
+            return Err(RelayError::Bus("the bus needs a shared store (--store postgres://…)".into()));
+        }
         let router = crate::http_api::router(Arc::clone(&hub));
         let peers = Peers::new(&hub.config);
         hub.tasks.spawn(accept_loop(Arc::clone(&hub), listener, router, tls, peers));

@@ -18,7 +18,7 @@ use super::{Hub, unix_now};
 use crate::conn::{Kill, close_code};
 use crate::store::StoreOp;
 
-/// How stale the stored `last_seen` of a connected bridge may get.
+/// How stale the stored `last_seen` of a connected bridge may get, at most.
 const ONLINE_REFRESH_SECS: u64 = 60 * 60;
 
 impl Hub {
@@ -28,13 +28,17 @@ impl Hub {
     pub(crate) fn expire_registrations(&self, now: u64) -> usize {
         let long = self.config.registration_ttl.as_secs();
         let short = self.config.unestablished_registration_ttl.as_secs();
+        // Within a quarter of the shorter lifetime too: relay processes sharing a store
+        // see a bridge connected to another process only through these refreshes (the
+        // bus announces them), and must not expire it meanwhile.
+        let refresh = ONLINE_REFRESH_SECS.min(long / 4).min(short / 4).max(1);
         let mut state = self.lock();
         let mut expired: Vec<BridgeId> = Vec::new();
         for (id, bridge) in &mut state.bridges {
             if bridge.online().is_some() {
                 // Online bridges never expire; their stored `last_seen` is kept within an
                 // hour of now so that a crash does not age them.
-                if now.saturating_sub(bridge.last_seen) >= ONLINE_REFRESH_SECS {
+                if now.saturating_sub(bridge.last_seen) >= refresh {
                     bridge.last_seen = now;
                     self.store.submit(StoreOp::PutBridge(id.clone(), bridge.stored()));
                 }

@@ -38,6 +38,7 @@ use crate::webpush::PushSender;
 mod app_code;
 pub(crate) mod expiry;
 pub(crate) mod push;
+mod remote;
 mod route;
 
 /// The longest device name the relay stores.
@@ -46,6 +47,11 @@ const MAX_DEVICE_NAME: usize = 256;
 /// Unix seconds now.
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Unix microseconds now.
+fn unix_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)).unwrap_or(0)
 }
 
 /// A bridge the relay knows.
@@ -353,7 +359,10 @@ impl Hub {
             push,
             next_conn: AtomicU64::new(1),
             next_pairing: AtomicU64::new(1),
-            next_push_seq: AtomicU64::new(max_seq + 1),
+            // Held pushes are keyed by (bridge, device, seq) in a store other relay
+            // processes may share: start from the clock (µs) so that a process
+            // started later never reuses another's sequence numbers.
+            next_push_seq: AtomicU64::new((max_seq + 1).max(unix_micros())),
             connections: AtomicUsize::new(0),
             new_bridges,
             shutdown: CancellationToken::new(),
@@ -379,6 +388,18 @@ impl Hub {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
             .ok()
             .map(|_| ConnectionSlot { hub: Arc::clone(self) })
+    }
+
+    /// Whether the open connections reach into the slots kept for reconnecting peers
+    /// (`max_connections - reconnect_reserve`): new registrations and pairings wait.
+    pub(crate) fn in_reconnect_reserve(&self) -> bool {
+        let open = self.connections.load(Ordering::Acquire);
+        open >= self.config.max_connections.saturating_sub(self.reconnect_reserve())
+    }
+
+    /// `reconnect_reserve`, at most a tenth of `max_connections`.
+    fn reconnect_reserve(&self) -> usize {
+        self.config.reconnect_reserve.min(self.config.max_connections / 10)
     }
 
     /// The store.
@@ -425,6 +446,21 @@ impl Hub {
             return Err(Refusal::new(
                 RelayErrorCode::TooManyConnections,
                 format!("this relay serves at most {} bridges", self.config.max_bridges),
+            ));
+        }
+        if !known && self.in_reconnect_reserve() {
+            return Err(Refusal::new(
+                RelayErrorCode::TooManyConnections,
+                format!(
+                    "this relay keeps its last {} connections for reconnecting peers; register later",
+                    self.reconnect_reserve()
+                ),
+            ));
+        }
+        if !known && let Err(unavailable) = self.store.available() {
+            return Err(Refusal::new(
+                RelayErrorCode::RateLimited,
+                format!("registering a new bridge is paused: {unavailable}"),
             ));
         }
         if !known && !self.new_bridges.allow(peer) {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod servers;
 pub mod user_agent;
 
 use std::net::SocketAddr;
