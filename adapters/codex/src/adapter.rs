@@ -28,13 +28,12 @@ use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::settings::{binary, require_cli, working_dir};
 use terminull_protocol::blocks::{Attachment, Progress};
 use terminull_protocol::ids::ToolCallId;
-use terminull_protocol::jsonrpc::codes;
-use terminull_rpc::CallError;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use crate::app_server::connection::{AppServer, ThreadSettings, TurnOutcome};
+use crate::app_server::connection::{AppServer, METHOD_NOT_FOUND, ThreadSettings, TurnOutcome};
 use crate::app_server::mapping::AppMapper;
+use crate::app_server::rpc::CallFailure;
 use crate::command::{PermissionMode, Settings, check_effort, turn_args};
 use crate::events::parse_event;
 use crate::handoff::CodexSessions;
@@ -187,7 +186,7 @@ impl Codex {
         if !*loaded {
             let started = match self.thread.id().map(str::to_owned) {
                 Some(id) => match running.resume_thread(&id, &settings).await {
-                    Err(CallError::Rpc { error, .. }) => {
+                    Err(CallFailure::Rpc { error, .. }) => {
                         // No rollout for the thread (deleted, or the id came from elsewhere):
                         // without this every later turn would fail the same way.
                         self.thread.forget();
@@ -212,7 +211,7 @@ impl Codex {
             };
             let id = match started {
                 Ok(id) => id,
-                Err(CallError::Rpc { error, .. }) if error.code == codes::METHOD_NOT_FOUND => {
+                Err(CallFailure::Rpc { error, .. }) if error.code == METHOD_NOT_FOUND => {
                     tracing::warn!(
                         "codex app-server does not know thread/start ({}); using `codex exec`",
                         error.message

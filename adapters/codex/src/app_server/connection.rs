@@ -2,25 +2,22 @@
 //! `turn/start`, the notifications through [`AppMapper`], approval requests asked on the
 //! bridge (`permission_request`), `turn/interrupt`.
 //!
-//! Request ids are the peer's own counter (1, 2, 3, … per process), so a recorded run can
-//! be replayed by a fake CLI. Everything read while the user decides on an approval is
-//! queued (at most [`MAX_BACKLOG`] messages, then reading pauses and codex blocks on its
-//! pipe until the user answers).
+//! The lines are JSON-RPC as codex speaks it ([`super::rpc`]). Everything read while the
+//! user decides on an approval is queued (at most [`MAX_BACKLOG`] messages, then reading
+//! pauses and codex blocks on its pipe until the user answers).
 
 use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions, describe_exit, quote_stderr};
+use terminull_adapter_sdk::child::{AgentProcess, LineReceiver, SpawnOptions, describe_exit, quote_stderr};
 use terminull_adapter_sdk::prelude::*;
-use terminull_protocol::jsonrpc::{RequestId, RpcError};
-use terminull_rpc::{CallError, Incoming, Peer, PeerTasks};
 use tokio::process::Command;
-use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::mapping::AppMapper;
+use super::rpc::{self, CallFailure, Msg, RpcFailure};
 use super::wire::{Approval, ApprovalKind, Decision, Notice, ThreadResponse, TurnResponse, method};
 use crate::mapping::command_title;
 
@@ -83,10 +80,10 @@ pub enum TurnOutcome {
 #[derive(Debug)]
 pub struct AppServer {
     process: AgentProcess,
-    peer: Peer,
-    incoming: mpsc::Receiver<Incoming>,
-    _tasks: PeerTasks,
-    backlog: VecDeque<Incoming>,
+    lines: LineReceiver,
+    /// The id of the adapter's next request.
+    next_id: i64,
+    backlog: VecDeque<Msg>,
     closed: bool,
 }
 
@@ -98,35 +95,36 @@ pub struct Unavailable {
     pub detail: String,
 }
 
+/// JSON-RPC's "method not found".
+pub const METHOD_NOT_FOUND: i64 = -32601;
+
 impl AppServer {
     /// Starts `<binary> app-server` in `cwd` and performs the `initialize` handshake.
     pub async fn start(binary: &str, cwd: &Path) -> Result<AppServer, Unavailable> {
         let mut cmd = Command::new(binary);
         cmd.arg("app-server").current_dir(cwd);
-        let (process, (peer, incoming, tasks)) = AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), "codex")
+        let (process, lines) = AgentProcess::spawn(cmd, SpawnOptions::default())
             .map_err(|e| Unavailable { detail: format!("cannot start `{binary} app-server`: {e}") })?;
-        let mut server = AppServer { process, peer, incoming, _tasks: tasks, backlog: VecDeque::new(), closed: false };
+        let mut server = AppServer { process, lines, next_id: 1, backlog: VecDeque::new(), closed: false };
         let params = json!({
             "clientInfo": {"name": "terminull", "title": "terminull", "version": env!("CARGO_PKG_VERSION")},
             "capabilities": null,
         });
-        match server.call(method::INITIALIZE, params).await {
-            Ok(_) => {}
-            Err(e) => {
-                let detail = server.failure(&e).await;
-                server.shutdown().await;
-                return Err(Unavailable { detail });
-            }
-        }
-        if let Err(e) = server.peer.notify_raw(method::INITIALIZED, json!({})).await {
-            return Err(Unavailable { detail: e.to_string() });
+        let initialized = match server.call(method::INITIALIZE, params).await {
+            Ok(_) => server.write(&rpc::notification(method::INITIALIZED, json!({}))).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = initialized {
+            let detail = server.failure(&e).await;
+            server.shutdown().await;
+            return Err(Unavailable { detail });
         }
         Ok(server)
     }
 
     /// A sentence about a failed call: the error, and when the process is gone its exit
     /// status and the end of its stderr.
-    async fn failure(&mut self, error: &CallError) -> String {
+    async fn failure(&mut self, error: &CallFailure) -> String {
         let exited = match tokio::time::timeout(Duration::from_secs(2), self.process.exited()).await {
             Ok(Ok(status)) => Some(status),
             _ => None,
@@ -150,61 +148,96 @@ impl AppServer {
         !self.closed && self.process.try_wait().ok().flatten().is_none()
     }
 
+    async fn write(&mut self, line: &Value) -> Result<(), CallFailure> {
+        let method = line.get("method").and_then(Value::as_str).unwrap_or("a response").to_owned();
+        self.process.write_json(line).await.map_err(|e| {
+            tracing::warn!("cannot write to codex app-server: {e}");
+            CallFailure::Closed { method }
+        })
+    }
+
+    /// Sends a request; its id.
+    async fn send(&mut self, method: &str, params: Value) -> Result<i64, CallFailure> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(&rpc::request(id, method, params)).await?;
+        Ok(id)
+    }
+
+    /// The next message from codex; `None` once its stdout closed.
+    async fn recv(&mut self) -> Option<Msg> {
+        if self.closed {
+            return None;
+        }
+        match self.lines.recv().await {
+            Some(Ok(value)) => Some(Msg::classify(value)),
+            Some(Err(e)) => Some(Msg::Bad(e.to_string())),
+            None => {
+                self.closed = true;
+                None
+            }
+        }
+    }
+
     /// Calls `method` outside a turn, answering what codex sends meanwhile: its
     /// notifications are logged and dropped, approval requests declined (no turn asks).
-    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
-        let peer = self.peer.clone();
-        let owned = method.to_owned();
-        let call = async move { peer.request_raw(&owned, params, Some(CALL_TIMEOUT)).await };
-        tokio::pin!(call);
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, CallFailure> {
+        let id = self.send(method, params).await?;
+        let deadline = Instant::now() + CALL_TIMEOUT;
         loop {
-            tokio::select! {
-                biased;
-                answer = &mut call => return answer,
-                message = self.incoming.recv(), if !self.closed => match message {
-                    None => self.closed = true,
-                    Some(Incoming::Request(r)) => self.refuse(r.id, &r.method).await,
-                    Some(other) => tracing::debug!(?other, "codex app-server message outside a turn; skipped"),
-                },
+            let message = tokio::select! {
+                () = sleep_until(deadline) => {
+                    return Err(CallFailure::Timeout { method: method.to_owned(), seconds: CALL_TIMEOUT.as_secs() });
+                }
+                message = self.recv() => message,
+            };
+            match message {
+                None => return Err(CallFailure::Closed { method: method.to_owned() }),
+                Some(Msg::Response { id: Some(answered), outcome }) if answered == id => {
+                    return outcome.map_err(|error| CallFailure::Rpc { method: method.to_owned(), error });
+                }
+                Some(Msg::Request { id, method: asked, .. }) => self.refuse(&id, &asked).await,
+                Some(other) => tracing::debug!(?other, "codex app-server message outside a turn; skipped"),
             }
         }
     }
 
     /// `thread/start`: a new thread; its id.
-    pub async fn start_thread(&mut self, settings: &ThreadSettings) -> Result<String, CallError> {
+    pub async fn start_thread(&mut self, settings: &ThreadSettings) -> Result<String, CallFailure> {
         let value = self.call(method::THREAD_START, settings.params(None)).await?;
         Ok(serde_json::from_value::<ThreadResponse>(value).unwrap_or_default().thread.id)
     }
 
     /// `thread/resume`: loads the thread `id` from its rollout; the id it runs under.
-    pub async fn resume_thread(&mut self, id: &str, settings: &ThreadSettings) -> Result<String, CallError> {
+    pub async fn resume_thread(&mut self, id: &str, settings: &ThreadSettings) -> Result<String, CallFailure> {
         let value = self.call(method::THREAD_RESUME, settings.params(Some(id))).await?;
         let resumed = serde_json::from_value::<ThreadResponse>(value).unwrap_or_default().thread.id;
         Ok(if resumed.is_empty() { id.to_owned() } else { resumed })
     }
 
-    async fn refuse(&self, id: RequestId, method_name: &str) {
+    async fn refuse(&mut self, id: &Value, method_name: &str) {
         let outcome = if Approval::parse(method_name, &Value::Null).is_some() {
             tracing::warn!(method_name, "codex asked for approval outside a turn; declined");
             Ok(Decision::Decline.result())
         } else {
             tracing::debug!(method_name, "codex sent a request this adapter does not serve");
-            Err(RpcError::method_not_found(method_name))
+            Err(RpcFailure { code: METHOD_NOT_FOUND, message: format!("method not found: {method_name}") })
         };
-        if let Err(e) = self.peer.respond(id, outcome).await {
-            tracing::debug!("cannot answer codex: {e}");
-        }
+        let _ = self.write(&rpc::response(id, outcome)).await;
     }
 
     /// Drops what codex sent between turns (nothing, normally), answering requests.
     async fn drain(&mut self) {
         self.backlog.clear();
         loop {
-            match self.incoming.try_recv() {
-                Ok(Incoming::Request(r)) => self.refuse(r.id, &r.method).await,
-                Ok(other) => tracing::debug!(?other, "codex app-server message between turns; skipped"),
-                Err(mpsc::error::TryRecvError::Empty) => return,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
+            match self.lines.try_recv() {
+                Ok(Ok(value)) => match Msg::classify(value) {
+                    Msg::Request { id, method, .. } => self.refuse(&id, &method).await,
+                    other => tracing::debug!(?other, "codex app-server message between turns; skipped"),
+                },
+                Ok(Err(e)) => tracing::debug!("a bad line from codex app-server between turns: {e}"),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => return,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
                     self.closed = true;
                     return;
                 }
@@ -224,10 +257,8 @@ impl AppServer {
         turn: &mut Turn,
     ) -> TurnOutcome {
         self.drain().await;
-        let peer = self.peer.clone();
-        let call = async move { peer.request_raw(method::TURN_START, params, Some(CALL_TIMEOUT)).await };
-        tokio::pin!(call);
-        let mut started = false;
+        let turn_start = self.send(method::TURN_START, params).await;
+        let mut start_deadline = Some(Instant::now() + CALL_TIMEOUT);
         let mut turn_id: Option<String> = None;
         let mut interrupt_at: Option<Instant> = None;
         let mut interrupt_sent = false;
@@ -235,23 +266,30 @@ impl AppServer {
             enum Next {
                 Interrupt,
                 InterruptTimedOut,
-                Started(Result<Value, CallError>),
-                Message(Incoming),
+                StartFailed(CallFailure),
+                Message(Msg),
                 Closed,
             }
-            let next = match self.backlog.pop_front() {
-                Some(message) => Next::Message(message),
-                None => {
-                    let deadline = interrupt_at.unwrap_or_else(Instant::now);
-                    tokio::select! {
-                        biased;
-                        () = turn.interrupted(), if interrupt_at.is_none() => Next::Interrupt,
-                        () = sleep_until(deadline), if interrupt_at.is_some() => Next::InterruptTimedOut,
-                        answer = &mut call, if !started => Next::Started(answer),
-                        message = self.incoming.recv(), if !self.closed => match message {
-                            Some(message) => Next::Message(message),
-                            None => Next::Closed,
-                        },
+            let next = if let Err(e) = &turn_start {
+                Next::StartFailed(e.clone())
+            } else {
+                match self.backlog.pop_front() {
+                    Some(message) => Next::Message(message),
+                    None => {
+                        let interrupt_deadline = interrupt_at.unwrap_or_else(Instant::now);
+                        let start_by = start_deadline.unwrap_or_else(Instant::now);
+                        tokio::select! {
+                            biased;
+                            () = turn.interrupted(), if interrupt_at.is_none() => Next::Interrupt,
+                            () = sleep_until(interrupt_deadline), if interrupt_at.is_some() => Next::InterruptTimedOut,
+                            () = sleep_until(start_by), if start_deadline.is_some() => Next::StartFailed(
+                                CallFailure::Timeout { method: method::TURN_START.into(), seconds: CALL_TIMEOUT.as_secs() },
+                            ),
+                            message = self.recv() => match message {
+                                Some(message) => Next::Message(message),
+                                None => Next::Closed,
+                            },
+                        }
                     }
                 }
             };
@@ -272,33 +310,48 @@ impl AppServer {
                     let _ = conversation.apply(mapper.on_interrupted(), turn).await;
                     return TurnOutcome::Lost(EndReason::Interrupted);
                 }
-                Next::Started(Ok(value)) => {
-                    started = true;
-                    let id = serde_json::from_value::<TurnResponse>(value).unwrap_or_default().turn.id;
-                    if turn_id.is_none() && !id.is_empty() {
-                        turn_id = Some(id);
-                    }
-                    Vec::new()
-                }
-                Next::Started(Err(e)) => {
+                Next::StartFailed(e) => {
                     let detail = self.failure(&e).await;
                     tracing::warn!("turn/start failed: {detail}");
-                    let lost = matches!(e, CallError::Closed { .. } | CallError::Timeout { .. });
+                    let lost = !matches!(e, CallFailure::Rpc { .. });
                     let actions = mapper.on_lost(&detail);
                     let reason = finish(conversation, actions, turn).await.unwrap_or(EndReason::Error);
                     return if lost { TurnOutcome::Lost(reason) } else { TurnOutcome::Ended(reason) };
                 }
                 Next::Closed => {
-                    self.closed = true;
-                    let detail = self.failure(&CallError::Closed { method: "the turn".into() }).await;
+                    let detail = self.failure(&CallFailure::Closed { method: "the turn".into() }).await;
                     tracing::warn!("{detail}");
                     let actions =
                         if interrupt_at.is_some() { mapper.on_interrupted() } else { mapper.on_lost(&detail) };
                     let reason = finish(conversation, actions, turn).await.unwrap_or(EndReason::Interrupted);
                     return TurnOutcome::Lost(reason);
                 }
-                Next::Message(Incoming::Notification(n)) => {
-                    let notice = Notice::parse(&n.method, &n.params);
+                Next::Message(Msg::Response { id, outcome }) => {
+                    if id.is_some() && id == turn_start.as_ref().ok().copied() {
+                        start_deadline = None;
+                        match outcome {
+                            Ok(value) => {
+                                let started = serde_json::from_value::<TurnResponse>(value).unwrap_or_default();
+                                if turn_id.is_none() && !started.turn.id.is_empty() {
+                                    turn_id = Some(started.turn.id);
+                                }
+                            }
+                            Err(error) => {
+                                let e = CallFailure::Rpc { method: method::TURN_START.into(), error };
+                                self.backlog.clear();
+                                let actions = mapper.on_lost(&format!("codex refused the turn: {e}"));
+                                let reason = finish(conversation, actions, turn).await.unwrap_or(EndReason::Error);
+                                return TurnOutcome::Ended(reason);
+                            }
+                        }
+                    } else if let Err(e) = outcome {
+                        // turn/interrupt's answer; it may fail when the turn just ended.
+                        tracing::debug!("codex answered an error: {e}");
+                    }
+                    Vec::new()
+                }
+                Next::Message(Msg::Notification { method: name, params }) => {
+                    let notice = Notice::parse(&name, &params);
                     if let Notice::TurnStarted(info) = &notice
                         && turn_id.is_none()
                         && !info.id.is_empty()
@@ -307,12 +360,12 @@ impl AppServer {
                     }
                     mapper.on_notice(notice)
                 }
-                Next::Message(Incoming::Request(request)) => {
-                    self.approve(request.id, &request.method, &request.params, mapper, turn).await;
+                Next::Message(Msg::Request { id, method: name, params }) => {
+                    self.approve(&id, &name, &params, mapper, turn).await;
                     Vec::new()
                 }
-                Next::Message(other) => {
-                    tracing::warn!(?other, "skipping a bad message from codex app-server");
+                Next::Message(Msg::Bad(why)) => {
+                    tracing::warn!("skipping a bad message from codex app-server: {why}");
                     Vec::new()
                 }
             };
@@ -321,14 +374,11 @@ impl AppServer {
                 && let Some(id) = &turn_id
             {
                 interrupt_sent = true;
+                // Its answer comes around `turn/completed`; nothing waits for it.
                 let params = json!({"threadId": thread_id, "turnId": id});
-                let peer = self.peer.clone();
-                // The answer comes after `turn/completed`; nothing waits for it.
-                tokio::spawn(async move {
-                    if let Err(e) = peer.request_raw(method::TURN_INTERRUPT, params, Some(INTERRUPT_TIMEOUT)).await {
-                        tracing::debug!("turn/interrupt: {e}");
-                    }
-                });
+                if let Err(e) = self.send(method::TURN_INTERRUPT, params).await {
+                    tracing::warn!("cannot interrupt the turn: {e}");
+                }
             }
             if actions.is_empty() {
                 continue;
@@ -355,7 +405,7 @@ impl AppServer {
     /// Asks the user about an approval request and answers codex. While the user
     /// decides, codex's messages are queued; its withdrawing the request
     /// (`serverRequest/resolved`) or exiting ends the wait.
-    async fn approve(&mut self, id: RequestId, name: &str, params: &Value, mapper: &AppMapper, turn: &mut Turn) {
+    async fn approve(&mut self, id: &Value, name: &str, params: &Value, mapper: &AppMapper, turn: &mut Turn) {
         let Some(approval) = Approval::parse(name, params) else {
             self.refuse(id, name).await;
             return;
@@ -394,29 +444,21 @@ impl AppServer {
                 let reading = !self.closed && self.backlog.len() < MAX_BACKLOG;
                 tokio::select! {
                     answer = &mut waiting => break Some(answer),
-                    message = self.incoming.recv(), if reading => match message {
-                        Some(Incoming::Notification(n)) if n.method == "serverRequest/resolved"
-                            && n.params.get("requestId").is_some_and(|r| same_id(r, &id)) => {
+                    message = self.recv(), if reading => match message {
+                        Some(Msg::Notification { method, params }) if method == "serverRequest/resolved"
+                            && params.get("requestId") == Some(id) => {
                             tracing::info!("codex withdrew its approval request");
                             break None;
                         }
                         Some(message) => self.backlog.push_back(message),
-                        None => {
-                            self.closed = true;
-                            break None;
-                        }
+                        None => break None,
                     },
                 }
             }
         };
         let decision = match outcome {
             None => return,
-            Some(Ok(option_id)) => match option_id.as_str() {
-                option::ALLOW => Decision::Accept,
-                option::ALLOW_SESSION if approval.session_allowed => Decision::AcceptForSession,
-                option::ALLOW_SESSION => Decision::Accept,
-                _ => Decision::Decline,
-            },
+            Some(Ok(option_id)) => decision_for(&option_id, approval.session_allowed),
             Some(Err(TurnError::Interrupted)) => Decision::Cancel,
             Some(Err(e)) => {
                 tracing::warn!("the permission request failed ({e}); declining");
@@ -424,24 +466,25 @@ impl AppServer {
             }
         };
         tracing::info!(?decision, item = %approval.item_id, "answering codex's approval request");
-        if let Err(e) = self.peer.respond(id, Ok(decision.result())).await {
-            tracing::warn!("cannot answer codex's approval request: {e}");
-        }
+        let _ = self.write(&rpc::response(id, Ok(decision.result()))).await;
     }
 
     /// Ends the process: stdin closed (codex exits on end of input), then the SDK's
     /// shutdown ladder for it and whatever it left behind.
     pub async fn shutdown(&mut self) {
-        let _ = self.peer.flush().await;
         let outcome = self.process.shutdown(SHUTDOWN_GRACE).await;
         tracing::debug!(?outcome, "codex app-server stopped");
     }
 }
 
-fn same_id(value: &Value, id: &RequestId) -> bool {
-    match id {
-        RequestId::Int(n) => value.as_i64() == Some(*n),
-        RequestId::Str(s) => value.as_str() == Some(s.as_str()),
+/// The decision for the option the user chose: allow once, allow for the session (when
+/// codex offers it, else once), anything else declines.
+fn decision_for(option_id: &str, session_allowed: bool) -> Decision {
+    match option_id {
+        option::ALLOW => Decision::Accept,
+        option::ALLOW_SESSION if session_allowed => Decision::AcceptForSession,
+        option::ALLOW_SESSION => Decision::Accept,
+        _ => Decision::Decline,
     }
 }
 
@@ -485,9 +528,16 @@ mod tests {
     }
 
     #[test]
-    fn request_ids_compare_with_what_resolved_names() {
-        assert!(same_id(&json!(0), &RequestId::Int(0)));
-        assert!(!same_id(&json!(1), &RequestId::Int(0)));
-        assert!(same_id(&json!("a"), &RequestId::Str("a".into())));
+    fn permission_options_map_to_codex_decisions() {
+        let cases = [
+            (option::ALLOW, true, Decision::Accept),
+            (option::ALLOW_SESSION, true, Decision::AcceptForSession),
+            (option::ALLOW_SESSION, false, Decision::Accept),
+            (option::DENY, true, Decision::Decline),
+            ("something else", true, Decision::Decline),
+        ];
+        for (option_id, session_allowed, want) in cases {
+            assert_eq!(decision_for(option_id, session_allowed), want, "{option_id} {session_allowed}");
+        }
     }
 }

@@ -5,9 +5,11 @@
 //!
 //! - [`wire`]: the requests, notifications and approval requests, decoded tolerantly.
 //! - [`mapping`]: the pure state machine from notifications to blocks.
+//! - [`rpc`]: JSON-RPC lines as codex writes them (without `"jsonrpc"`).
 //! - [`connection`]: the process, the handshake, threads, the turn loop, approvals and
 //!   interrupts.
 
 pub mod connection;
 pub mod mapping;
+pub mod rpc;
 pub mod wire;
