@@ -27,6 +27,9 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Each step of the shutdown ladder (close stdin, SIGTERM, SIGKILL).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Most `turn/interrupt` requests for one interrupt (codex refuses one sent before the
+/// turn is active; the next is sent when that refusal arrives).
+pub const MAX_INTERRUPTS: u32 = 5;
 /// Messages queued while a permission request waits for the user.
 pub const MAX_BACKLOG: usize = 4096;
 
@@ -259,9 +262,13 @@ impl AppServer {
         self.drain().await;
         let turn_start = self.send(method::TURN_START, params).await;
         let mut start_deadline = Some(Instant::now() + CALL_TIMEOUT);
+        // The turn's id, from `turn/started`: codex refuses `turn/interrupt` ("no active
+        // turn") between its answer to `turn/start` and that notification.
         let mut turn_id: Option<String> = None;
         let mut interrupt_at: Option<Instant> = None;
-        let mut interrupt_sent = false;
+        // The pending `turn/interrupt` request, and how many were sent.
+        let mut interrupt_request: Option<i64> = None;
+        let mut interrupts_sent = 0;
         loop {
             enum Next {
                 Interrupt,
@@ -332,9 +339,7 @@ impl AppServer {
                         match outcome {
                             Ok(value) => {
                                 let started = serde_json::from_value::<TurnResponse>(value).unwrap_or_default();
-                                if turn_id.is_none() && !started.turn.id.is_empty() {
-                                    turn_id = Some(started.turn.id);
-                                }
+                                tracing::debug!(turn_id = %started.turn.id, "codex accepted the turn");
                             }
                             Err(error) => {
                                 let e = CallFailure::Rpc { method: method::TURN_START.into(), error };
@@ -344,9 +349,13 @@ impl AppServer {
                                 return TurnOutcome::Ended(reason);
                             }
                         }
-                    } else if let Err(e) = outcome {
-                        // turn/interrupt's answer; it may fail when the turn just ended.
-                        tracing::debug!("codex answered an error: {e}");
+                    } else if id.is_some() && id == interrupt_request {
+                        interrupt_request = None;
+                        if let Err(e) = outcome {
+                            // Refused (the turn was not active yet, or just ended): ask again
+                            // while the turn goes on, a few times.
+                            tracing::debug!("codex refused turn/interrupt: {e}");
+                        }
                     }
                     Vec::new()
                 }
@@ -370,14 +379,16 @@ impl AppServer {
                 }
             };
             if interrupt_at.is_some()
-                && !interrupt_sent
+                && interrupt_request.is_none()
+                && interrupts_sent < MAX_INTERRUPTS
                 && let Some(id) = &turn_id
             {
-                interrupt_sent = true;
+                interrupts_sent += 1;
                 // Its answer comes around `turn/completed`; nothing waits for it.
                 let params = json!({"threadId": thread_id, "turnId": id});
-                if let Err(e) = self.send(method::TURN_INTERRUPT, params).await {
-                    tracing::warn!("cannot interrupt the turn: {e}");
+                match self.send(method::TURN_INTERRUPT, params).await {
+                    Ok(request) => interrupt_request = Some(request),
+                    Err(e) => tracing::warn!("cannot interrupt the turn: {e}"),
                 }
             }
             if actions.is_empty() {
