@@ -140,8 +140,9 @@ fn check_recording(agent: Agent, scenario: Scenario, recording: &[TapRecord]) ->
                 recording
                     .iter()
                     .filter(|r| match &r.event {
-                        TapEvent::In { input } => serde_json::from_str::<serde_json::Value>(input)
-                            .is_ok_and(|v| v["method"] == method),
+                        TapEvent::In { input } => {
+                            serde_json::from_str::<serde_json::Value>(input).is_ok_and(|v| v["method"] == method)
+                        }
                         _ => false,
                     })
                     .count()
