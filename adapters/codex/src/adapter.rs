@@ -1,32 +1,39 @@
-//! The [`Codex`] adapter: one `codex exec --json` process per turn.
+//! The [`Codex`] adapter: one `codex app-server` process per session, or, when the
+//! CLI has no usable app-server, one `codex exec --json` process per turn.
 //!
-//! `start` only checks the settings and the CLI (`<binary> --version`); nothing runs
-//! between turns. `send` builds the turn's command line ([`crate::command`]), spawns
-//! it through the SDK's [`AgentProcess`] (own process group, bounded stdout lines and
-//! stderr tail), closes its stdin at once (codex would otherwise wait for more prompt on
-//! a piped stdin), feeds every stdout line through the pure [`TurnMapper`] and carries
-//! out the actions: stream blocks, report the thread id, read changed files for `diff`
-//! blocks, end the turn. The thread id from `thread.started` makes the next turn a
-//! `codex exec resume`.
+//! **app-server** ([`crate::app_server`]): `start` runs `codex app-server` and performs
+//! its `initialize` handshake; the first `send` starts the thread (`thread/start`, or
+//! `thread/resume` of `resume_session_id`) with the approval policy and sandbox of the
+//! permission mode; every turn is a `turn/start` whose notifications stream as blocks,
+//! whose approval requests become `permission_request`s, and which `turn/interrupt`
+//! stops. When the process dies (or was released for a terminal) the next `send` starts
+//! a new one and resumes the thread.
 //!
-//! Interrupt: SIGINT to the process group (codex's Ctrl-C; it also reaches the
-//! commands it runs), up to [`INTERRUPT_GRACE`] to exit, then the SDK's shutdown
-//! ladder (SIGTERM, SIGKILL). The conversation stays resumable: the next turn resumes
-//! the same thread.
+//! **exec fallback**: when `codex app-server` cannot be started or does not answer
+//! `initialize` (an older CLI), or does not know `thread/start`, every turn builds its
+//! command line ([`crate::command`]), spawns it through the SDK's [`AgentProcess`],
+//! closes its stdin at once (codex would otherwise wait for more prompt on a piped
+//! stdin), and feeds its stdout through the pure [`TurnMapper`]. Interrupt there is
+//! SIGINT to the process group, up to [`INTERRUPT_GRACE`] to exit, then the SDK's
+//! shutdown ladder. `codex exec` never asks for approval.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
+use serde_json::json;
 use terminull_adapter_sdk::child::{AgentProcess, SpawnOptions};
 use terminull_adapter_sdk::per_turn::{Driven, TurnProcess};
 use terminull_adapter_sdk::prelude::*;
 use terminull_adapter_sdk::settings::{binary, require_cli, working_dir};
-use terminull_protocol::blocks::Attachment;
+use terminull_protocol::blocks::{Attachment, Progress};
 use terminull_protocol::ids::ToolCallId;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
+use crate::app_server::connection::{AppServer, METHOD_NOT_FOUND, ThreadSettings, TurnOutcome};
+use crate::app_server::mapping::AppMapper;
+use crate::app_server::rpc::CallFailure;
 use crate::command::{PermissionMode, Settings, check_effort, turn_args};
 use crate::events::parse_event;
 use crate::handoff::CodexSessions;
@@ -34,7 +41,7 @@ use crate::mapping::{Action, DiffRequest, FileContent, MAX_DIFF_FILE_BYTES, Turn
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
-/// After SIGINT, how long codex gets to exit on its own.
+/// After SIGINT, how long `codex exec` gets to exit on its own.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 /// codex's turn process: after the turn's last event (or end of stdout) it gets 5 s to
 /// exit; each step of the SDK's shutdown ladder gets 2 s.
@@ -52,13 +59,24 @@ const MAX_IMAGES: usize = 16;
 /// Most bytes of one decoded image attachment.
 const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
 
-/// One Codex session: the settings every turn's command line is built from, and the
-/// conversation (the thread to resume, the usage totals for `get_usage`).
+/// How the session drives codex.
+#[derive(Debug)]
+enum Backend {
+    /// `codex app-server`: the process when one runs, and whether it has the session's
+    /// thread loaded.
+    App { server: Option<Box<AppServer>>, loaded: bool },
+    /// `codex exec --json` per turn.
+    Exec,
+}
+
+/// One Codex session: the settings, how codex is driven, and the conversation (the
+/// thread to resume, the usage totals for `get_usage`).
 #[derive(Debug)]
 pub struct Codex {
     binary: String,
     settings: Settings,
     thread: Conversation,
+    backend: Backend,
 }
 
 impl Adapter for Codex {
@@ -67,17 +85,17 @@ impl Adapter for Codex {
     const CLI_BINARY: Option<&'static str> = Some("codex");
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const VERIFIED_AGAINST: Option<&'static str> = Some("0.171.0");
-    // images: written to a private temp dir and passed with --image.
-    // thinking: `reasoning` items.
-    // permissions: `codex exec` never asks; the sandbox mode (permission_mode) decides.
+    // images: `localImage` inputs (app-server) or --image (exec), from a private temp dir.
+    // thinking: reasoning summaries.
+    // permissions: app-server's command and patch approval requests (exec never asks).
     const CAPS: Caps = caps! {
-        supported: [images, thinking, interrupt],
-        unsupported: [documents, permissions, subagents, input_during_turn, terminal],
+        supported: [images, thinking, permissions, interrupt],
+        unsupported: [documents, subagents, input_during_turn, terminal],
     };
-    const LEASE: LeaseKind = LeaseKind::PerTurn;
+    const LEASE: LeaseKind = LeaseKind::Persistent;
     const INIT_PARAMS: &'static [InitParam] = EVERY_INIT_PARAM;
 
-    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PER_TURN_HOOKS;
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
 
     type Models = NotProvided;
     type Usage = Provided;
@@ -99,14 +117,143 @@ impl Adapter for Codex {
         if let Some(id) = &thread_id {
             session.set_agent_session_id(id.as_str()).await?;
         }
-        tracing::info!(%binary, cwd = %cwd.display(), ?mode, resume = ?thread_id, "codex session ready");
+        let backend = match AppServer::start(&binary, &cwd).await {
+            Ok(server) => Backend::App { server: Some(Box::new(server)), loaded: false },
+            Err(e) => {
+                tracing::warn!("codex app-server is unavailable ({e}); using `codex exec` per turn (no approvals)");
+                Backend::Exec
+            }
+        };
+        tracing::info!(%binary, cwd = %cwd.display(), ?mode, resume = ?thread_id, ?backend, "codex session ready");
         let model = init.model.clone();
         let settings = Settings { cwd, model: init.model, effort: init.effort, mode };
-        let adapter = Codex { binary, settings, thread: Conversation::new("codex", thread_id) };
+        let adapter = Codex { binary, settings, thread: Conversation::new("codex", thread_id), backend };
         Ok((adapter, StartInfo { version, model, slash_commands: Vec::new() }))
     }
 
     async fn send(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
+        match self.backend {
+            Backend::App { .. } => self.app_turn(message, turn).await,
+            Backend::Exec => self.exec_turn(message, turn).await,
+        }
+    }
+
+    async fn stop(&mut self) {
+        if let Backend::App { server, loaded } = &mut self.backend
+            && let Some(mut server) = server.take()
+        {
+            *loaded = false;
+            server.shutdown().await;
+        }
+    }
+
+    /// Ends the app-server so a terminal can resume the thread; the next `send` starts a
+    /// new one that resumes it. (`codex exec` holds nothing between turns.)
+    async fn release(&mut self) -> Result<(), AdapterError> {
+        self.stop().await;
+        Ok(())
+    }
+}
+
+impl Codex {
+    fn thread_settings(&self) -> ThreadSettings {
+        ThreadSettings {
+            cwd: self.settings.cwd.display().to_string(),
+            approval_policy: self.settings.mode.approval_policy(),
+            sandbox: self.settings.mode.app_sandbox(),
+            model: self.settings.model.clone(),
+        }
+    }
+
+    /// One turn on the app-server: start it (again) when needed, load the thread, run
+    /// `turn/start`.
+    async fn app_turn(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
+        // Held until the turn ends; dropping it deletes the image files.
+        let images = Images::write(&message.attachments).await?;
+        let settings = self.thread_settings();
+        let Backend::App { server, loaded } = &mut self.backend else {
+            return Err(AdapterError::agent("codex app-server is not in use"));
+        };
+        if server.as_mut().is_none_or(|s| !s.is_running()) {
+            if let Some(mut old) = server.take() {
+                old.shutdown().await;
+            }
+            *loaded = false;
+            let started = AppServer::start(&self.binary, &self.settings.cwd).await;
+            *server = Some(Box::new(started.map_err(|e| AdapterError::agent(e.detail))?));
+        }
+        let Some(running) = server.as_mut() else { return Err(AdapterError::agent("codex app-server is not running")) };
+        if !*loaded {
+            let started = match self.thread.id().map(str::to_owned) {
+                Some(id) => match running.resume_thread(&id, &settings).await {
+                    Err(CallFailure::Rpc { error, .. }) => {
+                        // No rollout for the thread (deleted, or the id came from elsewhere):
+                        // without this every later turn would fail the same way.
+                        self.thread.forget();
+                        let message = format!(
+                            "codex cannot resume thread {id} ({}); this message starts a new thread",
+                            error.message
+                        );
+                        tracing::warn!("{message}");
+                        let progress = Progress {
+                            id: format!("resume-{id}").into(),
+                            message,
+                            current: None,
+                            total: None,
+                            done: true,
+                        };
+                        turn.emit_lenient(BlockKind::Progress(progress)).await?;
+                        running.start_thread(&settings).await
+                    }
+                    other => other,
+                },
+                None => running.start_thread(&settings).await,
+            };
+            let id = match started {
+                Ok(id) => id,
+                Err(CallFailure::Rpc { error, .. }) if error.code == METHOD_NOT_FOUND => {
+                    tracing::warn!(
+                        "codex app-server does not know thread/start ({}); using `codex exec`",
+                        error.message
+                    );
+                    if let Some(mut old) = server.take() {
+                        old.shutdown().await;
+                    }
+                    self.backend = Backend::Exec;
+                    drop(images);
+                    return self.exec_turn(message, turn).await;
+                }
+                Err(e) => return Err(AdapterError::agent(format!("codex app-server: {e}"))),
+            };
+            if self.thread.id() != Some(id.as_str()) {
+                self.thread.record_id(id, turn).await?;
+            }
+            *loaded = true;
+        }
+        let thread_id = self.thread.id().unwrap_or_default().to_owned();
+        let mut input = vec![json!({"type": "text", "text": message.text, "text_elements": []})];
+        input.extend(images.paths.iter().map(|p| json!({"type": "localImage", "path": p})));
+        let mut params = json!({"threadId": thread_id, "input": input});
+        if let Some(effort) = &self.settings.effort {
+            params["effort"] = json!(effort);
+        }
+        let mut mapper = AppMapper::new(mint_id("codex"));
+        let Backend::App { server, loaded } = &mut self.backend else { return Ok(EndReason::Error) };
+        let Some(running) = server.as_mut() else { return Ok(EndReason::Error) };
+        match running.run_turn(&thread_id, params, &mut mapper, &mut self.thread, turn).await {
+            TurnOutcome::Ended(reason) => Ok(reason),
+            TurnOutcome::Lost(reason) => {
+                if let Some(mut lost) = server.take() {
+                    lost.shutdown().await;
+                }
+                *loaded = false;
+                Ok(reason)
+            }
+        }
+    }
+
+    /// One turn as a `codex exec --json` process.
+    async fn exec_turn(&mut self, message: UserMessage, turn: &mut Turn) -> Result<EndReason, AdapterError> {
         // Held until the turn ends; dropping it deletes the image files.
         let images = Images::write(&message.attachments).await?;
         let image_paths: Vec<&Path> = images.paths.iter().map(PathBuf::as_path).collect();

@@ -42,13 +42,18 @@ pub enum PermissionMode {
     /// dirs), no network (`--sandbox=workspace-write`). The default.
     #[default]
     WorkspaceWrite,
+    /// `ask`: commands may write inside the working directory, and codex asks before
+    /// running any command it does not know to be safe and before applying a patch
+    /// (approval policy `untrusted`). With the `codex exec` fallback, which cannot ask,
+    /// it runs read-only.
+    Ask,
     /// `full-access`: no sandbox at all (`--sandbox=danger-full-access`).
     FullAccess,
 }
 
 impl PermissionMode {
     /// Every mode's name, as `permission_mode` spells it.
-    pub const NAMES: [&'static str; 3] = ["read-only", "workspace-write", "full-access"];
+    pub const NAMES: [&'static str; 4] = ["read-only", "workspace-write", "ask", "full-access"];
 
     /// The mode for a `permission_mode` value; absent means the default. An unknown
     /// name is refused with a sentence listing the choices.
@@ -56,17 +61,38 @@ impl PermissionMode {
         let choices = [
             ("read-only", Self::ReadOnly),
             ("workspace-write", Self::WorkspaceWrite),
+            ("ask", Self::Ask),
             ("full-access", Self::FullAccess),
         ];
         choose("codex", "permission mode", name, Self::default(), &choices, "")
     }
 
-    /// The value of codex's `--sandbox`.
+    /// The value of codex's `--sandbox` for `codex exec` (which cannot ask: `ask` runs
+    /// read-only there).
     pub fn sandbox(self) -> &'static str {
         match self {
-            PermissionMode::ReadOnly => "read-only",
+            PermissionMode::ReadOnly | PermissionMode::Ask => "read-only",
             PermissionMode::WorkspaceWrite => "workspace-write",
             PermissionMode::FullAccess => "danger-full-access",
+        }
+    }
+
+    /// The app-server thread's `sandbox`.
+    pub fn app_sandbox(self) -> &'static str {
+        match self {
+            PermissionMode::ReadOnly => "read-only",
+            PermissionMode::WorkspaceWrite | PermissionMode::Ask => "workspace-write",
+            PermissionMode::FullAccess => "danger-full-access",
+        }
+    }
+
+    /// The app-server thread's `approvalPolicy`: `on-request` (codex asks when it wants
+    /// to leave the sandbox), `untrusted` for `ask`, `never` without a sandbox.
+    pub fn approval_policy(self) -> &'static str {
+        match self {
+            PermissionMode::ReadOnly | PermissionMode::WorkspaceWrite => "on-request",
+            PermissionMode::Ask => "untrusted",
+            PermissionMode::FullAccess => "never",
         }
     }
 }
@@ -208,6 +234,7 @@ mod tests {
             (None, Ok("workspace-write")),
             (Some("read-only"), Ok("read-only")),
             (Some("workspace-write"), Ok("workspace-write")),
+            (Some("ask"), Ok("read-only")),
             (Some("full-access"), Ok("danger-full-access")),
         ];
         for (name, want) in cases {
@@ -217,8 +244,13 @@ mod tests {
             );
         }
         let err = PermissionMode::parse(Some("yolo")).unwrap_err().to_string();
-        assert!(err.contains("`yolo`") && err.contains("read-only, workspace-write, full-access"), "{err}");
+        assert!(err.contains("`yolo`") && err.contains("read-only, workspace-write, ask, full-access"), "{err}");
         assert!(PermissionMode::parse(Some("danger-full-access")).is_err(), "only the adapter's names are accepted");
+        let app = |m: PermissionMode| (m.app_sandbox(), m.approval_policy());
+        assert_eq!(app(PermissionMode::ReadOnly), ("read-only", "on-request"));
+        assert_eq!(app(PermissionMode::WorkspaceWrite), ("workspace-write", "on-request"));
+        assert_eq!(app(PermissionMode::Ask), ("workspace-write", "untrusted"));
+        assert_eq!(app(PermissionMode::FullAccess), ("danger-full-access", "never"));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`adapter`]: the [`Codex`] adapter (the only part that does I/O).
 
 pub mod adapter;
+pub mod app_server;
 pub mod command;
 pub mod events;
 pub mod handoff;

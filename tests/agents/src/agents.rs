@@ -112,7 +112,6 @@ impl Agent {
     /// How the adapter holds the CLI between turns.
     pub fn lease(self) -> Lease {
         match self {
-            Agent::Codex => Lease::PerTurn { resume_flag: "resume" },
             Agent::Droid => Lease::PerTurnForkedOffline { fork_flag: "--fork" },
             _ => Lease::Persistent,
         }
@@ -121,7 +120,7 @@ impl Agent {
     /// True when the CLI streams text as it is generated (so an interrupt can wait for
     /// the first text); false when it prints only finished items.
     pub fn streams_text(self) -> bool {
-        !matches!(self, Agent::Codex | Agent::Droid)
+        !matches!(self, Agent::Droid)
     }
 
     /// The model a test session asks for, for CLIs that need one named (the custom

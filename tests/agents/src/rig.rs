@@ -412,6 +412,24 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         self.stop();
+        end_processes_run_from(self.root.path());
+    }
+}
+
+/// Ends the processes whose executable lies under `root` (the rig's temporary HOME and
+/// workspace). Codex 0.171's terminal UI unpacks a managed `codex app-server
+/// --managed-daemon` (and its `pid-update-loop`) into `$CODEX_HOME/packages/` and starts
+/// it detached, so it outlives the test; matching executables under this rig's own
+/// temporary directory ends only what this test caused.
+fn end_processes_run_from(root: &Path) {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else { continue };
+        if exe.starts_with(&root) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub enum Scenario {
     /// text quoting it; then a second turn that continues the same agent conversation.
     ToolRoundTrip,
     /// A file write the CLI asks permission for: denied, then allowed (Claude Code).
+    /// Codex (permission mode `ask`): a shell command denied (it does not run), then
+    /// allowed (its output arrives), then a patch allowed (its diff arrives).
     Permission,
     /// The permission mode maps to the CLI's sandbox: a write under `read-only` fails,
     /// under the default `workspace-write` it lands (Codex).
@@ -70,7 +72,10 @@ impl Scenario {
     pub fn applies_to(self, agent: Agent) -> bool {
         match self {
             Scenario::Permission => {
-                matches!(agent, Agent::ClaudeCode | Agent::OpenCode | Agent::Kilo | Agent::Gemini | Agent::Hermes)
+                matches!(
+                    agent,
+                    Agent::ClaudeCode | Agent::Codex | Agent::OpenCode | Agent::Kilo | Agent::Gemini | Agent::Hermes
+                )
             }
             Scenario::Sandbox => agent == Agent::Codex,
             Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid),
@@ -130,17 +135,20 @@ fn check_recording(agent: Agent, scenario: Scenario, recording: &[TapRecord]) ->
             }
         }
         if agent == Agent::Codex {
-            let thread = recording
-                .iter()
-                .find_map(|r| match &r.event {
-                    TapEvent::Out { out } => serde_json::from_str::<serde_json::Value>(out)
-                        .ok()
-                        .filter(|v| v["type"] == "thread.started")
-                        .and_then(|v| v["thread_id"].as_str().map(str::to_owned)),
-                    _ => None,
-                })
-                .context("the first process started a thread")?;
-            ensure!(spawns[1].contains(&thread), "the second turn resumes thread {thread}");
+            // One app-server thread served both turns.
+            let sent = |method: &str| {
+                recording
+                    .iter()
+                    .filter(|r| match &r.event {
+                        TapEvent::In { input } => {
+                            serde_json::from_str::<serde_json::Value>(input).is_ok_and(|v| v["method"] == method)
+                        }
+                        _ => false,
+                    })
+                    .count()
+            };
+            ensure!(sent("thread/start") == 1, "one thread/start, found {}", sent("thread/start"));
+            ensure!(sent("turn/start") == 2, "two turn/start, found {}", sent("turn/start"));
         }
     }
     Ok(())
@@ -205,6 +213,10 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(n2 > n1, "the second turn continues the conversation: the model saw {n1} then {n2} messages");
         }
         Scenario::Permission => {
+            if rig.agent == Agent::Codex {
+                // Codex asks only in permission mode `ask` (approval policy `untrusted`).
+                rig.open_session(Some("ask")).await.map(|b| seen.extend(b))?;
+            }
             let target = rig.workspace().join("made_by_agent.txt");
             let deny = TurnPlan { permission: Some(PermissionAnswer::Deny), ..plain };
             let denied = turn(rig, seen, "mock:write the file", deny).await?;
@@ -221,6 +233,13 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(tool_results(&allowed).iter().all(|(_, _, is_error)| !*is_error), "the allowed call worked");
             // A replay has no real CLI behind it to write the file.
             ensure!(!rig.is_live() || target.exists(), "the allowed write landed at {}", target.display());
+            if rig.agent == Agent::Codex {
+                ensure!(
+                    tool_results(&allowed).iter().any(|(_, out, _)| out.contains("created")),
+                    "the allowed command's output arrived"
+                );
+                check_patch(rig, seen).await?;
+            }
         }
         Scenario::Sandbox => {
             let target = rig.workspace().join("made_by_agent.txt");
@@ -268,6 +287,30 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(text.len() >= 50_000, "the long answer arrived whole: {} bytes", text.len());
         }
     }
+    Ok(())
+}
+
+/// Codex: a patch (`mock:patch`) it asks to apply, allowed: the `apply_patch` call
+/// carries the file's `diff`, and the file is written.
+async fn check_patch(rig: &mut Rig, seen: &mut Vec<Block>) -> anyhow::Result<()> {
+    let target = rig.workspace().join(terminull_model_server::PATCH_FILE);
+    let allow = TurnPlan { permission: Some(PermissionAnswer::Allow), ..TurnPlan::default() };
+    let patched = turn(rig, seen, "mock:patch the file", allow).await?;
+    check_completed(&patched)?;
+    ensure!(permission_requests(&patched) == ["apply_patch"], "the patch was asked for");
+    let diff = patched
+        .iter()
+        .find_map(|b| match &b.kind {
+            BlockKind::Diff(d) if d.path.ends_with(terminull_model_server::PATCH_FILE) => Some(d),
+            _ => None,
+        })
+        .context("a diff of the patched file")?;
+    ensure!(
+        serde_json::to_string(&diff.change)?.contains(terminull_model_server::PATCH_LINE),
+        "the diff holds the added line: {:?}",
+        diff.change
+    );
+    ensure!(!rig.is_live() || target.exists(), "the allowed patch wrote {}", target.display());
     Ok(())
 }
 

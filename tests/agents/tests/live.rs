@@ -102,6 +102,7 @@ agent_tests! { live;
     codex_plain_answer_live: Agent::Codex, Scenario::Plain;
     codex_tool_round_trip_and_resumed_second_turn_live: Agent::Codex, Scenario::ToolRoundTrip;
     codex_permission_mode_maps_to_the_sandbox_live: Agent::Codex, Scenario::Sandbox;
+    codex_command_is_denied_then_allowed_and_a_patch_allowed_through_permission_requests_live: Agent::Codex, Scenario::Permission;
     codex_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Codex, Scenario::Interrupt;
     codex_model_error_ends_the_turn_in_error_live: Agent::Codex, Scenario::ModelError;
     codex_long_answer_arrives_whole_live: Agent::Codex, Scenario::Long;

@@ -33,7 +33,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use script::{PLAIN_TEXT, Scenario, TOOL_PREAMBLE};
+pub use script::{PATCH_FILE, PATCH_LINE, PLAIN_TEXT, Scenario, TOOL_PREAMBLE};
 
 /// The longest a `held` answer waits for `POST /__release`.
 pub const HOLD_LIMIT: Duration = Duration::from_secs(120);

@@ -19,6 +19,10 @@ pub enum Scenario {
     Tool,
     /// Thinking and one file-writing tool call (for permission tests).
     Write,
+    /// Thinking and one shell call running `apply_patch` with a patch that adds
+    /// [`PATCH_FILE`] (codex turns such a call into a patch, a `fileChange` item that its
+    /// approval policy may ask about).
+    Patch,
     /// A streamed answer of at least [`Config::long_bytes`] bytes in many chunks.
     Long,
     /// An error status (HTTP 500; Anthropic: 529 `overloaded_error`).
@@ -35,12 +39,13 @@ pub enum Scenario {
 
 impl Scenario {
     /// All scenarios that can be chosen by keyword, in the order they are checked.
-    pub const KEYWORDED: [Scenario; 7] = [
+    pub const KEYWORDED: [Scenario; 8] = [
         Scenario::Error,
         Scenario::Slow,
         Scenario::Held,
         Scenario::Long,
         Scenario::Write,
+        Scenario::Patch,
         Scenario::Tool,
         Scenario::Plain,
     ];
@@ -51,6 +56,7 @@ impl Scenario {
             Scenario::Plain => "mock:plain",
             Scenario::Tool => "mock:tool",
             Scenario::Write => "mock:write",
+            Scenario::Patch => "mock:patch",
             Scenario::Long => "mock:long",
             Scenario::Error => "mock:error",
             Scenario::Slow => "mock:slow",
@@ -65,6 +71,7 @@ impl Scenario {
             Scenario::Plain => "plain",
             Scenario::Tool => "tool",
             Scenario::Write => "write",
+            Scenario::Patch => "patch",
             Scenario::Long => "long",
             Scenario::Error => "error",
             Scenario::Slow => "slow",
@@ -211,6 +218,16 @@ const CONTENT_KEYS: [&str; 3] = ["content", "contents", "text"];
 
 /// The text of the `plain` scenario.
 pub const PLAIN_TEXT: &str = "Hello from the terminull model server. This is a short scripted answer.";
+/// The file the `patch` scenario's patch adds, relative to the agent's directory.
+pub const PATCH_FILE: &str = "patched_by_agent.txt";
+/// The line the `patch` scenario's patch writes into [`PATCH_FILE`].
+pub const PATCH_LINE: &str = "added by the terminull model server's patch";
+
+/// The shell command of the `patch` scenario: codex's `apply_patch` with a heredoc.
+fn patch_command() -> String {
+    format!("apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {PATCH_FILE}\n+{PATCH_LINE}\n*** End Patch\nEOF\n")
+}
+
 /// The text written before the tool call in the `tool` and `write` scenarios.
 pub const TOOL_PREAMBLE: &str = "I'll run the command.";
 
@@ -246,6 +263,7 @@ pub(crate) fn select(conv: &Conversation, config: &Config) -> (Scenario, Outcome
         Scenario::Plain | Scenario::FollowUp => Outcome::Reply(plain(conv)),
         Scenario::Tool => Outcome::Reply(shell_call(conv, &config.shell_command)),
         Scenario::Write => Outcome::Reply(write_call(conv, config)),
+        Scenario::Patch => Outcome::Reply(shell_call(conv, &patch_command())),
         Scenario::Long => Outcome::Reply(Reply { text_chunks: long_chunks(config.long_bytes), ..Reply::default() }),
         Scenario::Slow => Outcome::Reply(Reply {
             text_chunks: (1..=config.slow_chunks).map(|i| format!("Slow chunk {i}. ")).collect(),

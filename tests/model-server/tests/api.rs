@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use serde_json::{Value, json};
-use terminull_model_server::{Config, PLAIN_TEXT, RequestRecord, TOOL_PREAMBLE, serve};
+use terminull_model_server::{Config, PATCH_FILE, PATCH_LINE, PLAIN_TEXT, RequestRecord, TOOL_PREAMBLE, serve};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -475,6 +475,18 @@ async fn responses_tool_round_trip_for_each_shell_flavour() {
             .clone();
         assert!(msg["content"][0]["text"].as_str().expect("text").contains(OUTPUT));
     }
+}
+
+#[tokio::test]
+async fn responses_patch_scenario_runs_apply_patch_adding_the_patch_file() {
+    let addr = start().await;
+    let s = post(addr, "/v1/responses", responses_body("mock:patch please", &[codex_exec()], true)).await;
+    let (_, _, _, call, _) = parse_responses_stream(&s);
+    let call = call.expect("function_call");
+    let args: Value = serde_json::from_str(call["arguments"].as_str().expect("args")).expect("args json");
+    let cmd = args["cmd"].as_str().expect("cmd");
+    assert!(cmd.starts_with("apply_patch <<'EOF'\n*** Begin Patch\n"), "{cmd}");
+    assert!(cmd.contains(&format!("*** Add File: {PATCH_FILE}\n+{PATCH_LINE}\n*** End Patch\nEOF")), "{cmd}");
 }
 
 #[tokio::test]
