@@ -475,7 +475,11 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
             json!({"type": "attach_external", "agent": "echo-py", "agent_session_id": "x", "cwd": "/", "app_pubkey": "k"}),
             json!({"type": "continue_in_terminal", "session_id": s}),
             json!({"type": "session_resume", "session_id": s, "since_seq": 0, "app_pubkey": "k"}),
+            json!({"type": "rename_session", "session_id": s, "title": "a title"}),
+            json!({"type": "archive_session", "session_id": s, "archived": true}),
+            json!({"type": "search_sessions", "query": "nothing says this"}),
             json!({"type": "stop_session", "session_id": s}),
+            json!({"type": "delete_session", "session_id": s}),
         ];
         let mut raw = Vec::new();
         for message in messages {

@@ -71,6 +71,8 @@ pub(super) struct Actor {
     pub(super) appends: Appends,
     /// The log's compaction running in the background, if any (see `session::compact`).
     pub(super) compaction: Option<RunningCompaction>,
+    /// The reply being streamed and what the session waits for, for its list entry.
+    pub(super) recent: super::listing::Recent,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {
@@ -109,6 +111,7 @@ impl Actor {
             block.meta.as_ref().is_some_and(|m| m.get(MIRRORED_META) == Some(&serde_json::Value::Bool(true)));
         match self.log.append(block) {
             Ok(stamped) => {
+                self.note_for_list(&stamped.kind);
                 if !mirrored {
                     self.announce(stamped.seq, &stamped.kind);
                 }

@@ -33,6 +33,8 @@
 //! - `turn`: the turn contract (messages, adapter events).
 //! - `revive`: a session revived after a bridge restart closes the turn its log left
 //!   open (`session_end` reason `error`, "the bridge stopped").
+//! - [`listing`]: what a session list shows (title, preview, activity, attention) and
+//!   the edits `rename_session` and `archive_session` make.
 //! - `run`: starting an actor and its loop.
 
 mod actor;
@@ -41,6 +43,7 @@ mod compact;
 pub mod handle;
 mod handoff;
 mod hooks;
+pub mod listing;
 mod mirror;
 pub mod notices;
 pub mod policy;
