@@ -154,7 +154,8 @@ export async function startSession() {
     openSessionView(s);
   } catch (e) {
     // The bridge made no session: nothing to clean up here.
-    formError(`Could not start: ${e.message}`);
+    const said = String(e.message ?? e);
+    formError(/could not start|is not installed/.test(said) ? said : `Could not start: ${said}`);
   } finally {
     ui.startBtn.disabled = false;
   }

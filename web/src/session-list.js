@@ -286,11 +286,16 @@ async function ask(ctx, msg, what) {
   }
 }
 
+/** Applies `fields` to the listing of `id` held now (a refresh may have replaced the one rendered). */
+function patch(ctx, id, fields) {
+  for (const x of ctx.listings ?? []) if (x.session_id === id) Object.assign(x, fields);
+}
+
 async function rename(ctx, s, title) {
   const t = title.replace(/\s+/g, ' ').trim();
   if (!t) return toast('Give the session a title.', 'warn');
   if (await ask(ctx, { type: 'rename_session', session_id: s.session_id, title: t }, 'rename')) {
-    s.title = t;
+    patch(ctx, s.session_id, { title: t });
     openActions = null;
     rerender();
   }
@@ -298,7 +303,7 @@ async function rename(ctx, s, title) {
 
 async function archive(ctx, s, archived) {
   if (await ask(ctx, { type: 'archive_session', session_id: s.session_id, archived }, archived ? 'archive' : 'unarchive')) {
-    s.archived = archived;
+    patch(ctx, s.session_id, { archived });
     openActions = null;
     rerender();
     toast(archived ? 'Archived. Find it under “Archived”.' : 'Back in the list.');

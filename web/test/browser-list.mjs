@@ -223,7 +223,7 @@ async function main() {
     await page.click(T('start-session'));
     await page.waitForSelector('.form-error:not([hidden])', { timeout: STEP_TIMEOUT });
     const text = await page.textContent('.form-error');
-    if (!/missing-cli/.test(text)) throw new Error(`the error says "${text}"`);
+    if (!/could not start: .missing-cli. was not found on PATH\.$/.test(text) || /JSON-RPC/.test(text)) throw new Error(`the error says "${text}"`);
     await shot('08-start-failed.png');
     await page.click('button.back');
     await page.click(T('session-refresh'));

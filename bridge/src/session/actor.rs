@@ -178,7 +178,16 @@ impl Actor {
                 Ok(())
             }
             Err(e) => {
-                let message = format!("{}: start failed: {e}", self.label());
+                tracing::warn!("{}: start failed: {e}", self.label());
+                let message = match &e {
+                    // The agent's CLI itself failed: its words, without the plumbing.
+                    terminull_rpc::CallError::Rpc { error, .. }
+                        if error.code == terminull_protocol::jsonrpc::codes::AGENT_ERROR =>
+                    {
+                        format!("{} could not start: {}.", d.display_name, error.message.trim_end_matches('.'))
+                    }
+                    _ => format!("{}: start failed: {e}", self.label()),
+                };
                 adapter.shutdown().await;
                 Err(agent_failed(message))
             }
