@@ -202,6 +202,27 @@ async function main() {
     if ((await ids(APP_ROWS)).includes(deleted)) throw new Error('the deleted session is listed again');
   });
 
+  await step('a session of echo: no Continue in Terminal, 44 px back, the answer named by its label', async () => {
+    await page.click(`${rowOf(expect.app[0])} ${T('session-item')}`);
+    await page.waitForSelector(`${T('block')}[data-block-type="agent_info"]`, { state: 'attached', timeout: STEP_TIMEOUT });
+    if (await page.isVisible(T('continue-in-terminal'))) throw new Error('Continue in Terminal is offered for echo');
+    await atLeast44('button.back');
+    await page.fill(T('composer'), 'ask nicely');
+    await page.click(T('send'));
+    const option = `${T('permission-option')}[data-option-id="allow"]`;
+    await page.waitForSelector(option, { timeout: STEP_TIMEOUT });
+    const label = (await page.textContent(option)).trim();
+    await page.click(option);
+    await page.waitForSelector(T('perm-answer'), { timeout: STEP_TIMEOUT });
+    const answer = (await page.textContent(T('perm-answer'))).trim();
+    if (answer !== `Answered: ${label}`) throw new Error(`the card says "${answer}" for the option labelled "${label}"`);
+    const started = await page.$$eval(`${T('block')}[data-block-type="agent_info"]`, (els) => els.filter((e) => !e.hidden).length);
+    if (started !== 1) throw new Error(`${started} "Session started" lines shown`);
+    await shot('07a-session-answered.png');
+    await page.click('button.back');
+    await atLeast44(T('session-refresh'));
+  });
+
   await step('the agent picker: installed first, the missing one greyed with its hint, never pre-selected', async () => {
     await page.click(T('new-session'));
     await waitFor('the agents', async () => (await page.$$(`${T('agent-picker')} option`)).length >= 3);
