@@ -31,6 +31,9 @@ fn home() -> tempfile::TempDir {
     let missing = ext.join("missing");
     std::fs::write(&missing, format!("#!/bin/sh\nexec python3 '{}' not-installed\n", script.display())).unwrap();
     std::fs::set_permissions(&missing, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let asker = ext.join("asker");
+    std::fs::write(&asker, format!("#!/bin/sh\nexec python3 '{}' asks-permission\n", script.display())).unwrap();
+    std::fs::set_permissions(&asker, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     home
 }
 
@@ -232,5 +235,41 @@ async fn an_adapter_that_fails_to_start_leaves_no_session() {
     assert!(matches!(refused, ClientError::Refused { code: ReplyErrorCode::AgentFailed, .. }), "{refused:?}");
     assert!(list(&mut client).await.is_empty(), "no empty detached session");
     assert_eq!(std::fs::read_dir(home.path().join("sessions")).unwrap().count(), 0);
+    service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waiting_for_a_permission_is_listed_with_attention_until_answered() {
+    let home = home();
+    let service = service(home.path()).await;
+    let mut client = Client::in_process(&service);
+    let request = ControlMessage::SessionRequest(SessionRequest::new(
+        "broken-asks-permission",
+        home.path().display().to_string(),
+    ));
+    let ReplyResult::SessionStarted { session_id } = call(&mut client, request).await.unwrap() else { panic!() };
+    let message = ControlMessage::UserMessage(control::UserMessage {
+        session_id: session_id.clone(),
+        text: "write it".into(),
+        attachments: Vec::new(),
+    });
+    call(&mut client, message).await.unwrap();
+    let request_id = loop {
+        let next = tokio::time::timeout(Duration::from_secs(20), client.next()).await.expect("a permission request");
+        if let Some(BridgeMessage::Block { block, .. }) = next
+            && let BlockKind::PermissionRequest(p) = block.kind
+        {
+            break p.request_id;
+        }
+    };
+    let listed = list(&mut client).await;
+    assert_eq!(listed[0].attention, Some(terminull_protocol::session_list::Attention::Permission), "{listed:#?}");
+    let answer = ControlMessage::PermissionResponse(control::PermissionResponse {
+        session_id: session_id.clone(),
+        request_id,
+        option_id: "allow".into(),
+    });
+    call(&mut client, answer).await.unwrap();
+    assert_eq!(list(&mut client).await[0].attention, None);
     service.shutdown().await;
 }
