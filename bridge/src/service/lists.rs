@@ -13,7 +13,7 @@ use terminull_protocol::session_list::{
 
 use super::{Service, error};
 use crate::history::{DATA_FILE, HistoryError, HistoryStore};
-use crate::session::listing::{MetaEdit, listing_of, stored_state};
+use crate::session::list_entry::{MetaEdit, listing_of, stored_state};
 
 /// `search_sessions` reads at most this many sessions (the most recently active).
 pub const SEARCH_SESSIONS: usize = 200;

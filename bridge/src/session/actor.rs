@@ -72,7 +72,7 @@ pub(super) struct Actor {
     /// The log's compaction running in the background, if any (see `session::compact`).
     pub(super) compaction: Option<RunningCompaction>,
     /// The reply being streamed and what the session waits for, for its list entry.
-    pub(super) recent: super::listing::Recent,
+    pub(super) recent: super::list_entry::Recent,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {

@@ -3,74 +3,15 @@
 //! agent named it), the newest message in a few words, when it was last active and
 //! what it waits for; these are saved in `meta.json` at each user message and each
 //! turn's end (two writes per turn), and edited by `rename_session` and
-//! `archive_session` through [`MetaEdit`].
+//! `archive_session` through [`MetaEdit`](super::list_entry::MetaEdit).
 
 use terminull_protocol::blocks::{BlockKind, now_ts};
 use terminull_protocol::control::{SessionListing, SessionState};
-use terminull_protocol::ids::BlockId;
 use terminull_protocol::session_list::{Attention, PREVIEW_CHARS, one_line, title_from_prompt};
 
 use super::actor::Actor;
+use super::list_entry::{MetaEdit, listing_of};
 use super::notices::is_question;
-use crate::history::{LogStatus, SessionMeta};
-
-/// The agent's reply being streamed, kept to [`PREVIEW_CHARS`] characters for the
-/// preview saved at the turn's end, and what the session waits for.
-#[derive(Debug, Default)]
-pub(super) struct Recent {
-    reply_id: Option<BlockId>,
-    reply: String,
-    asking: Option<Attention>,
-}
-
-/// A change to a session's list entry.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MetaEdit {
-    /// `rename_session`: the title, already checked and made one line.
-    Rename(String),
-    /// `archive_session`.
-    Archive(bool),
-}
-
-impl MetaEdit {
-    /// Applies the edit to `meta`.
-    pub fn apply(&self, meta: &mut SessionMeta) {
-        match self {
-            MetaEdit::Rename(title) => {
-                meta.title = Some(title.clone());
-                meta.renamed = true;
-            }
-            MetaEdit::Archive(archived) => meta.archived = *archived,
-        }
-    }
-}
-
-/// The list entry of a session from its metadata, in `state`, with `last_seq`.
-pub fn listing_of(
-    meta: &SessionMeta,
-    state: SessionState,
-    last_seq: u64,
-    attention: Option<Attention>,
-) -> SessionListing {
-    SessionListing {
-        session_id: meta.session_id.clone(),
-        agent_id: meta.agent_id.clone(),
-        cwd: meta.cwd.clone(),
-        state,
-        last_seq,
-        title: meta.title.clone(),
-        preview: meta.preview.clone(),
-        last_activity: Some(meta.last_activity.unwrap_or(meta.created_at)),
-        attention,
-        archived: meta.archived,
-        origin: meta.origin,
-    }
-}
-
-/// The state a session that no actor runs is listed in.
-pub fn stored_state(meta: &SessionMeta) -> SessionState {
-    if meta.status == LogStatus::Stopped { SessionState::Stopped } else { SessionState::Detached }
-}
 
 impl Actor {
     /// Notes a block written to the history for the list entry; saves the metadata at
