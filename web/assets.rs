@@ -115,10 +115,11 @@ pub fn signature_route<S: Clone + Send + Sync + 'static>(signature: AppSignature
 }
 
 /// The policy every page response carries: scripts, styles and connections from this
-/// origin only (and its WebSocket), the service worker and the manifest from this
+/// origin only (and its WebSocket: `'self'` matches `ws:`/`wss:` to the same host
+/// under CSP 3), the service worker and the manifest from this
 /// origin, no framing, no referrer.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-img-src 'self' data:; connect-src 'self' ws: wss:; worker-src 'self'; manifest-src 'self'; base-uri 'none'; \
+img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; base-uri 'none'; \
 form-action 'none'; frame-ancestors 'none'";
 
 fn respond(asset: Asset) -> Response {
@@ -201,5 +202,8 @@ mod tests {
         assert!(CONTENT_SECURITY_POLICY.contains("worker-src 'self'"));
         assert!(CONTENT_SECURITY_POLICY.contains("manifest-src 'self'"));
         assert!(!CONTENT_SECURITY_POLICY.contains("unsafe"));
+        // WebSockets to this origin only ('self' covers ws:/wss: of the same host, CSP 3).
+        assert!(CONTENT_SECURITY_POLICY.contains("connect-src 'self';"));
+        assert!(!CONTENT_SECURITY_POLICY.contains("ws:"));
     }
 }

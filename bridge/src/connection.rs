@@ -166,6 +166,9 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         ControlMessage::GetUsage(m) => Some(&m.session_id),
         ControlMessage::SlashCommand(m) => Some(&m.session_id),
         ControlMessage::ContinueInTerminal(m) => Some(&m.session_id),
+        ControlMessage::RenameSession(m) => Some(&m.session_id),
+        ControlMessage::ArchiveSession(m) => Some(&m.session_id),
+        ControlMessage::DeleteSession(m) => Some(&m.session_id),
         ControlMessage::SessionRequest(_)
         | ControlMessage::ListSessions(_)
         | ControlMessage::ListAgents(_)
@@ -174,6 +177,7 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         | ControlMessage::AttachExternal(_)
         | ControlMessage::PushSettings(_)
         | ControlMessage::Presence(_)
+        | ControlMessage::SearchSessions(_)
         // Answered at once; they cause no block.
         | ControlMessage::Files(_)
         | ControlMessage::Git(_) => None,
@@ -194,7 +198,13 @@ async fn dispatch_from(service: &Service, peer: &Peer, control: Control) -> crat
             service.push_policy().set_presence(device, &m.visible_session_ids);
             accepted(control.id)
         }
-        _ => service.dispatch(control).await,
+        _ => {
+            let origin = match peer {
+                Peer::Local => terminull_protocol::session_list::SessionOrigin::Terminal,
+                Peer::Device(_) => terminull_protocol::session_list::SessionOrigin::App,
+            };
+            service.dispatch_from(control, Some(origin)).await
+        }
     }
 }
 

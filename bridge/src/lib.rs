@@ -13,6 +13,7 @@
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
 //!   and the connection to a relay; [`lan`]: the same for devices on the local network.
 
+pub mod agent_hints;
 pub mod chat;
 pub mod connection;
 pub mod daemon_client;

@@ -14,11 +14,10 @@ use std::time::Duration;
 use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::UserMessage;
 use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
-use terminull_protocol::control::{
-    self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult, SessionListing, SessionState,
-};
+use terminull_protocol::control::{self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult};
 use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::AgentSummary;
+use terminull_protocol::session_list::SessionOrigin;
 use tokio::sync::{broadcast, watch};
 
 use crate::history::{HistoryStore, LogStatus, SessionMeta};
@@ -30,6 +29,8 @@ use crate::registry::{Registry, ScanOptions, scan, scan_progressively};
 /// Notices are made by the sessions; the service hands them to whoever listens.
 pub use crate::session::notices::Notice;
 use crate::session::{Following, SessionHandle, SessionPolicy, SessionSpec, spawn_session};
+
+mod lists;
 
 /// What one control message produced: the reply, and a session to follow when the
 /// message started or resumed one.
@@ -358,6 +359,11 @@ impl Service {
                 display_name: a.declaration.display_name.clone(),
                 version: a.detected.version.clone(),
                 provides_models: a.declaration.capabilities.provides_models,
+                installed: a.detected.installed,
+                takes_permission_mode: a.declaration.accepted_init_params.contains(&proto::InitParam::PermissionMode),
+                continues_in_terminal: a.declaration.handoff_hooks.contains(&HandoffHook::TerminalResumeCommand),
+                install_hint: (!a.detected.installed)
+                    .then(|| crate::agent_hints::install_hint(a.declaration.agent_id.as_str())),
             })
             .collect()
     }
@@ -376,9 +382,15 @@ impl Service {
 
     /// Handles one decoded control message.
     pub async fn dispatch(&self, control: Control) -> Dispatched {
+        self.dispatch_from(control, None).await
+    }
+
+    /// Handles one decoded control message from a client started at `origin` (kept
+    /// with a session it starts, for the app's lists), when known.
+    pub async fn dispatch_from(&self, control: Control, origin: Option<SessionOrigin>) -> Dispatched {
         let id = control.id.clone();
         let starts = matches!(control.message, ControlMessage::SessionRequest(_) | ControlMessage::AttachExternal(_));
-        let outcome = self.handle(control.message).await;
+        let outcome = self.handle(control.message, origin).await;
         match outcome {
             Ok((result, follow)) => {
                 let guard = match &follow {
@@ -458,7 +470,16 @@ impl Service {
         let started = async {
             let log =
                 self.inner.history.create(meta.clone()).map_err(|e| error(ReplyErrorCode::Internal, e.to_string()))?;
-            let handle = self.spawn(meta, log, launch).await?;
+            let handle = match self.spawn(meta, log, launch).await {
+                Ok(handle) => handle,
+                Err(e) => {
+                    // A session that never started is no session: nothing is left behind.
+                    if let Err(removed) = self.inner.history.delete(&session_id) {
+                        tracing::warn!(session = %session_id, "cannot remove a session that failed to start: {removed}");
+                    }
+                    return Err(e);
+                }
+            };
             let following = handle.follow(Some(0), None).await?;
             self.inner.sessions.lock().await.insert(session_id.clone(), Live::new(handle.clone()));
             Ok::<_, ReplyError>((handle, following))
@@ -469,7 +490,7 @@ impl Service {
         Ok((ReplyResult::SessionStarted { session_id }, Some((handle, following))))
     }
 
-    async fn handle(&self, message: ControlMessage) -> Result<Handled, ReplyError> {
+    async fn handle(&self, message: ControlMessage, origin: Option<SessionOrigin>) -> Result<Handled, ReplyError> {
         let accepted = || ReplyResult::Accepted {};
         match message {
             ControlMessage::SessionRequest(r) => {
@@ -485,8 +506,17 @@ impl Service {
                             format!("no agent `{}` is registered (known: {}){scanning}", r.agent, known.join(", ")),
                         ));
                     }
+                    // A missing CLI is said plainly, before any session exists.
+                    if let Some(agent) = registry.get(r.agent.as_str()).filter(|a| !a.detected.installed) {
+                        let name = &agent.declaration.display_name;
+                        return Err(error(
+                            ReplyErrorCode::AgentFailed,
+                            crate::agent_hints::not_installed(r.agent.as_str(), name),
+                        ));
+                    }
                 }
                 let mut meta = new_session_meta(r.agent, r.cwd)?;
+                meta.origin = origin;
                 meta.model = r.model;
                 meta.effort = r.effort;
                 meta.permission_mode = r.permission_mode;
@@ -542,6 +572,7 @@ impl Service {
                 }
                 let mut meta = new_session_meta(m.agent, m.cwd)?;
                 meta.agent_session_id = Some(m.agent_session_id);
+                meta.origin = origin;
                 self.create_and_follow(meta, Launch::Attach).await
             }
             ControlMessage::PushSettings(_) | ControlMessage::Presence(_) => Err(error(
@@ -559,6 +590,10 @@ impl Service {
                 let result = Box::pin(crate::git::handle(&dir, m.request)).await.map_err(ReplyError::from)?;
                 Ok((ReplyResult::Git { result }, None))
             }
+            ControlMessage::RenameSession(m) => self.rename(m).await.map(|r| (r, None)),
+            ControlMessage::ArchiveSession(m) => self.archive(m).await.map(|r| (r, None)),
+            ControlMessage::DeleteSession(m) => self.delete(m).await.map(|r| (r, None)),
+            ControlMessage::SearchSessions(m) => self.search(m).await.map(|r| (r, None)),
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
                 let line = shell_line(&command.argv, command.cwd.as_deref());
@@ -666,37 +701,6 @@ impl Service {
         let result = adapter.call::<proto::ListModels>(&proto::Empty {}).await;
         adapter.shutdown().await;
         result.map(|r| r.models).map_err(|e| error(ReplyErrorCode::AgentFailed, e.to_string()))
-    }
-
-    async fn listings(&self) -> Vec<SessionListing> {
-        let live: Vec<_> = self.inner.sessions.lock().await.values().map(|l| l.handle.clone()).collect();
-        let mut out = Vec::new();
-        for handle in live {
-            if let Some(listing) = handle.listing().await {
-                out.push(listing);
-            }
-        }
-        // Sessions in history that no actor runs right now.
-        let stored = self.inner.history.list().unwrap_or_else(|e| {
-            tracing::warn!("cannot list session history: {e}");
-            Vec::new()
-        });
-        for meta in stored {
-            if out.iter().any(|l| l.session_id == meta.session_id) {
-                continue;
-            }
-            let last_seq = self.inner.history.open_session(&meta.session_id).map(|l| l.last_seq()).unwrap_or(0);
-            out.push(SessionListing {
-                state: if meta.status == LogStatus::Stopped { SessionState::Stopped } else { SessionState::Detached },
-                agent_id: meta.agent_id,
-                session_id: meta.session_id,
-                cwd: meta.cwd,
-                last_seq,
-                title: meta.title,
-            });
-        }
-        out.sort_by(|a, b| b.session_id.cmp(&a.session_id));
-        out
     }
 
     async fn slash(&self, m: control::SlashCommand) -> Result<ReplyResult, ReplyError> {

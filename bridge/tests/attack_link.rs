@@ -346,6 +346,10 @@ async fn attack_forged_replay_done_and_agent_list_from_the_relay_are_ignored() {
             display_name: "Totally Claude".into(),
             version: None,
             provides_models: false,
+            installed: true,
+            takes_permission_mode: false,
+            continues_in_terminal: false,
+            install_hint: None,
         }],
         resume_tokens: [(session.clone(), format!("token-{session}"))].into(),
     };

@@ -477,7 +477,11 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
             json!({"type": "files", "session_id": s, "op": "list", "path": "ext_adapters"}),
             json!({"type": "git", "session_id": s, "op": "status"}),
             json!({"type": "session_resume", "session_id": s, "since_seq": 0, "app_pubkey": "k"}),
+            json!({"type": "rename_session", "session_id": s, "title": "a title"}),
+            json!({"type": "archive_session", "session_id": s, "archived": true}),
+            json!({"type": "search_sessions", "query": "nothing says this"}),
             json!({"type": "stop_session", "session_id": s}),
+            json!({"type": "delete_session", "session_id": s}),
         ];
         let mut raw = Vec::new();
         for message in messages {

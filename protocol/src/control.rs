@@ -219,6 +219,37 @@ control_messages! {
         #[serde(flatten)]
         request: crate::git::GitRequest,
     },
+    // Session lists (docs/control-messages.md, "Session lists").
+    /// Give a session a title of the user's choosing, shown in every list from then on
+    /// (the agent's own titles no longer replace it).
+    "rename_session" => RenameSession {
+        /// The session.
+        session_id: SessionId,
+        /// The new title, 1–[`crate::session_list::MAX_TITLE_CHARS`] characters once
+        /// trimmed; whitespace runs become one space.
+        title: String,
+    },
+    /// Archive a session (lists show it under "Archived" only) or bring it back.
+    /// Archiving changes nothing else: the session can still be opened and resumed.
+    "archive_session" => ArchiveSession {
+        /// The session.
+        session_id: SessionId,
+        /// `true` to archive, `false` to unarchive.
+        archived: bool,
+    },
+    /// Delete a session for good: it is stopped first (its adapter ended), then its
+    /// history is removed from the bridge's disk.
+    "delete_session" => DeleteSession {
+        /// The session.
+        session_id: SessionId,
+    },
+    /// Find sessions whose title or messages contain `query` (case-insensitive). The
+    /// bridge reads at most the newest 256 KiB of each of the 200 newest sessions and
+    /// answers at most [`crate::session_list::MAX_SEARCH_RESULTS`] matches.
+    "search_sessions" => SearchSessions {
+        /// What to look for, 1–[`crate::session_list::MAX_QUERY_CHARS`] characters.
+        query: String,
+    },
 }
 
 /// Seconds a `presence` report counts for unless repeated (the app repeats it every
@@ -449,6 +480,11 @@ pub enum ReplyResult {
         )]
         sessions: Vec<ExternalSessionListing>,
     },
+    /// Answer to `search_sessions`: the sessions that match, most recently active first.
+    SessionMatches {
+        /// Each matching session and where it matched.
+        matches: Vec<crate::session_list::SessionMatch>,
+    },
     /// Answer to `continue_in_terminal`: run this in a terminal to continue the
     /// conversation there.
     TerminalCommand {
@@ -498,6 +534,25 @@ pub struct AgentSummary {
     pub version: Option<String>,
     /// Whether the new-session model picker can list its models.
     pub provides_models: bool,
+    /// Whether its CLI was found on the bridge's computer; sent only when `false`
+    /// (absent: installed). A session of a missing agent cannot start.
+    #[serde(
+        default = "crate::session_list::installed_default",
+        skip_serializing_if = "crate::session_list::is_installed"
+    )]
+    pub installed: bool,
+    /// Whether a permission mode can be chosen at start (`session_request`'s
+    /// `permission_mode`; the adapter accepts the `permission_mode` init param).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub takes_permission_mode: bool,
+    /// Whether `continue_in_terminal` works for its sessions (its adapter has the
+    /// `terminal_resume_command` hook); the app offers "Continue in Terminal" only then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continues_in_terminal: bool,
+    /// When it is missing: how to install it, one sentence (what `terminull agents` and
+    /// `terminull doctor` say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_hint: Option<String>,
 }
 
 /// One session as listed by `list_sessions`.
@@ -514,9 +569,28 @@ pub struct SessionListing {
     pub state: SessionState,
     /// The highest `seq` in its history.
     pub last_seq: u64,
-    /// Its title, when known.
+    /// Its title, when known: the user's (`rename_session`), else the agent's, else
+    /// its first prompt made one line of at most 60 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The newest message (the user's, or the agent's last reply) made one line of at
+    /// most 140 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// When it last had a message or a turn ended, Unix seconds (its creation when
+    /// nothing happened yet). Lists sort by it, newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, proptest(strategy = "proptest::option::of(crate::arb::timestamp())"))]
+    pub last_activity: Option<f64>,
+    /// What it waits for from the user now, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<crate::session_list::Attention>,
+    /// Archived by `archive_session`; absent when not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
+    /// Where it was started, when known (sessions from before this field have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::session_list::SessionOrigin>,
 }
 
 /// Where a session stands.

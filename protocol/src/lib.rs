@@ -34,6 +34,7 @@ pub mod push;
 pub mod relay;
 pub mod samples;
 pub mod schema;
+pub mod session_list;
 pub mod streamed;
 pub mod text;
 pub mod turn;

@@ -9,9 +9,13 @@ import { displayKey } from './transcript.js';
 import { noteRejected, toast } from './status.js';
 import { renderSwitcher } from './switcher.js';
 
-/** What render.js asks of a session: the answers given here, whether a request is past its session_end, how to answer. */
+/** What render.js asks of a session: the answers given here, whether a request is past its session_end, whether the same agent started before, how to answer. */
 function renderCtx(s) {
   return {
+    startedBefore: (b) =>
+      s.transcript
+        .blocks()
+        .some((x) => x.type === 'agent_info' && x.seq < b.seq && x.agent_id === b.agent_id && x.version === b.version && x.model === b.model),
     answered: (rid) => s.answered.get(rid),
     resolved: (b) => {
       const end = s.transcript.lastEnd();

@@ -12,7 +12,7 @@ import { attach, loadSession } from './sessions.js';
 import { onBlock } from './session-view.js';
 import { updateComposer } from './composer.js';
 import { fillAgents } from './new-session.js';
-import { refreshLists } from './lists.js';
+import { refreshLists, renderLists } from './lists.js';
 import { renderSwitcher } from './switcher.js';
 import { displayName } from './bridges.js';
 import { onSocketPush } from './notifications.js';
@@ -211,6 +211,7 @@ async function listSessions(ctx, link) {
     if (ctx.link !== link) return;
     ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];
     renderSwitcher();
+    if (app.view === 'home') renderLists();
   } catch (e) {
     console.warn(`list_sessions: ${e.message ?? e}`);
   }

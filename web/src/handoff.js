@@ -20,6 +20,10 @@ export function updateHandoff(s) {
     ui.parkedBanner.textContent = `⌨ A terminal is driving this conversation · terminull observes · ${queued} queued`;
     ui.parkedBanner.dataset.queued = String(queued);
   }
+  // Offered only for an agent that can hand its conversation to a terminal
+  // (`list_agents` says `continues_in_terminal`); echo, for one, cannot.
+  const agent = app.agents.find((a) => a.agent_id === s.agentId);
+  ui.continueBtn.hidden = agent?.continues_in_terminal !== true;
   ui.continueBtn.disabled = parked || running || !app.link;
   ui.continueBtn.title = parked ? 'A terminal already drives this conversation' : running ? 'Wait for the turn to end' : 'Hand this conversation to a terminal on your computer';
   renderTerminalCard(s);

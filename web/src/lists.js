@@ -8,8 +8,8 @@ import { toast } from './status.js';
 import { showView } from './views.js';
 import { sessionFor } from './sessions.js';
 import { openSession, openSessionView } from './session-view.js';
-import { waitingInListing } from './attention.js';
-import { renderSwitcher } from './switcher.js';
+import { renderSessionRows, _filters } from './session-list.js';
+import { renderSwitcher, activate } from './switcher.js';
 
 /** Shows the home view with the lists as held, then asks the bridge for fresh ones. */
 export function showHome() {
@@ -40,42 +40,27 @@ export async function refreshLists() {
   if (ctx === activeCtx() && app.view === 'home') renderLists();
 }
 
-function renderLists() {
+export function renderLists() {
   const ui = app.ui;
   clear(ui.sessionList);
-  if (!app.listings.length) {
+  clear(ui.externalList);
+  const counts = renderSessionRows(ui.sessionList, ui.externalList);
+  if (!counts.app) {
     const ctx = activeCtx();
-    const why = ctx && !ctx.reachable ? `This computer is ${ctx.unreachable}.` : app.link ? 'No sessions yet. Start one.' : 'Connecting to the bridge…';
+    const why = counts.filtered
+      ? filteredWhy()
+      : ctx && !ctx.reachable
+        ? `This computer is ${ctx.unreachable}.`
+        : app.link
+          ? 'No sessions yet. Start one.'
+          : 'Connecting to the bridge…';
     ui.sessionList.append(h('li', { class: 'empty', testid: 'sessions-empty' }, why));
   }
-  for (const s of app.listings) {
-    // What the switcher counts, on the session it counts it for.
-    const held = app.sessions.get(s.session_id);
-    const waiting = waitingInListing(activeCtx(), s);
-    const mark = waiting
-      ? h('span', { class: 'count warn', testid: 'session-waiting' }, `${waiting} waiting`)
-      : held?.unseen
-        ? h('span', { class: 'count', testid: 'session-unseen' }, 'finished')
-        : null;
-    ui.sessionList.append(
-      h(
-        'li',
-        null,
-        h(
-          'button',
-          { type: 'button', class: 'session-item', testid: 'session-item', dataset: { sessionId: s.session_id }, onclick: () => openSession(s.session_id, s) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, String(s.agent_id ?? '')), h('span', { class: 'bridge-counts' }, mark, h('span', { class: `state state-${s.state}` }, s.state === 'parked' ? 'parked · terminal drives' : String(s.state ?? '')))),
-          h('div', { class: 'row2' }, typeof s.title === 'string' ? s.title : String(s.cwd ?? '')),
-          typeof s.title === 'string' ? h('div', { class: 'row3' }, String(s.cwd ?? '')) : null,
-        ),
-      ),
-    );
-  }
-  clear(ui.externalList);
+  if (counts.terminal && !app.external.items.length) return;
   if (!app.external.items.length) {
     const why =
       app.external.state === 'unsupported'
-        ? 'Nothing here: this bridge or its agents cannot list sessions started in a terminal.'
+        ? 'No sessions started in a terminal here. (This computer’s agents cannot list the sessions their own CLIs started.)'
         : app.external.state === 'error'
           ? `Could not list terminal sessions: ${app.external.message ?? ''}`
           : 'No sessions started in a terminal.';
@@ -109,6 +94,19 @@ function renderLists() {
       ),
     );
   }
+}
+
+function filteredWhy() {
+  const f = _filters();
+  if (f.query.trim()) return `No session matches “${f.query.trim()}”.`;
+  if (f.archived) return 'No archived sessions.';
+  return 'No session matches these filters.';
+}
+
+/** Opens a row of the list, on its own computer. */
+export function openListed(ctx, s) {
+  if (ctx !== activeCtx()) activate(ctx.id, false);
+  openSession(s.session_id, s);
 }
 
 /** "5 min ago" from Unix seconds. */

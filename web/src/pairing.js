@@ -23,10 +23,18 @@ function clearFragment() {
   history.replaceState(null, '', '/');
 }
 
-function deviceName() {
-  const ua = navigator.userAgent || '';
-  const m = /(iPhone|iPad|Android|Windows|Macintosh|Linux)/.exec(ua);
-  return `Web app${m ? ` (${m[1]})` : ''}`;
+/** The name this device pairs as, from its user agent; the most specific platform wins (an Android phone's says "Linux" too). */
+export function deviceName(ua = navigator.userAgent || '') {
+  const platform = ['iPhone', 'iPad', 'Android', 'Windows', 'Macintosh', 'Linux'].find((p) => ua.includes(p));
+  return `Web app${platform ? ` (${platform})` : ''}`;
+}
+
+/** Why a pairing failed, in words that say what to do. */
+export function pairingFailure(status, why) {
+  if (status === 403 && /no open pairing offer/.test(why)) {
+    return 'This pairing link was used already or has been replaced. Run `terminull pair` on the computer again and scan the new code.';
+  }
+  return `the bridge refused (${status}): ${why}`;
 }
 
 export async function pairWith(linkText) {
@@ -67,7 +75,7 @@ export async function pairWith(linkText) {
     }
     if (res.status !== 200) {
       const why = body && typeof body.error === 'string' ? body.error : text.slice(0, 200);
-      throw new Error(`the bridge refused (${res.status}): ${why}`);
+      throw new Error(pairingFailure(res.status, why));
     }
     const paired = c.finishPairing(pending, body);
     const record = {

@@ -86,6 +86,13 @@ function usageLine(u) {
   return parts.length ? parts.join(' · ') : null;
 }
 
+/** A text's lines for a diff: a final newline ends the last line, it does not start an empty one (no stray "+"). */
+export function diffLines(text) {
+  const lines = str(text).split('\n');
+  if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
 function shell(block, cls, ...children) {
   return h(
     'div',
@@ -135,7 +142,11 @@ export function renderBlock(block, ctx = {}) {
       const bits = [str(block.name, str(block.agent_id, 'agent'))];
       if (typeof block.version === 'string') bits.push(block.version);
       if (typeof block.model === 'string') bits.push(block.model);
-      return shell(block, 'meta', h('span', null, `Session started · ${bits.join(' · ')}`));
+      // The adapter starts again after a bridge restart (or a crash) with the same
+      // agent: that is not news, so only the first start says "Session started".
+      const el = shell(block, 'meta', h('span', null, `Session started · ${bits.join(' · ')}`));
+      if (ctx.startedBefore?.(block)) el.hidden = true;
+      return el;
     }
     case 'user_message': {
       const atts = Array.isArray(block.attachments) ? block.attachments : [];
@@ -214,7 +225,7 @@ export function renderBlock(block, ctx = {}) {
               ),
             ),
           ),
-          chosen !== undefined ? h('div', { class: 'perm-answer' }, `Answered: ${chosen}`) : null,
+          chosen !== undefined ? h('div', { class: 'perm-answer', testid: 'perm-answer' }, `Answered: ${str(options.find((o) => o.id === chosen)?.label, chosen)}`) : null,
         ),
       );
     }
@@ -243,8 +254,8 @@ export function renderBlock(block, ctx = {}) {
         body = h(
           'div',
           null,
-          typeof change.old_text === 'string' ? h('pre', { class: 'diff-body' }, str(change.old_text).split('\n').map((l) => h('span', { class: 'del' }, `-${l}\n`))) : h('div', { class: 'label' }, 'New file'),
-          h('pre', { class: 'diff-body' }, str(change.new_text).split('\n').map((l) => h('span', { class: 'add' }, `+${l}\n`))),
+          typeof change.old_text === 'string' ? h('pre', { class: 'diff-body' }, diffLines(change.old_text).map((l) => h('span', { class: 'del' }, `-${l}\n`))) : h('div', { class: 'label' }, 'New file'),
+          h('pre', { class: 'diff-body' }, diffLines(change.new_text).map((l) => h('span', { class: 'add' }, `+${l}\n`))),
         );
       }
       return shell(block, 'diff', h('details', { open: true }, h('summary', null, `✎ ${str(block.path, 'file')}`), body));

@@ -54,6 +54,9 @@ export function openSessionView(s) {
 }
 
 function titleOf(s) {
+  // The list's title (the user's, the agent's or the first prompt's) when the bridge listed one.
+  const listed = s.ctx?.listings?.find((l) => l.session_id === s.id)?.title;
+  if (typeof listed === 'string' && listed.trim()) return listed;
   const info = s.agentInfo;
   const agent = info?.name ?? s.agentId ?? 'session';
   const dir = s.cwd ? s.cwd.split('/').filter(Boolean).pop() : '';

@@ -7,11 +7,12 @@ import { app } from './state.js';
 import { h, clear, $ } from './dom.js';
 import { showRejected } from './status.js';
 import { pairWith } from './pairing.js';
-import { showHome, refreshLists } from './lists.js';
+import { showHome, refreshLists, renderLists, openListed } from './lists.js';
+import { buildListTools } from './session-list.js';
 import { showNewSession, agentChanged, startSession } from './new-session.js';
 import { composerChanged, sendComposer, interrupt } from './composer.js';
 import { continueInTerminal } from './handoff.js';
-import { buildSwitcher } from './switcher.js';
+import { buildSwitcher, switchTo } from './switcher.js';
 
 export function buildShell() {
   const ui = app.ui;
@@ -55,7 +56,8 @@ export function buildShell() {
     { class: 'view view-home', hidden: true },
     ui.banner,
     h('button', { type: 'button', class: 'primary wide', testid: 'new-session', onclick: () => showNewSession() }, '+ New session'),
-    h('div', { class: 'list-head' }, h('h2', null, 'Sessions'), h('button', { type: 'button', class: 'link-btn', onclick: () => refreshLists() }, 'Refresh')),
+    h('div', { class: 'list-head' }, h('h2', null, 'Sessions'), h('button', { type: 'button', class: 'link-btn tap', testid: 'session-refresh', onclick: () => refreshLists() }, 'Refresh')),
+    buildListTools(renderLists, openListed, switchTo),
     ui.sessionList,
     h('h2', null, 'From your terminal'),
     ui.externalList,

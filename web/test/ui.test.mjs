@@ -28,7 +28,7 @@ try {
 const skip = !existsSync(CHROMIUM) ? `${CHROMIUM} missing` : !chromium ? 'playwright-core missing' : false;
 const ORIGIN = 'http://bridge.test';
 const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const T = (id) => `[data-testid="${id}"]`;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -291,7 +291,7 @@ test('handoff: terminal sessions attach, a parked session shows its banner and q
   const bridge = new FakeBridge({
     direct: true,
     agents: [
-      { agent_id: 'claude', display_name: 'Claude Code', provides_models: false },
+      { agent_id: 'claude', display_name: 'Claude Code', provides_models: false, continues_in_terminal: true },
       { agent_id: 'codex', display_name: 'Codex', provides_models: false },
     ],
   });

@@ -46,7 +46,7 @@ const server = http.createServer(async (req, res) => {
     'content-type': types[file.slice(file.lastIndexOf('.'))],
     'cache-control': 'no-cache',
     'content-security-policy':
-      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   });
   // Only the script is built; the page and its style sheet are served as written.
   res.end(readFileSync(file === 'app.js' ? join(web, 'dist', file) : join(web, file)));

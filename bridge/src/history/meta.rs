@@ -80,6 +80,21 @@ pub struct SessionMeta {
     /// The conversation's title, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The title was set by the user (`rename_session`): the agent's titles no longer replace it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub renamed: bool,
+    /// The newest message made one line, for lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// When it last had a message or a turn ended, Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<f64>,
+    /// Archived by the user (`archive_session`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
+    /// Where it was started, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<terminull_protocol::session_list::SessionOrigin>,
     /// Active or stopped (`state` in `meta.json`).
     #[serde(rename = "state")]
     pub status: LogStatus,
@@ -104,6 +119,11 @@ impl SessionMeta {
             updated_at: now,
             agent_session_id: None,
             title: None,
+            renamed: false,
+            preview: None,
+            last_activity: None,
+            archived: false,
+            origin: None,
             status: LogStatus::Active,
             pending: PendingWork::default(),
         }

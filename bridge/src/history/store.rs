@@ -107,6 +107,19 @@ impl HistoryStore {
         Ok(meta)
     }
 
+    /// Removes a session's directory (its log, index and metadata) for good: renamed
+    /// aside first (so a crash leaves no half-deleted session that lists), then removed.
+    /// Fails with [`HistoryError::NoSuchSession`] when it does not exist.
+    pub fn delete(&self, session_id: &SessionId) -> Result<()> {
+        let dir = self.session_dir(session_id)?;
+        // Checks that it is a session (and that the id is its own) before removing anything.
+        read_meta(&dir, session_id)?;
+        let aside = self.dir.join(format!(".deleted.{}", session_id.as_str()));
+        fs::rename(&dir, &aside).map_err(io_err(&dir, "move aside for deletion"))?;
+        sync_dir(&self.dir)?;
+        fs::remove_dir_all(&aside).map_err(io_err(&aside, "remove"))
+    }
+
     /// Every session's metadata, oldest first. A directory that is not a valid session
     /// (bad name, missing or malformed `meta.json`) is skipped with a warning.
     pub fn list(&self) -> Result<Vec<SessionMeta>> {

@@ -71,6 +71,8 @@ pub(super) struct Actor {
     pub(super) appends: Appends,
     /// The log's compaction running in the background, if any (see `session::compact`).
     pub(super) compaction: Option<RunningCompaction>,
+    /// The reply being streamed and what the session waits for, for its list entry.
+    pub(super) recent: super::list_entry::Recent,
 }
 
 pub(super) fn agent_failed(message: impl Into<String>) -> ReplyError {
@@ -109,6 +111,7 @@ impl Actor {
             block.meta.as_ref().is_some_and(|m| m.get(MIRRORED_META) == Some(&serde_json::Value::Bool(true)));
         match self.log.append(block) {
             Ok(stamped) => {
+                self.note_for_list(&stamped.kind);
                 if !mirrored {
                     self.announce(stamped.seq, &stamped.kind);
                 }
@@ -175,7 +178,16 @@ impl Actor {
                 Ok(())
             }
             Err(e) => {
-                let message = format!("{}: start failed: {e}", self.label());
+                tracing::warn!("{}: start failed: {e}", self.label());
+                let message = match &e {
+                    // The agent's CLI itself failed: its words, without the plumbing.
+                    terminull_rpc::CallError::Rpc { error, .. }
+                        if error.code == terminull_protocol::jsonrpc::codes::AGENT_ERROR =>
+                    {
+                        format!("{} could not start: {}.", d.display_name, error.message.trim_end_matches('.'))
+                    }
+                    _ => format!("{}: start failed: {e}", self.label()),
+                };
                 adapter.shutdown().await;
                 Err(agent_failed(message))
             }

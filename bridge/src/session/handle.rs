@@ -66,6 +66,8 @@ pub enum SessionCommand {
     },
     /// A listing line.
     Listing(oneshot::Sender<SessionListing>),
+    /// Change the session's list entry (`rename_session`, `archive_session`) and save it.
+    EditMeta(super::list_entry::MetaEdit, oneshot::Sender<()>),
     /// End the session.
     Stop(oneshot::Sender<Result<(), ReplyError>>),
     /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
@@ -156,6 +158,11 @@ impl SessionHandle {
     /// A listing line, `None` once the actor is gone.
     pub async fn listing(&self) -> Option<SessionListing> {
         self.ask(SessionCommand::Listing).await
+    }
+
+    /// Applies `edit` to the session's list entry and saves it; `None` when the actor is gone.
+    pub async fn edit_meta(&self, edit: super::list_entry::MetaEdit) -> Option<()> {
+        self.ask(|tx| SessionCommand::EditMeta(edit, tx)).await
     }
 
     /// Stops the session.

@@ -33,6 +33,8 @@
 //! - `turn`: the turn contract (messages, adapter events).
 //! - `revive`: a session revived after a bridge restart closes the turn its log left
 //!   open (`session_end` reason `error`, "the bridge stopped").
+//! - [`list_entry`]: what a session list shows (title, preview, activity, attention) and
+//!   the edits `rename_session` and `archive_session` make; `listing`: the actor keeping it.
 //! - `run`: starting an actor and its loop.
 
 mod actor;
@@ -41,6 +43,8 @@ mod compact;
 pub mod handle;
 mod handoff;
 mod hooks;
+pub mod list_entry;
+mod listing;
 mod mirror;
 pub mod notices;
 pub mod policy;

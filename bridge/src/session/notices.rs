@@ -45,7 +45,7 @@ pub struct Notice {
 }
 
 /// Whether a permission request is the agent asking the user a question.
-fn is_question(p: &PermissionRequest) -> bool {
+pub(crate) fn is_question(p: &PermissionRequest) -> bool {
     let tool = p.tool.to_ascii_lowercase();
     tool.contains("question") || tool == "ask_user" || tool == "askuser"
 }

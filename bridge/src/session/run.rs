@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use terminull_protocol::blocks::{Block, EndReason};
-use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionListing, SessionState};
+use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionState};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
@@ -45,6 +45,7 @@ pub async fn spawn_session(spec: SessionSpec, log: SessionLog, start_now: bool) 
         next_poll: Instant::now(),
         appends: Default::default(),
         compaction: None,
+        recent: Default::default(),
     };
     if start_now {
         actor.ensure_adapter().await?;
@@ -168,15 +169,11 @@ impl Actor {
                 let _ = reply.send(page);
             }
             SessionCommand::Listing(reply) => {
-                let m = &self.spec.meta;
-                let _ = reply.send(SessionListing {
-                    session_id: m.session_id.clone(),
-                    agent_id: m.agent_id.clone(),
-                    cwd: m.cwd.clone(),
-                    state: self.state,
-                    last_seq: self.log.last_seq(),
-                    title: m.title.clone(),
-                });
+                let _ = reply.send(self.listing());
+            }
+            SessionCommand::EditMeta(edit, reply) => {
+                self.edit_meta(&edit);
+                let _ = reply.send(());
             }
             SessionCommand::Detach(reply) => {
                 if self.turn.is_some() {

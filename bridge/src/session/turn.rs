@@ -154,7 +154,7 @@ impl Actor {
         match &block.kind {
             BlockKind::PermissionRequest(_) => self.state = SessionState::AwaitingPermission,
             BlockKind::SessionSummary(s) => {
-                if let Some(title) = &s.title {
+                if let Some(title) = s.title.as_ref().filter(|_| !self.spec.meta.renamed) {
                     self.spec.meta.title = Some(title.clone());
                     self.save_meta();
                 }

@@ -210,6 +210,10 @@ pub fn agents() -> Vec<AgentSummary> {
         display_name: "Claude Code".into(),
         version: Some("2.1.3".into()),
         provides_models: true,
+        installed: true,
+        takes_permission_mode: false,
+        continues_in_terminal: false,
+        install_hint: None,
     }]
 }
 
