@@ -5,6 +5,7 @@
 //!   an adapter streams.
 //! - [`control`]: control messages (app → bridge).
 //! - [`relay`]: frames on the relay WebSocket.
+//! - [`terminal`]: terminals (a shell in a pseudo-terminal) and their output.
 //! - [`crypto`]: identities, pairing, per-direction keys and envelope sealing.
 //! - [`adapter`]: the adapter JSON-RPC protocol (bridge ↔ adapter executable), its
 //!   declaration and [`adapter::check_declaration`].
@@ -32,6 +33,7 @@ pub mod relay;
 pub mod samples;
 pub mod schema;
 pub mod streamed;
+pub mod terminal;
 pub mod text;
 pub mod turn;
 
