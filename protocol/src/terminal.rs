@@ -158,7 +158,12 @@ pub fn decode_input(data: &str) -> Result<Vec<u8>, String> {
     if data.len() > MAX_INPUT_BYTES.div_ceil(3) * 4 {
         return Err(format!("`data` is over {MAX_INPUT_BYTES} bytes ({} base64 characters)", data.len()));
     }
-    crate::crypto::from_b64("data", data).map_err(|_| "`data` is not base64 (standard alphabet, padded)".to_owned())
+    let bytes = crate::crypto::from_b64("data", data)
+        .map_err(|_| "`data` is not base64 (standard alphabet, padded)".to_owned())?;
+    if bytes.len() > MAX_INPUT_BYTES {
+        return Err(format!("`data` is over {MAX_INPUT_BYTES} bytes ({} decoded)", bytes.len()));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -21,6 +21,12 @@ use super::pty;
 
 /// Output chunks (or the exit) a follower may fall behind before it resumes from the ring.
 const LIVE_BUFFER: usize = 256;
+/// Past this many chunks not yet taken by the slowest follower, the reader waits
+/// (back-pressure on the shell, as a real terminal gives) …
+const THROTTLE_AT: usize = LIVE_BUFFER / 2;
+/// … for at most this long per stall: a follower that stopped reading does not hold
+/// the shell up any longer; it falls behind and later resumes from the scrollback.
+const THROTTLE_BUDGET: Duration = Duration::from_secs(1);
 /// Input writes queued at most for the shell.
 const INPUT_QUEUE: usize = 64;
 /// Between SIGHUP and SIGKILL when a terminal is closed.
@@ -149,6 +155,7 @@ impl Terminal {
             .spawn(move || {
                 let mut reader = std::fs::File::from(reader);
                 let mut buf = vec![0u8; MAX_OUTPUT_CHUNK];
+                let mut budget = THROTTLE_BUDGET;
                 loop {
                     // EIO once every holder of the slave side is gone: the session ended.
                     let n = match reader.read(&mut buf) {
@@ -157,6 +164,14 @@ impl Terminal {
                     };
                     let Some(terminal) = weak.upgrade() else { break };
                     terminal.push_output(Bytes::copy_from_slice(&buf[..n]));
+                    if terminal.events.len() < THROTTLE_AT {
+                        budget = THROTTLE_BUDGET;
+                    }
+                    while terminal.events.len() >= THROTTLE_AT && !budget.is_zero() {
+                        let step = Duration::from_millis(2).min(budget);
+                        std::thread::sleep(step);
+                        budget -= step;
+                    }
                 }
                 let _ = read_done.send(());
             })
