@@ -8,7 +8,7 @@
 //! hands each control message to the one dispatcher, [`Service::dispatch`], and sends
 //! back [`Outbound`] values: the replies, and the blocks of every session the
 //! connection follows — in order per session, each reply before the blocks its
-//! message causes.
+//! message causes — and the output of every terminal it follows ([`crate::terminal`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use terminull_protocol::blocks::Block;
 use terminull_protocol::control::{self, BridgeMessage, Control, ControlError, ControlMessage, Reply, ReplyErrorCode};
 use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::ndjson::LineError;
+use terminull_protocol::terminal::TerminalId;
 use tokio::sync::{RwLock, broadcast};
 use tokio::task::JoinSet;
 
@@ -181,6 +182,12 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         // Answered at once; they cause no block.
         | ControlMessage::Files(_)
         | ControlMessage::Git(_) => None,
+        ControlMessage::TerminalOpen(_)
+        | ControlMessage::TerminalAttach(_)
+        | ControlMessage::TerminalInput(_)
+        | ControlMessage::TerminalResize(_)
+        | ControlMessage::TerminalClose(_)
+        | ControlMessage::ListTerminals(_) => None,
     }
 }
 
@@ -220,6 +227,8 @@ pub async fn serve<A: Send + 'static>(
 ) {
     let mut followers: JoinSet<()> = JoinSet::new();
     let mut gates: HashMap<SessionId, OrderGate> = HashMap::new();
+    // One follower per terminal: a new attach replaces the previous one.
+    let mut terminals: HashMap<TerminalId, tokio::task::AbortHandle> = HashMap::new();
     while let Some(item) = inbound.next().await {
         let (control, attach) = match item {
             Inbound::Control { control, attach } => (control, attach),
@@ -233,6 +242,30 @@ pub async fn serve<A: Send + 'static>(
                 continue;
             }
         };
+        if crate::terminal::is_terminal_control(&control.message) {
+            let (reply, follow) = service.terminals().dispatch(control, |s| service.session_cwd(s));
+            let reply = match (&follow, attach) {
+                (Some(follow), Some(attach)) => {
+                    Outbound::Attached { reply, session_id: follow.terminal_id().routing_id(), attach }
+                }
+                _ => Outbound::Message(BridgeMessage::Reply(reply)),
+            };
+            if out.send(reply).await.is_err() {
+                break;
+            }
+            if let Some(follow) = follow {
+                let out = out.clone();
+                let id = follow.terminal_id().clone();
+                let task = followers.spawn(follow.run(move |message| {
+                    let out = out.clone();
+                    async move { out.send(Outbound::Message(message)).await.map_err(|_| ()) }
+                }));
+                if let Some(previous) = terminals.insert(id, task) {
+                    previous.abort();
+                }
+            }
+            continue;
+        }
         let gate = session_of(&control.message).and_then(|id| gates.get(id)).cloned();
         let held = match gate {
             Some(gate) => Some(gate.write_owned().await),

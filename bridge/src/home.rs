@@ -159,6 +159,9 @@ pub struct Config {
     /// optional, docs/bridge.md "Files, locks and limits".
     #[serde(default)]
     pub limits: LimitsSection,
+    /// Terminals (`[terminals] enabled = false` turns them off); docs/terminals.md.
+    #[serde(default)]
+    pub terminals: crate::terminal::TerminalsSection,
 }
 
 /// `[limits]` in the configuration.

@@ -12,6 +12,7 @@
 //!   `terminull self-check`) are the `terminull-adapter-check` crate; `main.rs` wires them.
 //! - [`devices`], [`link`], [`relay_client`]: paired devices, their encrypted links,
 //!   and the connection to a relay; [`lan`]: the same for devices on the local network.
+//! - [`terminal`]: terminals (a login shell in a pseudo-terminal) for any client.
 
 pub mod agent_hints;
 pub mod chat;
@@ -35,3 +36,4 @@ pub mod registry;
 pub mod relay_client;
 pub mod service;
 pub mod session;
+pub mod terminal;

@@ -27,6 +27,7 @@ use terminull_protocol::ids::{DeviceId, SessionId};
 use terminull_protocol::relay::{
     Attach, ControlEnvelope, LinkAccept, LinkHello, RelayFrame, ReplyEnvelope, SealedReply,
 };
+use terminull_protocol::terminal;
 use tokio::sync::mpsc;
 
 mod refusal;
@@ -260,6 +261,8 @@ fn with_app_key(inbound: Option<Inbound<AppKey>>, next_id: &mut u64) -> Result<O
         ControlMessage::SessionRequest(m) => &m.app_pubkey,
         ControlMessage::SessionResume(m) => &m.app_pubkey,
         ControlMessage::AttachExternal(m) => &m.app_pubkey,
+        ControlMessage::TerminalOpen(m) => &m.app_pubkey,
+        ControlMessage::TerminalAttach(m) => &m.app_pubkey,
         _ => return Ok(Some(control.into())),
     };
     let Ok(app_key) = b64url_array::<32>("app_pubkey", app_pubkey) else {
@@ -393,6 +396,14 @@ impl Sealing {
             Outbound::Message(BridgeMessage::ReplayDone { session_id, last_seq }) => {
                 self.replay_done(session_id, last_seq)
             }
+            Outbound::Message(BridgeMessage::TerminalOutput(output)) => {
+                let routing = output.terminal_id.routing_id();
+                self.sealed(routing, terminal::OUTPUT_BLOCK_TYPE, &output)
+            }
+            Outbound::Message(BridgeMessage::TerminalExit(exit)) => {
+                let routing = exit.terminal_id.routing_id();
+                self.sealed(routing, terminal::EXIT_BLOCK_TYPE, &exit)
+            }
         }
     }
 
@@ -440,6 +451,26 @@ impl Sealing {
             Ok(frame) => Some(RelayFrame::ReplayDone(frame)),
             Err(e) => {
                 tracing::error!(device = %device_id, "cannot seal a replay_done: {e}");
+                None
+            }
+        }
+    }
+
+    /// A terminal's output or exit notice, sealed as a `block` envelope of the
+    /// terminal's keys (docs/terminals.md): the same counters and batching as blocks.
+    fn sealed<T: serde::Serialize>(&mut self, routing: SessionId, block_type: &str, body: &T) -> Option<RelayFrame> {
+        let device_id = &self.device_id;
+        let Some(sealer) = self.sessions.get_mut(&routing) else {
+            tracing::warn!(device = %device_id, terminal = %routing, "terminal output this link has no keys for; not sent");
+            return None;
+        };
+        let sealed = serde_json::to_vec(body)
+            .map_err(|e| CryptoError::Json { what: "terminal output", detail: e.to_string() })
+            .and_then(|json| seal_block(sealer, &routing, block_type, false, now_ts(), &json));
+        match sealed {
+            Ok(envelope) => Some(RelayFrame::Block(envelope)),
+            Err(e) => {
+                tracing::error!(device = %device_id, "cannot seal terminal output: {e}");
                 None
             }
         }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use terminull_protocol::adapter::{self as proto, HandoffHook};
 use terminull_protocol::blocks::UserMessage;
 use terminull_protocol::commands::{UNIVERSAL_SLASH_COMMANDS, is_universal};
-use terminull_protocol::control::{self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyResult};
+use terminull_protocol::control::{
+    self, Control, ControlMessage, Reply, ReplyError, ReplyErrorCode, ReplyOutcome, ReplyResult,
+};
 use terminull_protocol::ids::{AgentId, SessionId};
 use terminull_protocol::relay::AgentSummary;
 use terminull_protocol::session_list::SessionOrigin;
@@ -90,6 +92,8 @@ struct Inner {
     notices: broadcast::Sender<Notice>,
     /// Which notices become pushes for which device.
     push: crate::push_policy::PushPolicy,
+    /// The open terminals (docs/terminals.md).
+    terminals: crate::terminal::Terminals,
 }
 
 /// Why the service could not start.
@@ -158,6 +162,7 @@ impl Service {
     ) -> Result<Self, ServiceError> {
         let history = HistoryStore::open(home.sessions())?;
         let reaper = Reaper::new(config.limits.idle(), config.limits.max_live_sessions());
+        let terminals = crate::terminal::Terminals::new(config.terminals.clone());
         let service = Self {
             inner: Arc::new(Inner {
                 scan: scan_options,
@@ -171,6 +176,7 @@ impl Service {
                 policy,
                 notices: broadcast::channel(NOTICE_BUFFER).0,
                 push: crate::push_policy::PushPolicy::default(),
+                terminals,
             }),
         };
         let weak = Arc::downgrade(&service.inner);
@@ -376,8 +382,19 @@ impl Service {
     /// Stops every live session's adapter and waits for it (history stays; sessions
     /// remain resumable by a later bridge).
     pub async fn shutdown(&self) {
+        self.inner.terminals.shutdown();
         let sessions: Vec<_> = self.inner.sessions.lock().await.drain().map(|(_, live)| live.handle).collect();
         futures::future::join_all(sessions.iter().map(SessionHandle::detach)).await;
+    }
+
+    /// The open terminals.
+    pub fn terminals(&self) -> &crate::terminal::Terminals {
+        &self.inner.terminals
+    }
+
+    /// The directory of session `id` (live or in history), for a terminal opened in it.
+    pub fn session_cwd(&self, id: &SessionId) -> Result<String, String> {
+        self.inner.history.meta(id).map(|meta| meta.cwd).map_err(|e| format!("no session `{id}`: {e}"))
     }
 
     /// Handles one decoded control message.
@@ -594,6 +611,21 @@ impl Service {
             ControlMessage::ArchiveSession(m) => self.archive(m).await.map(|r| (r, None)),
             ControlMessage::DeleteSession(m) => self.delete(m).await.map(|r| (r, None)),
             ControlMessage::SearchSessions(m) => self.search(m).await.map(|r| (r, None)),
+            m @ (ControlMessage::TerminalOpen(_)
+            | ControlMessage::TerminalAttach(_)
+            | ControlMessage::TerminalInput(_)
+            | ControlMessage::TerminalResize(_)
+            | ControlMessage::TerminalClose(_)
+            | ControlMessage::ListTerminals(_)) => {
+                // The connection loop serves these (with the follow); this path is for
+                // callers of `dispatch` without a connection.
+                let (reply, _) = self.terminals().dispatch(Control { id: None, message: m }, |s| self.session_cwd(s));
+                match reply.outcome {
+                    ReplyOutcome::Ok { result } => Ok((result, None)),
+                    ReplyOutcome::Error { error } => Err(error),
+                    ReplyOutcome::Refused { message, .. } => Err(error(ReplyErrorCode::Internal, message)),
+                }
+            }
             ControlMessage::ContinueInTerminal(m) => {
                 let command = self.session(&m.session_id).await?.continue_in_terminal().await?;
                 let line = shell_line(&command.argv, command.cwd.as_deref());

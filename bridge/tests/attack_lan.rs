@@ -108,6 +108,9 @@ async fn open_session(connection: &mut Connection, cwd: &std::path::Path) -> Str
             },
             BridgeMessage::ReplayDone { .. } => break,
             BridgeMessage::Block { .. } => {}
+            other @ (BridgeMessage::TerminalOutput(_) | BridgeMessage::TerminalExit(_)) => {
+                panic!("no terminal here: {other:?}")
+            }
         }
     }
     session.expect("session_started").to_string()

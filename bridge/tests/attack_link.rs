@@ -305,6 +305,9 @@ async fn attack_forged_replay_done_and_agent_list_from_the_relay_are_ignored() {
             }
             BridgeMessage::ReplayDone { .. } => genuine_done = true,
             BridgeMessage::Block { .. } => {}
+            other @ (BridgeMessage::TerminalOutput(_) | BridgeMessage::TerminalExit(_)) => {
+                panic!("no terminal here: {other:?}")
+            }
         }
     }
     let session = session.expect("the session started");

@@ -52,6 +52,9 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
                 transcript.apply(block);
             }
             BridgeMessage::ReplayDone { .. } => break,
+            other @ (BridgeMessage::TerminalOutput(_) | BridgeMessage::TerminalExit(_)) => {
+                panic!("no terminal here: {other:?}")
+            }
         }
     }
     let session = session.expect("session_started before replay_done");
@@ -75,6 +78,9 @@ async fn a_device_on_the_lan_pairs_and_runs_a_turn_without_a_relay() {
                 accepted = true;
             }
             BridgeMessage::ReplayDone { .. } => {}
+            other @ (BridgeMessage::TerminalOutput(_) | BridgeMessage::TerminalExit(_)) => {
+                panic!("no terminal here: {other:?}")
+            }
         }
     }
     let texts = support::remote::texts(&transcript);

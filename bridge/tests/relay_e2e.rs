@@ -151,6 +151,9 @@ async fn a_device_paired_through_the_relay_runs_a_turn_and_its_transcript_equals
             }
             BridgeMessage::ReplayDone { .. } => done = true,
             BridgeMessage::Reply(_) => {}
+            other @ (BridgeMessage::TerminalOutput(_) | BridgeMessage::TerminalExit(_)) => {
+                panic!("no terminal here: {other:?}")
+            }
         }
     }
     assert!(done && live > 0 && older > 0, "live {live}, history {older}, replay_done {done}");

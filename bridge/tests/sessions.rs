@@ -482,6 +482,13 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
             json!({"type": "search_sessions", "query": "nothing says this"}),
             json!({"type": "stop_session", "session_id": s}),
             json!({"type": "delete_session", "session_id": s}),
+            // Terminals (bridge/tests/terminals.rs drives real ones over the LAN and the relay).
+            json!({"type": "list_terminals"}),
+            json!({"type": "terminal_open", "cwd": "/no/such/dir", "cols": 80, "rows": 24}),
+            json!({"type": "terminal_attach", "terminal_id": "t-none"}),
+            json!({"type": "terminal_input", "terminal_id": "t-none", "data": "aWQK"}),
+            json!({"type": "terminal_resize", "terminal_id": "t-none", "cols": 80, "rows": 24}),
+            json!({"type": "terminal_close", "terminal_id": "t-none"}),
         ];
         let mut raw = Vec::new();
         for message in messages {

@@ -345,6 +345,38 @@ impl Connection {
     }
 }
 
+/// The message an opened `block` envelope carries: a session's block, or a terminal's
+/// output or exit notice (by its authenticated `block_type`, docs/terminals.md).
+fn decode_block(
+    envelope: &terminull_protocol::relay::BlockEnvelope,
+    bytes: &[u8],
+) -> Result<BridgeMessage, CryptoError> {
+    use terminull_protocol::terminal::{EXIT_BLOCK_TYPE, OUTPUT_BLOCK_TYPE, TerminalExit, TerminalOutput};
+    let json = |what: &'static str| move |x: serde_json::Error| CryptoError::Json { what, detail: x.to_string() };
+    let named = |id: &str| {
+        (id == envelope.session_id.as_str()).then_some(()).ok_or_else(|| CryptoError::Json {
+            what: "terminal output",
+            detail: format!("names terminal `{id}` inside an envelope of `{}`", envelope.session_id),
+        })
+    };
+    match envelope.block_type.as_str() {
+        OUTPUT_BLOCK_TYPE => {
+            let output: TerminalOutput = serde_json::from_slice(bytes).map_err(json("terminal output"))?;
+            named(output.terminal_id.as_str())?;
+            Ok(BridgeMessage::TerminalOutput(output))
+        }
+        EXIT_BLOCK_TYPE => {
+            let exit: TerminalExit = serde_json::from_slice(bytes).map_err(json("terminal exit"))?;
+            named(exit.terminal_id.as_str())?;
+            Ok(BridgeMessage::TerminalExit(exit))
+        }
+        _ => {
+            let block: Block = serde_json::from_slice(bytes).map_err(json("block"))?;
+            Ok(BridgeMessage::Block { session_id: envelope.session_id.clone(), block, replay: envelope.replay })
+        }
+    }
+}
+
 /// How errors name the other end of `path`.
 fn server_name(path: &LinkPath) -> &'static str {
     match path {
@@ -474,6 +506,8 @@ impl Link {
                 ControlMessage::SessionRequest(r) => Some(&mut r.app_pubkey),
                 ControlMessage::SessionResume(r) => Some(&mut r.app_pubkey),
                 ControlMessage::AttachExternal(r) => Some(&mut r.app_pubkey),
+                ControlMessage::TerminalOpen(r) => Some(&mut r.app_pubkey),
+                ControlMessage::TerminalAttach(r) => Some(&mut r.app_pubkey),
                 _ => None,
             };
             if let Some(app_pubkey) = key {
@@ -545,12 +579,8 @@ impl Link {
                     self.reject("a block", format!("no key for session `{}` on this link", e.session_id));
                     return None;
                 };
-                let block = open_block(opener, &e).and_then(|bytes| {
-                    serde_json::from_slice::<Block>(&bytes)
-                        .map_err(|x| CryptoError::Json { what: "block", detail: x.to_string() })
-                });
-                match block {
-                    Ok(block) => BridgeMessage::Block { session_id: e.session_id, block, replay: e.replay },
+                match open_block(opener, &e).and_then(|bytes| decode_block(&e, &bytes)) {
+                    Ok(message) => message,
                     Err(err) => return self.refuse_or_break("a block", err),
                 }
             }

@@ -9,6 +9,7 @@
 //!   (the bridge's advertising is in `terminull-net`).
 //! - [`transcript`]: a session's blocks with the replace-on-repeated-id rule, streamed
 //!   text rebuilt from snapshots and appends, and the gaps to resume from.
+//! - [`terminal`]: terminals on the bridge: their control messages and output feed.
 //! - [`net`]: TCP/TLS, WebSocket and minimal HTTP to the relay.
 
 #![warn(missing_docs)]
@@ -19,4 +20,5 @@ pub mod home;
 pub mod mdns;
 pub mod net;
 pub mod pairing;
+pub mod terminal;
 pub mod transcript;

@@ -250,6 +250,61 @@ control_messages! {
         /// What to look for, 1–[`crate::session_list::MAX_QUERY_CHARS`] characters.
         query: String,
     },
+    // Terminals (docs/terminals.md; the types they carry are in crate::terminal).
+    /// Open a terminal: the user's login shell in a pseudo-terminal, in `cwd`, the
+    /// directory of `session_id`, or the bridge user's home directory. The reply
+    /// (`terminal`) names it; its output follows, like a session's blocks.
+    "terminal_open" => TerminalOpen {
+        /// Start in this directory.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        /// Start in this session's directory (when `cwd` is absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<SessionId>,
+        /// Columns of the window (1 to 1000).
+        cols: u16,
+        /// Rows of the window (1 to 1000).
+        rows: u16,
+        /// The app's X25519 public key for this terminal's output (a device's link;
+        /// empty on the local socket).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        app_pubkey: String,
+    },
+    /// Follow an open terminal (again): its scrollback after `since_seq` is replayed,
+    /// then live output.
+    "terminal_attach" => TerminalAttach {
+        /// The terminal.
+        terminal_id: crate::terminal::TerminalId,
+        /// Replay the output chunks after this `seq` still in the scrollback (absent: all).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since_seq: Option<u64>,
+        /// As in `terminal_open`.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        app_pubkey: String,
+    },
+    /// Keystrokes (any bytes) for a terminal.
+    "terminal_input" => TerminalInput {
+        /// The terminal.
+        terminal_id: crate::terminal::TerminalId,
+        /// The bytes, base64 (standard, padded), at most 64 KiB decoded.
+        data: String,
+    },
+    /// The terminal's window changed size.
+    "terminal_resize" => TerminalResize {
+        /// The terminal.
+        terminal_id: crate::terminal::TerminalId,
+        /// Columns (1 to 1000).
+        cols: u16,
+        /// Rows (1 to 1000).
+        rows: u16,
+    },
+    /// End a terminal: its whole process group is killed; every follower gets `terminal_exit`.
+    "terminal_close" => TerminalClose {
+        /// The terminal.
+        terminal_id: crate::terminal::TerminalId,
+    },
+    /// List the open terminals.
+    "list_terminals" => ListTerminals {},
 }
 
 /// Seconds a `presence` report counts for unless repeated (the app repeats it every
@@ -298,6 +353,10 @@ pub enum BridgeMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last_seq: Option<u64>,
     },
+    /// Output of a terminal the client follows (docs/terminals.md).
+    TerminalOutput(crate::terminal::TerminalOutput),
+    /// A terminal the client follows ended.
+    TerminalExit(crate::terminal::TerminalExit),
     /// The answer to one control message.
     Reply(
         #[cfg_attr(
@@ -430,6 +489,8 @@ pub enum ReplyErrorCode {
     GitFailed,
     /// A bug or an I/O failure in the bridge.
     Internal,
+    /// No such open terminal (never opened, or it ended).
+    UnknownTerminal,
 }
 
 /// What a successful control message produced, tagged by `kind`.
@@ -507,6 +568,16 @@ pub enum ReplyResult {
         /// What it produced, tagged by `op`.
         #[serde(flatten)]
         result: crate::git::GitResult,
+    },
+    /// Answer to `terminal_open` and `terminal_attach`: the terminal now followed.
+    Terminal {
+        /// The terminal.
+        terminal: crate::terminal::TerminalListing,
+    },
+    /// Answer to `list_terminals`.
+    Terminals {
+        /// The open terminals, oldest first.
+        terminals: Vec<crate::terminal::TerminalListing>,
     },
 }
 

@@ -6,6 +6,7 @@
 //! - [`control`]: control messages (app → bridge).
 //! - [`files`], [`git`]: the `files` and `git` control messages' requests and results.
 //! - [`relay`]: frames on the relay WebSocket.
+//! - [`terminal`]: terminals (a shell in a pseudo-terminal) and their output.
 //! - [`crypto`]: identities, pairing, per-direction keys and envelope sealing.
 //! - [`adapter`]: the adapter JSON-RPC protocol (bridge ↔ adapter executable), its
 //!   declaration and [`adapter::check_declaration`].
@@ -36,6 +37,7 @@ pub mod samples;
 pub mod schema;
 pub mod session_list;
 pub mod streamed;
+pub mod terminal;
 pub mod text;
 pub mod turn;
 

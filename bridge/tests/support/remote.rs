@@ -155,7 +155,7 @@ pub async fn start_echo_session(client: &mut Client, cwd: &Path, transcript: &mu
                 assert_eq!(transcript.apply(block), Applied::Added, "a block arrived twice");
             }
             BridgeMessage::ReplayDone { .. } => break,
-            BridgeMessage::Reply(_) => {}
+            _ => {}
         }
     }
     session_id

@@ -150,6 +150,18 @@ pub(crate) enum Command {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// A shell on the bridge's machine, in this terminal (docs/terminals.md).
+    #[command(display_order = 5)]
+    Shell {
+        /// The directory to start in (default: the bridge user's home directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The bridge's home.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// List sessions, live and in history.
     #[command(display_order = 5)]
     Sessions {

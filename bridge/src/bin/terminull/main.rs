@@ -10,6 +10,7 @@ mod pairing;
 mod service;
 mod service_unit;
 mod sessions;
+mod shell;
 mod version;
 
 use std::process::ExitCode;
@@ -104,6 +105,7 @@ fn dispatch_command(cli: Cli) -> anyhow::Result<ExitCode> {
                 chat::attach(&mut client, &session, json).await.map(|ok| (ok, client)).map_err(chat::ChatError::from)
             })
         }
+        Command::Shell { cwd, home, remote } => shell::shell(home, cwd, remote),
         Command::Sessions { json, home } => sessions::list(json, home),
         Command::External { agent, cwd, json, home } => sessions::external(agent, cwd, json, home),
         Command::ContinueInTerminal { session, json, home } => sessions::continue_in_terminal(session, json, home),
