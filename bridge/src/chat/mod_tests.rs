@@ -48,7 +48,8 @@ fn allow_picks_the_allow_once_option_even_when_always_allow_comes_first() {
     };
     assert_eq!(choose(&request, PermissionAnswer::Allow).as_deref(), Some("proceed_once"));
     assert_eq!(choose(&request, PermissionAnswer::Deny).as_deref(), Some("cancel"));
-    let only_always = PermissionRequest { options: vec![option("always", PermissionOptionKind::AllowAlways)], ..request };
+    let only_always =
+        PermissionRequest { options: vec![option("always", PermissionOptionKind::AllowAlways)], ..request };
     assert_eq!(choose(&only_always, PermissionAnswer::Allow).as_deref(), Some("always"));
     assert_eq!(choose(&only_always, PermissionAnswer::Deny), None);
 }
