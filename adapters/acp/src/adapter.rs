@@ -104,22 +104,7 @@ impl<P: AcpProfile> AcpAdapter<P> {
         }
     }
 
-    /// The id of the session mode `wanted` names: its id, else the one mode whose name or
-/// id fragment (after `#`) is `wanted`, ignoring case.
-fn resolve_mode(modes: &crate::schema::SessionModes, wanted: &str) -> Option<String> {
-    if modes.available_modes.iter().any(|m| m.id == wanted) {
-        return Some(wanted.to_owned());
-    }
-    let mut named = modes.available_modes.iter().filter(|m| {
-        m.name.eq_ignore_ascii_case(wanted) || m.id.rsplit_once('#').is_some_and(|(_, f)| f.eq_ignore_ascii_case(wanted))
-    });
-    match (named.next(), named.next()) {
-        (Some(one), None) => Some(one.id.clone()),
-        _ => None,
-    }
-}
-
-/// `session/set_mode` and `session/set_model` for what the start params asked,
+    /// `session/set_mode` and `session/set_model` for what the start params asked,
     /// checked against what the session offers.
     async fn apply_choices(&mut self, conn: &mut Connection, opened: &Opened) -> Result<(), AdapterError> {
         if let Some(mode) = self.mode.clone() {
@@ -326,6 +311,22 @@ pub fn prompt_content(
         }
     }
     Ok(content)
+}
+
+/// The id of the session mode `wanted` names: its id, else the one mode whose name or
+/// id fragment (after `#`) is `wanted`, ignoring case.
+fn resolve_mode(modes: &crate::schema::SessionModes, wanted: &str) -> Option<String> {
+    if modes.available_modes.iter().any(|m| m.id == wanted) {
+        return Some(wanted.to_owned());
+    }
+    let mut named = modes.available_modes.iter().filter(|m| {
+        m.name.eq_ignore_ascii_case(wanted)
+            || m.id.rsplit_once('#').is_some_and(|(_, f)| f.eq_ignore_ascii_case(wanted))
+    });
+    match (named.next(), named.next()) {
+        (Some(one), None) => Some(one.id.clone()),
+        _ => None,
+    }
 }
 
 /// The working directory: the `cwd` init param taken from the adapter's own (a blank

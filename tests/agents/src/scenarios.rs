@@ -72,7 +72,8 @@ impl Scenario {
     /// ~65 s with no setting to stop it (its adapter's error path is Kilo's, which is
     /// tested), Hermes answers a failed model call with a normal text reply and
     /// `end_turn`, so nothing in its ACP stream says it failed, and Droid 0.225.2 retries
-    /// for about four minutes before it reports the error.
+    /// for about four minutes before it reports the error. Copilot CLI 1.0.102, like Hermes,
+    /// retries five times, then answers with an `Error: …` text and `end_turn`.
     pub fn applies_to(self, agent: Agent) -> bool {
         match self {
             Scenario::Permission => {
@@ -89,7 +90,7 @@ impl Scenario {
             }
             Scenario::ShellDefaults => agent == Agent::Gemini,
             Scenario::Sandbox => agent == Agent::Codex,
-            Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid),
+            Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid | Agent::Copilot),
             _ => true,
         }
     }

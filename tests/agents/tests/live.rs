@@ -149,6 +149,5 @@ agent_tests! { live;
     copilot_tool_round_trip_and_resumed_second_turn_live: Agent::Copilot, Scenario::ToolRoundTrip;
     copilot_write_is_denied_then_allowed_through_permission_requests_live: Agent::Copilot, Scenario::Permission;
     copilot_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Copilot, Scenario::Interrupt;
-    copilot_model_error_ends_the_turn_in_error_live: Agent::Copilot, Scenario::ModelError;
     copilot_long_answer_streams_whole_live: Agent::Copilot, Scenario::Long;
 }
