@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fails loudly when an installed agent CLI is not the version pinned in
-# tests/agents/package.json (npm) or tests/agents/hermes-requirements.txt (PyPI).
+# tests/agents/package.json or tests/agents/qwen/package.json (npm) or tests/agents/hermes-requirements.txt (PyPI).
 # Usage: check-agent-versions.sh BIN_DIR
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:?usage: check-agent-versions.sh BIN_DIR}"
-npm_pin() { node -e 'const p=require(process.argv[1]); console.log(p.dependencies[process.argv[2]])' "$root/tests/agents/package.json" "$1"; }
+npm_pin() { node -e 'const p=require(process.argv[1]); console.log(p.dependencies[process.argv[2]])' "${2:-$root/tests/agents/package.json}" "$1"; }
 pypi_pin() { sed -n "s/^$1==//p" "$root/tests/agents/hermes-requirements.txt"; }
 status=0
 check() { # executable, package, pinned version
@@ -31,5 +31,7 @@ check opencode opencode-linux-x64 "$(npm_pin opencode-linux-x64)"
 check kilo @kilocode/cli-linux-x64 "$(npm_pin @kilocode/cli-linux-x64)"
 check pi @mariozechner/pi-coding-agent "$(npm_pin @mariozechner/pi-coding-agent)"
 check droid @factory/cli-linux-x64 "$(npm_pin @factory/cli-linux-x64)"
+check qwen @qwen-code/qwen-code "$(npm_pin @qwen-code/qwen-code "$root/tests/agents/qwen/package.json")"
+check copilot @github/copilot "$(npm_pin @github/copilot)"
 check hermes hermes-agent "$(pypi_pin hermes-agent)"
 exit $status

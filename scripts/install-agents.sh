@@ -4,7 +4,8 @@
 # reports its pinned version.
 #
 # Pins: tests/agents/package.json + package-lock.json (npm CLIs; the Linux x64 platform
-# packages directly where a wrapper's install script would fetch them) and
+# packages directly where a wrapper's install script would fetch them),
+# tests/agents/qwen/package.json (Qwen Code, apart: no lock can hold its tree) and
 # tests/agents/hermes-requirements.txt (hermes, from PyPI, into a venv).
 # The cache is $TERMINULL_AGENTS_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/terminull/agents.
 # Prints the bin directory to put on PATH as its last line. Needs npm, python3 (venv) and
@@ -30,6 +31,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -d "$dir/node_modules" ];
     echo "$want" >"$stamp"
 fi
 
+# qwen: its own npm project (tests/agents/qwen/package.json says why), without its
+# optional platform packages.
+qdir="$dir/qwen"
+qstamp="$dir/.qwen.sha256"
+qwant="$(sha256sum "$pins/qwen/package.json" | cut -d' ' -f1)"
+if [ "$(cat "$qstamp" 2>/dev/null)" != "$qwant" ] || [ ! -x "$qdir/node_modules/.bin/qwen" ]; then
+    echo "installing the pinned Qwen Code into $qdir" >&2
+    rm -rf "$qdir"
+    mkdir -p "$qdir"
+    cp "$pins/qwen/package.json" "$qdir/"
+    (cd "$qdir" && npm install --omit=optional --ignore-scripts --no-package-lock --no-audit --no-fund --loglevel=error >&2)
+    echo "$qwant" >"$qstamp"
+fi
+
 # hermes: a venv with every package pinned, no resolution at install time.
 venv="$dir/hermes-venv"
 vstamp="$dir/.hermes.sha256"
@@ -46,10 +61,11 @@ fi
 bin="$dir/bin"
 mkdir -p "$bin"
 link() { ln -sfn "$1" "$bin/$2"; }
-for cli in claude codex gemini pi; do link "$dir/node_modules/.bin/$cli" "$cli"; done
+for cli in claude codex gemini pi copilot; do link "$dir/node_modules/.bin/$cli" "$cli"; done
 link "$dir/node_modules/opencode-linux-x64/bin/opencode" opencode
 link "$dir/node_modules/@kilocode/cli-linux-x64/bin/kilo" kilo
 link "$dir/node_modules/@factory/cli-linux-x64/bin/droid" droid
+link "$qdir/node_modules/.bin/qwen" qwen
 link "$venv/bin/hermes" hermes
 
 bash "$root/scripts/check-agent-versions.sh" "$bin" >&2

@@ -32,6 +32,8 @@ BINARIES=(
     "terminull-pi terminull-pi"
     "terminull-droid terminull-droid"
     "terminull-cursor terminull-cursor"
+    "terminull-qwen terminull-qwen"
+    "terminull-copilot terminull-copilot"
 )
 
 prefix="${HOME:?HOME is not set: pass --prefix}/.local"

@@ -43,6 +43,8 @@ pub const BUILT_INS: &[BuiltIn] = &[
     BuiltIn { agent_id: "pi", executable: "terminull-pi" },
     BuiltIn { agent_id: "droid", executable: "terminull-droid" },
     BuiltIn { agent_id: "cursor", executable: "terminull-cursor" },
+    BuiltIn { agent_id: "qwen", executable: "terminull-qwen" },
+    BuiltIn { agent_id: "copilot", executable: "terminull-copilot" },
 ];
 
 /// The executable that serves the ACP agents declared in `config.toml`.

@@ -110,6 +110,12 @@ impl<P: AcpProfile> AcpAdapter<P> {
         if let Some(mode) = self.mode.clone() {
             let modes = opened.result.modes.clone().unwrap_or_default();
             let ids: Vec<&str> = modes.available_modes.iter().map(|m| m.id.as_str()).collect();
+            // By id, else by name or by an URL id's fragment (Copilot CLI's modes are
+            // `https://agentclientprotocol.com/protocol/session-modes#plan`: `plan` works).
+            let mode = match resolve_mode(&modes, &mode) {
+                Some(id) => id,
+                None => mode,
+            };
             if !ids.contains(&mode.as_str()) {
                 return Err(AdapterError::invalid(if ids.is_empty() {
                     format!("{} offers no permission modes over ACP, so `{mode}` cannot be set", P::DISPLAY_NAME)
@@ -307,6 +313,22 @@ pub fn prompt_content(
     Ok(content)
 }
 
+/// The id of the session mode `wanted` names: its id, else the one mode whose name or
+/// id fragment (after `#`) is `wanted`, ignoring case.
+fn resolve_mode(modes: &crate::schema::SessionModes, wanted: &str) -> Option<String> {
+    if modes.available_modes.iter().any(|m| m.id == wanted) {
+        return Some(wanted.to_owned());
+    }
+    let mut named = modes.available_modes.iter().filter(|m| {
+        m.name.eq_ignore_ascii_case(wanted)
+            || m.id.rsplit_once('#').is_some_and(|(_, f)| f.eq_ignore_ascii_case(wanted))
+    });
+    match (named.next(), named.next()) {
+        (Some(one), None) => Some(one.id.clone()),
+        _ => None,
+    }
+}
+
 /// The working directory: the `cwd` init param taken from the adapter's own (a blank
 /// one is the adapter's own), and a directory. The OpenCode family starts its sessions
 /// the same way.
@@ -483,6 +505,26 @@ mod tests {
         let e = prompt_content(&message(vec![attachment("a.png", "image/png", "!!")]), &all, "X").unwrap_err();
         assert!(e.message.contains("base64"), "{}", e.message);
         assert_eq!(prompt_content(&message(vec![]), &none, "X").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_mode_is_found_by_id_name_or_url_fragment() {
+        use crate::schema::{SessionMode, SessionModes};
+        let mode = |id: &str, name: &str| SessionMode { id: id.into(), name: name.into() };
+        let modes = SessionModes {
+            current_mode_id: None,
+            available_modes: vec![
+                mode("https://agentclientprotocol.com/protocol/session-modes#agent", "Agent"),
+                mode("https://agentclientprotocol.com/protocol/session-modes#plan", "Plan"),
+                mode("auto-edit", "Auto Edit"),
+            ],
+        };
+        let plan = "https://agentclientprotocol.com/protocol/session-modes#plan";
+        assert_eq!(resolve_mode(&modes, plan).as_deref(), Some(plan));
+        assert_eq!(resolve_mode(&modes, "plan").as_deref(), Some(plan));
+        assert_eq!(resolve_mode(&modes, "Agent").as_deref(), Some(modes.available_modes[0].id.as_str()));
+        assert_eq!(resolve_mode(&modes, "auto edit").as_deref(), Some("auto-edit"));
+        assert_eq!(resolve_mode(&modes, "yolo"), None);
     }
 
     #[test]

@@ -539,6 +539,12 @@ impl Connection {
     where
         F: Future<Output = Result<Value, CallError>>,
     {
+        for block in mapper.permission_update(&params) {
+            if !emit(turn, block).await {
+                self.answer(request.id, json!({"outcome": {"outcome": "cancelled"}})).await;
+                return false;
+            }
+        }
         let ask = mapper.permission(&params);
         if ask.options.is_empty() || outcome.interrupted {
             self.answer(request.id, ask.reply(None)).await;

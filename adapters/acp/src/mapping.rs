@@ -25,14 +25,14 @@ use terminull_adapter_sdk::bounds;
 use terminull_adapter_sdk::streamer::TextStreamer;
 use terminull_protocol::BlockKind;
 use terminull_protocol::blocks::{
-    CommandSource, Diff, DiffChange, EndReason, ErrorBlock, PermissionOption, PermissionOptionKind, Plan, PlanEntry,
-    PlanStatus, Progress, SessionEnd, SessionSummary, SlashCommand, ToolCall, ToolResult, ToolStatus, Usage,
+    CommandSource, Diff, DiffChange, EndReason, ErrorBlock, PermissionOption, Plan, PlanEntry, PlanStatus, Progress,
+    SessionEnd, SessionSummary, SlashCommand, ToolCall, ToolResult, ToolStatus, Usage,
 };
 use terminull_protocol::ids::ToolCallId;
 
 use crate::schema::{
-    AvailableCommand, ContentChunk, PermissionOptionWire, PermissionParams, PlanUpdate, PromptResult, SessionUpdate,
-    ToolCallFields, UsageUpdate, content_text,
+    AvailableCommand, ContentChunk, PermissionParams, PlanUpdate, PromptResult, SessionUpdate, ToolCallFields,
+    UsageUpdate, content_text,
 };
 
 /// Bounds on what one turn can make the host hold or send.
@@ -87,40 +87,6 @@ pub enum PromptEnd {
     CancelTimedOut,
 }
 
-/// What the user is asked, and how to answer the agent.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PermissionAsk {
-    /// The tool, as named in the `permission_request`.
-    pub tool: String,
-    /// What the user sees of the call.
-    pub input: Value,
-    /// The choices, with the agent's own option ids.
-    pub options: Vec<PermissionOption>,
-    /// The `tool_call` block this gates, when the call is already shown.
-    pub tool_call_id: Option<ToolCallId>,
-    /// The agent's id of the call.
-    acp_call_id: String,
-}
-
-impl PermissionAsk {
-    /// The result to send the agent: the chosen option, or `cancelled` when there is no
-    /// answer (interrupted, withdrawn) or the answer names no option of this request.
-    pub fn reply(&self, answer: Option<&str>) -> Value {
-        match answer.filter(|id| self.options.iter().any(|o| o.id == *id)) {
-            Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
-            None => json!({"outcome": {"outcome": "cancelled"}}),
-        }
-    }
-
-    /// True when `answer` refuses the call.
-    pub fn refuses(&self, answer: Option<&str>) -> bool {
-        match answer.and_then(|id| self.options.iter().find(|o| o.id == id)) {
-            Some(o) => matches!(o.kind, PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways),
-            None => true,
-        }
-    }
-}
-
 #[derive(Debug)]
 struct OpenStream {
     message_id: Option<String>,
@@ -158,6 +124,8 @@ pub struct Mapper {
     current_mode: Option<String>,
     rewrite_thought: ChunkRewrite,
     session_usage: Usage,
+    /// Token counts the turn's message chunks carried (`_meta.usage`), summed.
+    turn_usage: Option<Usage>,
     last_cost: Option<f64>,
 }
 
@@ -176,6 +144,7 @@ impl Mapper {
             current_mode: None,
             rewrite_thought,
             session_usage: Usage::default(),
+            turn_usage: None,
             last_cost: None,
         }
     }
@@ -189,6 +158,7 @@ impl Mapper {
         self.thought = None;
         self.tools.clear();
         self.tool_order.clear();
+        self.turn_usage = None;
     }
 
     /// The agent's slash commands, as last advertised.
@@ -284,6 +254,28 @@ impl Mapper {
         out
     }
 
+    /// Applies what a `session/request_permission` says of a call already shown (its
+    /// `toolCall` is a `tool_call_update`: Qwen Code announces a shell call with an
+    /// empty input and the title `Shell`, and gives the command only here). Returns the
+    /// call re-sent when that changed it. The status is not taken from the request: the
+    /// call runs only once allowed.
+    pub fn permission_update(&mut self, params: &PermissionParams) -> Vec<BlockKind> {
+        let mut out = Vec::new();
+        let fields = ToolCallFields { status: None, ..params.tool_call.clone() };
+        if let Some(tool) = self.tools.get_mut(&fields.tool_call_id)
+            && !tool.finished
+            && tool.shown.is_some()
+        {
+            merge(tool, &fields, false);
+            let call = tool_block(tool, ToolStatus::Running);
+            if tool.shown.as_ref() != Some(&call) {
+                tool.shown = Some(call.clone());
+                out.push(BlockKind::ToolCall(call));
+            }
+        }
+        out
+    }
+
     /// Prepares the question for a `session/request_permission`.
     ///
     /// The request names a call by the agent's id. When no call of that id was shown,
@@ -348,28 +340,34 @@ impl Mapper {
     /// block when the turn failed, and the `session_end`. `interrupted` (the user asked
     /// to stop) makes the turn `interrupted` whatever the agent answered.
     pub fn end_turn(&mut self, end: PromptEnd, interrupted: bool) -> Vec<BlockKind> {
+        // The prompt result's counts are the turn's; else what its chunks carried.
+        let answered_usage = match &end {
+            PromptEnd::Answered(result) => prompt_usage(result),
+            _ => None,
+        };
+        let turn_usage = answered_usage.or_else(|| self.turn_usage.take());
+        if let Some(u) = &turn_usage {
+            self.session_usage.add(u);
+        }
         let (reason, usage, error) = match end {
-            _ if interrupted => (EndReason::Interrupted, None, None),
+            _ if interrupted => (EndReason::Interrupted, turn_usage, None),
             PromptEnd::Answered(result) => {
-                let usage = prompt_usage(&result);
-                if let Some(u) = &usage {
-                    self.session_usage.add(u);
-                }
                 let (reason, error) = stop_reason(&result.stop_reason);
-                (reason, usage, error)
+                (reason, turn_usage, error)
             }
             PromptEnd::Failed { message } => {
-                (EndReason::Error, None, Some(error_block(truncate(message, limits::OUTPUT_BYTES), "agent_error")))
+                let error = error_block(truncate(message, limits::OUTPUT_BYTES), "agent_error");
+                (EndReason::Error, turn_usage, Some(error))
             }
             PromptEnd::Exited { report } => (
                 EndReason::Error,
-                None,
+                turn_usage,
                 Some(error_block(
                     truncate(format!("the agent exited during the turn {report}"), limits::OUTPUT_BYTES),
                     "agent_exited",
                 )),
             ),
-            PromptEnd::CancelTimedOut => (EndReason::Interrupted, None, None),
+            PromptEnd::CancelTimedOut => (EndReason::Interrupted, turn_usage, None),
         };
         let mut out = Vec::new();
         self.close_streams(&mut out);
@@ -401,7 +399,11 @@ impl Mapper {
     }
 
     fn chunk(&mut self, thought: bool, chunk: ContentChunk, out: &mut Vec<BlockKind>) {
-        let Some(text) = content_text(&chunk.content) else { return };
+        if let Some(u) = chunk_usage(chunk.meta.as_ref()) {
+            self.turn_usage.get_or_insert_with(Usage::default).add(&u);
+        }
+        // An empty chunk (Qwen Code's usage carrier) neither opens nor ends a block.
+        let Some(text) = content_text(&chunk.content).filter(|t| !t.is_empty()) else { return };
         // The other kind of stream ends here.
         let other = if thought { self.text.take() } else { self.thought.take() };
         if let Some(mut open) = other
@@ -534,7 +536,11 @@ fn merge(tool: &mut ToolState, f: &ToolCallFields, whole: bool) {
     if f.name.is_some() || f.kind.is_some() || tool.name.is_empty() {
         tool.name = tool_name(f.name.as_deref(), tool.kind.as_deref());
     }
-    if f.raw_input.is_some() || whole {
+    // An empty input in an update does not erase the one known (agents announce a call
+    // with `{}` and complete it later).
+    let keeps_known =
+        f.raw_input.as_ref().is_some_and(is_empty_input) && tool.raw_input.as_ref().is_some_and(|r| !is_empty_input(r));
+    if (f.raw_input.is_some() || whole) && !keeps_known {
         tool.raw_input.clone_from(&f.raw_input);
     }
     if f.raw_output.is_some() || whole {
@@ -549,6 +555,14 @@ fn merge(tool: &mut ToolState, f: &ToolCallFields, whole: bool) {
         tool.locations.clone_from(locations);
     } else if whole {
         tool.locations.clear();
+    }
+}
+
+fn is_empty_input(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        _ => false,
     }
 }
 
@@ -640,58 +654,6 @@ fn diff_block(item: &Value, call: &ToolCallId) -> Option<Diff> {
     Some(Diff { path, change: DiffChange::Replace { old_text, new_text }, tool_call_id: Some(call.clone()) })
 }
 
-/// What the user sees of a call the agent gave no raw input for.
-fn permission_input(f: &ToolCallFields) -> Value {
-    let mut input = serde_json::Map::new();
-    if let Some(title) = &f.title {
-        input.insert("title".into(), json!(bounds::bounded_chars(title, limits::TITLE_CHARS)));
-    }
-    if let Some(kind) = &f.kind {
-        input.insert("kind".into(), json!(kind));
-    }
-    let locations = f.locations.as_deref().map(location_paths).unwrap_or_default();
-    if !locations.is_empty() {
-        input.insert("locations".into(), json!(locations));
-    }
-    let mut diffs = Vec::new();
-    let mut text = Vec::new();
-    for item in f.content.as_deref().unwrap_or_default() {
-        match item.get("type").and_then(Value::as_str) {
-            Some("diff") => diffs.push(json!({
-                "path": item.get("path"),
-                "old_text": item.get("oldText").and_then(Value::as_str).map(|t| cut(t, limits::INPUT_BYTES / 4)),
-                "new_text": item.get("newText").and_then(Value::as_str).map(|t| cut(t, limits::INPUT_BYTES / 4)),
-            })),
-            Some("content") => text.extend(item.get("content").and_then(content_text)),
-            _ => {}
-        }
-    }
-    if !diffs.is_empty() {
-        input.insert("diff".into(), json!(diffs));
-    }
-    if !text.is_empty() {
-        input.insert("description".into(), json!(cut(&text.join("\n"), limits::INPUT_BYTES / 4)));
-    }
-    bounded_input(Value::Object(input))
-}
-
-fn location_paths(locations: &[Value]) -> Vec<String> {
-    locations.iter().filter_map(|l| l.get("path").and_then(Value::as_str)).map(str::to_owned).collect()
-}
-
-fn option_kind(o: &PermissionOptionWire) -> Option<PermissionOptionKind> {
-    Some(match o.kind.as_str() {
-        "allow_once" => PermissionOptionKind::AllowOnce,
-        "allow_always" => PermissionOptionKind::AllowAlways,
-        "reject_once" => PermissionOptionKind::RejectOnce,
-        "reject_always" => PermissionOptionKind::RejectAlways,
-        other => {
-            tracing::warn!(kind = other, option = %o.option_id, "a permission option of unknown kind; not offered");
-            return None;
-        }
-    })
-}
-
 fn slash_commands(commands: Vec<AvailableCommand>) -> Vec<SlashCommand> {
     commands
         .into_iter()
@@ -749,25 +711,6 @@ fn error_block(message: String, code: &str) -> ErrorBlock {
     ErrorBlock { message, recoverable: true, code: Some(code.to_owned()) }
 }
 
-/// The turn's usage: ACP's `usage` (unstable), else Gemini CLI's
-/// `_meta.quota.token_count`.
-pub fn prompt_usage(result: &PromptResult) -> Option<Usage> {
-    if let Some(u) = &result.usage {
-        return Some(Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            cache_read_tokens: u.cached_read_tokens,
-            cache_write_tokens: u.cached_write_tokens,
-            cost_usd: None,
-        });
-    }
-    let count = result.meta.as_ref()?.pointer("/quota/token_count")?;
-    let field = |k: &str| count.get(k).and_then(Value::as_u64);
-    let usage =
-        Usage { input_tokens: field("input_tokens"), output_tokens: field("output_tokens"), ..Usage::default() };
-    (usage.input_tokens.is_some() || usage.output_tokens.is_some()).then_some(usage)
-}
-
 fn bounded_input(value: Value) -> Value {
     let text = value.to_string();
     if text.len() <= limits::INPUT_BYTES { value } else { json!({"truncated": cut(&text, 1024)}) }
@@ -786,5 +729,15 @@ pub fn truncate(s: String, max: usize) -> String {
     format!("{}… [truncated: {} bytes in all]", cut(&s, max), s.len())
 }
 
+mod permission;
+mod usage;
+
+pub use permission::PermissionAsk;
+use permission::{location_paths, option_kind, permission_input};
+pub use usage::{chunk_usage, prompt_usage};
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod recorded_tests;

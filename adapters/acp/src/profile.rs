@@ -130,11 +130,12 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
 }
 
 /// The first version-looking word of a `--version` output, without a leading `v`
-/// (`Hermes Agent v0.19.0 (2026.7.20)` → `0.19.0`).
+/// or trailing punctuation (`Hermes Agent v0.19.0 (2026.7.20)` → `0.19.0`,
+/// `GitHub Copilot CLI 1.0.102.` → `1.0.102`).
 pub fn parse_version(output: &str) -> Option<String> {
     output
         .split_whitespace()
-        .map(|w| w.strip_prefix('v').unwrap_or(w))
+        .map(|w| w.strip_prefix('v').unwrap_or(w).trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
         .find(|w| w.starts_with(|c: char| c.is_ascii_digit()) && w.contains('.'))
         .map(str::to_owned)
 }
@@ -152,6 +153,10 @@ mod tests {
     fn versions_are_the_first_version_looking_word() {
         assert_eq!(parse_version("Hermes Agent v0.19.0 (2026.7.20)").as_deref(), Some("0.19.0"));
         assert_eq!(parse_version("0.61.0").as_deref(), Some("0.61.0"));
+        assert_eq!(
+            parse_version("GitHub Copilot CLI 1.0.102.\nRun 'copilot update' to check for updates.").as_deref(),
+            Some("1.0.102")
+        );
         assert_eq!(parse_version("no version here"), None);
     }
 }

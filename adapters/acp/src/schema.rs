@@ -295,6 +295,10 @@ pub struct ContentChunk {
     /// Chunks with the same id belong to one message (optional in v1).
     #[serde(default)]
     pub message_id: Option<String>,
+    /// Vendor data: Qwen Code puts a model call's token counts in `_meta.usage`, on a
+    /// chunk whose text is empty.
+    #[serde(default, rename = "_meta")]
+    pub meta: Option<Value>,
 }
 
 /// A `tool_call` or the changed fields of a `tool_call_update`; absent means unchanged.
@@ -442,6 +446,7 @@ mod tests {
                 SessionUpdate::AgentMessageChunk(ContentChunk {
                     content: json!({"type": "text", "text": "hi"}),
                     message_id: None,
+                    meta: None,
                 }),
             ),
             (

@@ -39,7 +39,7 @@ impl AcpProfile for Gemini {
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
         let program = profile::program(settings, "gemini", "Gemini CLI")?;
-        Ok(Launch { program, args: args(settings), env: Vec::new() })
+        Ok(Launch { program, args: args(settings), env: env() })
     }
 
     /// The model is a command-line flag: Gemini CLI takes any model name there, while its
@@ -56,6 +56,17 @@ pub fn args(settings: &Settings) -> Vec<OsString> {
         args.push(format!("--model={model}").into());
     }
     args
+}
+
+/// `GEMINI_PTY_INFO=child_process`: Gemini CLI then finds no PTY and runs shell
+/// commands as plain child processes. With a PTY (its default in `--acp` mode, where
+/// `tools.shell.enableInteractiveShell` defaults to true) 0.61 keeps a command's output
+/// as a terminal snapshot, which its ACP side cannot put in a tool call's content: the
+/// call completes with `content: []` while the model gets the output. Without one, the
+/// output is the call's text content, whatever the user's settings say. Nothing is lost:
+/// over ACP nobody can type into an interactive command anyway.
+pub fn env() -> Vec<(OsString, OsString)> {
+    vec![("GEMINI_PTY_INFO".into(), "child_process".into())]
 }
 
 /// Gemini CLI sends each thought chunk as `**subject**\n` + the chunk's text, trimmed
@@ -129,6 +140,12 @@ mod tests {
         };
         assert_eq!(args(&settings), ["--acp", "--skip-trust", "--model=gemini-2.5-flash"].map(OsString::from));
         assert_eq!(args(&Settings::default()), ["--acp", "--skip-trust"].map(OsString::from));
+    }
+
+    #[test]
+    fn shell_commands_run_without_a_pty_so_their_output_reaches_the_call() {
+        let launch = Gemini::launch(&Settings { binary: Some("/opt/gemini".into()), ..Settings::default() }).unwrap();
+        assert_eq!(launch.env, [(OsString::from("GEMINI_PTY_INFO"), OsString::from("child_process"))]);
     }
 
     #[test]

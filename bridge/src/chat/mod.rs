@@ -30,9 +30,11 @@ use crate::daemon_client::{Client, ClientError};
 /// How to answer permission requests without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PermissionAnswer {
-    /// Choose the first "allow" option.
+    /// Allow this call only: the request's `allow_once` option, else its
+    /// `allow_always` one (the narrowest allowance offered, never a standing rule when
+    /// a one-off is possible).
     Allow,
-    /// Choose the first "reject" option.
+    /// Refuse this call: the `reject_once` option, else the `reject_always` one.
     Deny,
 }
 

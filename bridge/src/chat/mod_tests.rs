@@ -29,3 +29,27 @@ fn permission_answers_pick_the_matching_option() {
     assert_eq!(choose(&request, PermissionAnswer::Allow).as_deref(), Some("yes"));
     assert_eq!(choose(&request, PermissionAnswer::Deny).as_deref(), Some("no"));
 }
+
+#[test]
+fn allow_picks_the_allow_once_option_even_when_always_allow_comes_first() {
+    // Gemini CLI and Qwen Code list `proceed_always` before `proceed_once`.
+    let option = |id: &str, kind| PermissionOption { id: id.into(), label: id.into(), kind };
+    let request = PermissionRequest {
+        request_id: "p".into(),
+        tool: "Shell".into(),
+        input: serde_json::json!({"command": "echo hello"}),
+        options: vec![
+            option("proceed_always", PermissionOptionKind::AllowAlways),
+            option("proceed_once", PermissionOptionKind::AllowOnce),
+            option("reject_always", PermissionOptionKind::RejectAlways),
+            option("cancel", PermissionOptionKind::RejectOnce),
+        ],
+        tool_call_id: None,
+    };
+    assert_eq!(choose(&request, PermissionAnswer::Allow).as_deref(), Some("proceed_once"));
+    assert_eq!(choose(&request, PermissionAnswer::Deny).as_deref(), Some("cancel"));
+    let only_always =
+        PermissionRequest { options: vec![option("always", PermissionOptionKind::AllowAlways)], ..request };
+    assert_eq!(choose(&only_always, PermissionAnswer::Allow).as_deref(), Some("always"));
+    assert_eq!(choose(&only_always, PermissionAnswer::Deny), None);
+}

@@ -29,6 +29,10 @@ pub enum Agent {
     Pi,
     /// `droid`, running `droid exec`.
     Droid,
+    /// `qwen`, running `qwen --acp`.
+    Qwen,
+    /// `copilot`, running `copilot --acp`.
+    Copilot,
 }
 
 /// How an agent's CLI processes carry a conversation from turn to turn.
@@ -57,11 +61,14 @@ pub enum Pin {
     Npm(&'static str),
     /// A PyPI package in tests/agents/hermes-requirements.txt.
     PyPi(&'static str),
+    /// An npm package in tests/agents/qwen/package.json (installed apart: no lock file
+    /// can hold Qwen Code's optional packages).
+    NpmApart(&'static str),
 }
 
 impl Agent {
     /// Every agent with a live test.
-    pub const ALL: [Agent; 8] = [
+    pub const ALL: [Agent; 10] = [
         Agent::ClaudeCode,
         Agent::Codex,
         Agent::Gemini,
@@ -70,6 +77,8 @@ impl Agent {
         Agent::Hermes,
         Agent::Pi,
         Agent::Droid,
+        Agent::Qwen,
+        Agent::Copilot,
     ];
 
     /// The adapter's agent id.
@@ -83,6 +92,8 @@ impl Agent {
             Agent::Hermes => "hermes",
             Agent::Pi => "pi",
             Agent::Droid => "droid",
+            Agent::Qwen => "qwen",
+            Agent::Copilot => "copilot",
         }
     }
 
@@ -106,6 +117,8 @@ impl Agent {
             Agent::Hermes => Pin::PyPi("hermes-agent"),
             Agent::Pi => Pin::Npm("@mariozechner/pi-coding-agent"),
             Agent::Droid => Pin::Npm("@factory/cli-linux-x64"),
+            Agent::Qwen => Pin::NpmApart("@qwen-code/qwen-code"),
+            Agent::Copilot => Pin::Npm("@github/copilot"),
         }
     }
 
@@ -129,6 +142,16 @@ impl Agent {
         match self {
             Agent::Pi => Some("mockant/mock-claude"),
             Agent::Droid => Some("custom:mock-claude"),
+            _ => None,
+        }
+    }
+
+    /// The permission mode a test session asks for when its scenario names none: Qwen
+    /// Code's `default` (asks before edits and shell commands), since its own default,
+    /// `auto`, has the model classify each action.
+    pub fn test_permission_mode(self) -> Option<&'static str> {
+        match self {
+            Agent::Qwen => Some("default"),
             _ => None,
         }
     }
@@ -225,6 +248,18 @@ impl Agent {
                 write(".factory/settings.json", &droid_settings(model_url))?;
                 pairs.push(("FACTORY_DISABLE_KEYRING", "1".into()));
             }
+            // Both need no file: an OpenAI-compatible endpoint from the environment.
+            Agent::Qwen => pairs.extend([
+                ("OPENAI_API_KEY", "sk-mock".into()),
+                ("OPENAI_BASE_URL", format!("{model_url}/v1")),
+                ("OPENAI_MODEL", "mock-model".into()),
+            ]),
+            Agent::Copilot => pairs.extend([
+                ("COPILOT_OFFLINE", "true".into()),
+                ("COPILOT_PROVIDER_BASE_URL", format!("{model_url}/v1")),
+                ("COPILOT_PROVIDER_API_KEY", "sk-mock".into()),
+                ("COPILOT_MODEL", "mock-model".into()),
+            ]),
         }
         Ok(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
     }
@@ -232,9 +267,9 @@ impl Agent {
 
 /// Gemini CLI settings: API-key auth, no folder trust gate, no updates or telemetry; one
 /// attempt per model call (else a model error is retried for ~4 minutes); a fixed model
-/// (no routing call); and the non-interactive shell, whose output 0.61 reports (the
-/// interactive one finishes with empty content).
-const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},"general":{"disableAutoUpdate":true,"maxAttempts":1},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"model":{"name":"gemini-2.5-flash"},"tools":{"shell":{"enableInteractiveShell":false}}}"#;
+/// (no routing call). The shell keeps its default settings: the adapter gets its output
+/// whatever they are (docs/adapters/gemini.md).
+const GEMINI_SETTINGS: &str = r#"{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},"general":{"disableAutoUpdate":true,"maxAttempts":1},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"model":{"name":"gemini-2.5-flash"}}"#;
 
 /// OpenCode's (and Kilo's) config: one OpenAI-compatible provider at the model server,
 /// only that provider enabled (Kilo's gateway model fetch stalls offline otherwise),
@@ -329,6 +364,11 @@ pub fn pinned_version(agent: Agent) -> String {
             let text =
                 std::fs::read_to_string(dir.join("package.json")).expect("tests/agents/package.json is readable");
             let json: serde_json::Value = serde_json::from_str(&text).expect("tests/agents/package.json is JSON");
+            json["dependencies"][package].as_str().expect("the package is pinned").to_owned()
+        }
+        Pin::NpmApart(package) => {
+            let text = std::fs::read_to_string(dir.join("qwen/package.json")).expect("tests/agents/qwen/package.json");
+            let json: serde_json::Value = serde_json::from_str(&text).expect("tests/agents/qwen/package.json is JSON");
             json["dependencies"][package].as_str().expect("the package is pinned").to_owned()
         }
         Pin::PyPi(package) => {

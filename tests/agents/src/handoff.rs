@@ -480,5 +480,6 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     })
     .await?;
     out.transcript.push("app: that turn arrived mirrored".into());
+    crate::scenarios::check_no_empty_text(&seen)?;
     Ok(out)
 }

@@ -248,7 +248,7 @@ impl Rig {
         let mut kept = Vec::new();
         let request = ControlMessage::SessionRequest(SessionRequest {
             model: self.agent.test_model().map(str::to_owned),
-            permission_mode: permission_mode.map(str::to_owned),
+            permission_mode: permission_mode.or(self.agent.test_permission_mode()).map(str::to_owned),
             ..SessionRequest::new(self.agent.id(), self.workspace().display().to_string())
         });
         let started = self.client.call(request, &mut kept).await.context("session_request")?;

@@ -35,11 +35,15 @@ pub enum Scenario {
     ModelError,
     /// An answer over 50 KB.
     Long,
+    /// A shell call with a fresh HOME and no settings file at all (the CLI's defaults):
+    /// its result still holds the command's output (Gemini CLI, whose default
+    /// interactive shell reported none).
+    ShellDefaults,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Plain,
         Scenario::ToolRoundTrip,
         Scenario::Permission,
@@ -47,6 +51,7 @@ impl Scenario {
         Scenario::Interrupt,
         Scenario::ModelError,
         Scenario::Long,
+        Scenario::ShellDefaults,
     ];
 
     /// The fixture's file stem.
@@ -59,6 +64,7 @@ impl Scenario {
             Scenario::Interrupt => "interrupt",
             Scenario::ModelError => "model-error",
             Scenario::Long => "long",
+            Scenario::ShellDefaults => "shell-defaults",
         }
     }
 
@@ -68,17 +74,26 @@ impl Scenario {
     /// ~65 s with no setting to stop it (its adapter's error path is Kilo's, which is
     /// tested), Hermes answers a failed model call with a normal text reply and
     /// `end_turn`, so nothing in its ACP stream says it failed, and Droid 0.225.2 retries
-    /// for about four minutes before it reports the error.
+    /// for about four minutes before it reports the error. Copilot CLI 1.0.102, like Hermes,
+    /// retries five times, then answers with an `Error: …` text and `end_turn`.
     pub fn applies_to(self, agent: Agent) -> bool {
         match self {
             Scenario::Permission => {
                 matches!(
                     agent,
-                    Agent::ClaudeCode | Agent::Codex | Agent::OpenCode | Agent::Kilo | Agent::Gemini | Agent::Hermes
+                    Agent::ClaudeCode
+                        | Agent::Codex
+                        | Agent::OpenCode
+                        | Agent::Kilo
+                        | Agent::Gemini
+                        | Agent::Hermes
+                        | Agent::Qwen
+                        | Agent::Copilot
                 )
             }
+            Scenario::ShellDefaults => agent == Agent::Gemini,
             Scenario::Sandbox => agent == Agent::Codex,
-            Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid),
+            Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid | Agent::Copilot),
             _ => true,
         }
     }
@@ -87,8 +102,11 @@ impl Scenario {
 /// Whether a live run of `scenario` is kept as a fixture and replayed. Not Pi's long
 /// answer: pi repeats the whole message so far in every streamed event, so its 64 KiB
 /// answer is a 56 MB recording (the live test still runs it).
+/// Nor the shell with default settings: a replay has no settings to leave out.
 pub fn is_replayed(agent: Agent, scenario: Scenario) -> bool {
-    scenario.applies_to(agent) && !(agent == Agent::Pi && scenario == Scenario::Long)
+    scenario.applies_to(agent)
+        && !(agent == Agent::Pi && scenario == Scenario::Long)
+        && scenario != Scenario::ShellDefaults
 }
 
 /// What a scenario run produced.
@@ -193,6 +211,14 @@ pub fn save_fixture(agent: Agent, scenario: Scenario, recording: &[TapRecord]) -
 
 async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyhow::Result<()> {
     let plain = TurnPlan::default();
+    if scenario == Scenario::ShellDefaults {
+        // A fresh HOME: nothing the test environment wrote (the CLI's credentials and
+        // endpoint stay in its environment).
+        for entry in std::fs::read_dir(rig.root().join("home"))? {
+            let path = entry?.path();
+            if path.is_dir() { std::fs::remove_dir_all(&path)? } else { std::fs::remove_file(&path)? }
+        }
+    }
     let opening = rig.open_session(None).await?;
     seen.extend(opening.iter().cloned());
     check_agent_info(rig.agent, &opening)?;
@@ -205,9 +231,11 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(usage.output_tokens.unwrap_or(0) > 0, "output tokens are counted: {usage:?}");
         }
         Scenario::ToolRoundTrip => {
-            let first = turn(rig, seen, "mock:tool please run it", plain).await?;
+            // Copilot CLI asks before any shell command, even `echo`.
+            let allow = TurnPlan { permission: Some(PermissionAnswer::Allow), ..plain };
+            let first = turn(rig, seen, "mock:tool please run it", allow).await?;
             check_tool_round_trip(&first)?;
-            let second = turn(rig, seen, "mock:tool once more", plain).await?;
+            let second = turn(rig, seen, "mock:tool once more", allow).await?;
             check_tool_round_trip(&second)?;
             let (n1, n2) = (history_len(&first)?, history_len(&second)?);
             ensure!(n2 > n1, "the second turn continues the conversation: the model saw {n1} then {n2} messages");
@@ -280,6 +308,10 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             let after = turn(rig, seen, "mock:plain again", plain).await?;
             check_completed(&after)?;
         }
+        Scenario::ShellDefaults => {
+            let blocks = turn(rig, seen, "mock:tool please run it", plain).await?;
+            check_tool_round_trip(&blocks)?;
+        }
         Scenario::Long => {
             let blocks = turn(rig, seen, "mock:long story", plain).await?;
             check_completed(&blocks)?;
@@ -318,8 +350,24 @@ async fn turn(rig: &mut Rig, seen: &mut Vec<Block>, text: &str, plan: TurnPlan) 
     let result = rig.turn(text, plan).await;
     if let Ok(blocks) = &result {
         seen.extend(blocks.iter().cloned());
+        check_no_empty_text(blocks)?;
     }
     result
+}
+
+/// No `text` message of the turn is empty: a message opened and closed with nothing in
+/// it is a mapping bug (an ACP usage chunk read as text, say). Every scenario turn of
+/// every agent, live and replayed, goes through this.
+pub fn check_no_empty_text(blocks: &[Block]) -> anyhow::Result<()> {
+    let mut messages: HashMap<&str, terminull_protocol::streamed::Assembly> = HashMap::new();
+    for b in blocks {
+        if let BlockKind::Text(t) = &b.kind {
+            let message = messages.entry(t.id.as_str()).or_default();
+            message.apply(t);
+            ensure!(!(message.is_done() && message.text().is_empty()), "text block {} is empty", t.id);
+        }
+    }
+    Ok(())
 }
 
 fn check_agent_info(agent: Agent, opening: &[Block]) -> anyhow::Result<()> {

@@ -47,6 +47,8 @@ pub fn bin_dir() -> PathBuf {
                 "terminull-pi",
                 "terminull-droid",
                 "terminull-cursor",
+                "terminull-qwen",
+                "terminull-copilot",
                 "terminull-acp",
             ] {
                 build.args(["-p", package]);

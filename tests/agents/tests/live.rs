@@ -81,6 +81,8 @@ agent_tests! { live_check;
     hermes_adapter_passes_adapter_check_with_the_real_cli_live: Agent::Hermes;
     pi_adapter_passes_adapter_check_with_the_real_cli_live: Agent::Pi;
     droid_adapter_passes_adapter_check_with_the_real_cli_live: Agent::Droid;
+    qwen_adapter_passes_adapter_check_with_the_real_cli_live: Agent::Qwen;
+    copilot_adapter_passes_adapter_check_with_the_real_cli_live: Agent::Copilot;
 }
 
 agent_tests! { live_handoff;
@@ -137,4 +139,16 @@ agent_tests! { live;
     droid_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Droid, Scenario::Interrupt;
     droid_long_answer_arrives_whole_live: Agent::Droid, Scenario::Long;
     pi_model_error_ends_the_turn_in_error_live: Agent::Pi, Scenario::ModelError;
+    gemini_shell_output_with_a_fresh_home_and_no_settings_live: Agent::Gemini, Scenario::ShellDefaults;
+    qwen_plain_answer_live: Agent::Qwen, Scenario::Plain;
+    qwen_tool_round_trip_and_resumed_second_turn_live: Agent::Qwen, Scenario::ToolRoundTrip;
+    qwen_write_is_denied_then_allowed_through_permission_requests_live: Agent::Qwen, Scenario::Permission;
+    qwen_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Qwen, Scenario::Interrupt;
+    qwen_model_error_ends_the_turn_in_error_live: Agent::Qwen, Scenario::ModelError;
+    qwen_long_answer_streams_whole_live: Agent::Qwen, Scenario::Long;
+    copilot_plain_answer_live: Agent::Copilot, Scenario::Plain;
+    copilot_tool_round_trip_and_resumed_second_turn_live: Agent::Copilot, Scenario::ToolRoundTrip;
+    copilot_write_is_denied_then_allowed_through_permission_requests_live: Agent::Copilot, Scenario::Permission;
+    copilot_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Copilot, Scenario::Interrupt;
+    copilot_long_answer_streams_whole_live: Agent::Copilot, Scenario::Long;
 }

@@ -63,6 +63,17 @@ agent_tests! { replay;
     droid_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Droid, Scenario::Interrupt;
     droid_long_answer_arrives_whole_replayed: Agent::Droid, Scenario::Long;
     pi_model_error_ends_the_turn_in_error_replayed: Agent::Pi, Scenario::ModelError;
+    qwen_plain_answer_replayed: Agent::Qwen, Scenario::Plain;
+    qwen_tool_round_trip_and_resumed_second_turn_replayed: Agent::Qwen, Scenario::ToolRoundTrip;
+    qwen_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::Qwen, Scenario::Permission;
+    qwen_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Qwen, Scenario::Interrupt;
+    qwen_model_error_ends_the_turn_in_error_replayed: Agent::Qwen, Scenario::ModelError;
+    qwen_long_answer_streams_whole_replayed: Agent::Qwen, Scenario::Long;
+    copilot_plain_answer_replayed: Agent::Copilot, Scenario::Plain;
+    copilot_tool_round_trip_and_resumed_second_turn_replayed: Agent::Copilot, Scenario::ToolRoundTrip;
+    copilot_write_is_denied_then_allowed_through_permission_requests_replayed: Agent::Copilot, Scenario::Permission;
+    copilot_interrupt_mid_stream_ends_the_turn_interrupted_replayed: Agent::Copilot, Scenario::Interrupt;
+    copilot_long_answer_streams_whole_replayed: Agent::Copilot, Scenario::Long;
 }
 
 #[test]

@@ -1,7 +1,7 @@
 use serde_json::json;
 use terminull_adapter_sdk::streamer::StreamKind;
 use terminull_adapter_sdk::testing::{assert_contract, final_texts, rebuilt, session_end as end};
-use terminull_protocol::blocks::StreamedText;
+use terminull_protocol::blocks::{PermissionOptionKind, StreamedText};
 
 use super::*;
 use crate::schema::PermissionParams;

@@ -127,7 +127,9 @@ pub(crate) enum Command {
         /// Print every block received as one NDJSON line instead of rendering it.
         #[arg(long)]
         json: bool,
-        /// Answer permission requests without asking.
+        /// Answer permission requests without asking: `allow` picks the option that allows
+        /// the call once (else the always-allow one), `deny` the one that rejects it once
+        /// (else the always-reject one).
         #[arg(long, value_enum)]
         permission: Option<PermissionAnswer>,
         /// The bridge's home.

@@ -62,6 +62,8 @@ fn install_hint(agent_id: &str) -> String {
         "pi" => "`npm install -g @mariozechner/pi-coding-agent`",
         "opencode" => "`npm install -g opencode-ai`",
         "kilo" => "`npm install -g @kilocode/cli`",
+        "qwen" => "`npm install -g @qwen-code/qwen-code`",
+        "copilot" => "`npm install -g @github/copilot`",
         _ => "its vendor's installer (docs/agents.md)",
     };
     format!(
