@@ -15,22 +15,9 @@
 // line on stdout: {"ok":true,"renamed":id,"archived":id,"deleted":id,"screenshots":[…]}.
 
 import { chromium } from 'playwright-core';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const STEP_TIMEOUT = 30_000;
-
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    if (!argv[i].startsWith('--')) continue;
-    const k = argv[i].slice(2);
-    out[k] = argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : 'true';
-  }
-  return out;
-}
+import { PhoneRun, T, sleep, waitFor, parseArgs, STEP_TIMEOUT } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const underTestRunner = Boolean(process.env.NODE_TEST_CONTEXT) && !args.link;
@@ -42,42 +29,12 @@ if (underTestRunner) {
   process.exit(2);
 }
 
-const log = (...m) => console.error('[browser-list]', ...m);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const T = (id) => `[data-testid="${id}"]`;
-const screenshots = [];
-const pageErrors = [];
+const run = new PhoneRun('browser-list', args.screenshots);
+const log = (...m) => run.log(...m);
+const shot = (name) => run.shot(name);
+const step = (name, fn) => run.step(name, fn);
+const { screenshots, pageErrors } = run;
 let page = null;
-let context = null;
-let userDataDir = null;
-
-async function shot(name) {
-  const file = join(args.screenshots, name);
-  await page.screenshot({ path: file, fullPage: false });
-  screenshots.push(file);
-  log(`screenshot ${name}`);
-}
-
-async function step(name, fn) {
-  log(`step: ${name}`);
-  try {
-    return await fn();
-  } catch (e) {
-    e.message = `${name}: ${e.message}`;
-    throw e;
-  }
-}
-
-async function waitFor(desc, predicate, timeout = STEP_TIMEOUT) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    last = await predicate();
-    if (last) return last;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeout / 1000} s waiting for ${desc}`);
-}
 
 const APP_ROWS = `.session-list:not(.external) ${T('session-item')}`;
 const TERMINAL_ROWS = `.session-list.external ${T('session-item')}`;
@@ -95,26 +52,7 @@ async function atLeast44(sel) {
 
 async function main() {
   const expect = JSON.parse(readFileSync(args.expect, 'utf8'));
-  mkdirSync(args.screenshots, { recursive: true });
-  userDataDir = mkdtempSync(join(tmpdir(), 'terminull-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 390, height: 844 },
-    deviceScaleFactor: 2,
-    isMobile: true,
-    hasTouch: true,
-    userAgent: 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/148.0.0.0 Mobile Safari/537.36',
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on('pageerror', (e) => {
-    pageErrors.push(String(e));
-    log(`page error: ${e}`);
-  });
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') log(`console.${m.type()}: ${m.text()}`);
-  });
+  page = await run.launch(chromium);
 
   await step('pair', async () => {
     await page.goto(args.link, { waitUntil: 'domcontentloaded' });
@@ -257,28 +195,4 @@ async function main() {
   console.log(JSON.stringify({ ok: true, renamed, archived, deleted, screenshots }));
 }
 
-async function run() {
-  let code = 0;
-  try {
-    await main();
-  } catch (e) {
-    code = 1;
-    console.error(`FAILED: ${e.stack ?? e}`);
-    if (page) {
-      try {
-        const file = join(args.screenshots, 'fail.png');
-        await page.screenshot({ path: file });
-        screenshots.push(file);
-      } catch {
-        /* the page is gone */
-      }
-    }
-    console.log(JSON.stringify({ ok: false, error: String(e.message ?? e), screenshots }));
-  } finally {
-    await context?.close().catch(() => {});
-    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
-  }
-  process.exit(code);
-}
-
-if (!underTestRunner) await run();
+if (!underTestRunner) await run.finish(main);

@@ -14,22 +14,8 @@
 // Exit 0 on success; on failure prints what failed, saves fail.png, exits 1.
 
 import { chromium } from 'playwright-core';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const STEP_TIMEOUT = 30_000;
-
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    if (!argv[i].startsWith('--')) continue;
-    const k = argv[i].slice(2);
-    out[k] = argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : 'true';
-  }
-  return out;
-}
+import { PhoneRun, T, sleep, waitFor, parseArgs, STEP_TIMEOUT } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 // Collected by `node --test web/test/`: this script needs running bridges, so there it only reports itself skipped.
@@ -42,41 +28,12 @@ if (underTestRunner) {
   process.exit(2);
 }
 
-const log = (...m) => console.error('[browser-multi]', ...m);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const T = (id) => `[data-testid="${id}"]`;
-const screenshots = [];
-const pageErrors = [];
+const run = new PhoneRun('browser-multi', args.screenshots);
+const log = (...m) => run.log(...m);
+const shot = (name) => run.shot(name);
+const step = (name, fn) => run.step(name, fn);
+const { screenshots, pageErrors } = run;
 let page = null;
-let context = null;
-let userDataDir = null;
-
-async function shot(name) {
-  const file = join(args.screenshots, name);
-  await page.screenshot({ path: file, fullPage: false });
-  screenshots.push(file);
-  log(`screenshot ${name}`);
-}
-
-async function step(name, fn) {
-  log(`step: ${name}`);
-  try {
-    return await fn();
-  } catch (e) {
-    e.message = `${name}: ${e.message}`;
-    throw e;
-  }
-}
-
-async function waitFor(desc, predicate, timeout = STEP_TIMEOUT) {
-  const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
-    const v = await predicate();
-    if (v) return v;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeout / 1000} s waiting for ${desc}`);
-}
 
 const connected = () => waitFor('the link to the bridge shown', async () => (await page.getAttribute(T('connection-status'), 'data-state')) === 'connected');
 
@@ -134,26 +91,7 @@ const storeKeys = () =>
   );
 
 async function main() {
-  mkdirSync(args.screenshots, { recursive: true });
-  userDataDir = mkdtempSync(join(tmpdir(), 'terminull-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 390, height: 844 },
-    deviceScaleFactor: 2,
-    isMobile: true,
-    hasTouch: true,
-    userAgent: 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/148.0.0.0 Mobile Safari/537.36',
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on('pageerror', (e) => {
-    pageErrors.push(String(e));
-    log(`page error: ${e}`);
-  });
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') log(`console.${m.type()}: ${m.text()}`);
-  });
+  page = await run.launch(chromium);
   page.on('dialog', (d) => d.accept('Desktop'));
   const origin = new URL(args['link-a']).origin;
 
@@ -319,28 +257,4 @@ async function main() {
   console.log(JSON.stringify({ ok: true, bridges: [a, b], sessions: { a: sa, b: sb }, screenshots }));
 }
 
-async function run() {
-  let code = 0;
-  try {
-    await main();
-  } catch (e) {
-    code = 1;
-    console.error(`FAILED: ${e.stack ?? e}`);
-    if (page) {
-      try {
-        const file = join(args.screenshots, 'fail.png');
-        await page.screenshot({ path: file });
-        screenshots.push(file);
-      } catch {
-        /* the page is gone */
-      }
-    }
-    console.log(JSON.stringify({ ok: false, error: String(e.message ?? e), screenshots }));
-  } finally {
-    await context?.close().catch(() => {});
-    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
-  }
-  process.exit(code);
-}
-
-if (!underTestRunner) await run();
+if (!underTestRunner) await run.finish(main);

@@ -20,29 +20,7 @@ import { join } from 'node:path';
 import * as c from '../src/crypto.js';
 import { openLink } from '../src/link.js';
 import { Transcript, displayKey } from '../src/transcript.js';
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const STEP_TIMEOUT = 30_000;
-
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    if (!argv[i].startsWith('--')) continue;
-    const k = argv[i].slice(2);
-    const v = argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : 'true';
-    out[k] = v;
-  }
-  return out;
-}
+import { CHROMIUM_ARGS, STEP_TIMEOUT, parseArgs, sleep, T, waitFor } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 // Collected by `node --test web/test/`: this script needs a running bridge, so there
@@ -65,8 +43,6 @@ if (!underTestRunner) mkdirSync(shotsDir, { recursive: true });
 const ownCwd = !args.cwd && !underTestRunner;
 const cwd = args.cwd ?? (ownCwd ? mkdtempSync(join(tmpdir(), 'terminull-web-cwd-')) : null);
 const log = (...m) => console.error('[browser]', ...m);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 const SLOW_WORDS = [
   'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten',
   'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen', 'nineteen', 'twenty',
@@ -86,8 +62,6 @@ async function shot(name) {
   screenshots.push(file);
   log(`screenshot ${name}`);
 }
-
-const T = (id) => `[data-testid="${id}"]`;
 
 async function step(name, fn) {
   log(`step: ${name}`);
@@ -110,17 +84,6 @@ function renderedBlocks() {
       streaming: el.classList.contains('streaming'),
     })),
   );
-}
-
-async function waitFor(desc, predicate, timeout = STEP_TIMEOUT) {
-  const deadline = Date.now() + timeout;
-  let last;
-  while (Date.now() < deadline) {
-    last = await predicate();
-    if (last) return last;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeout / 1000} s waiting for ${desc}`);
 }
 
 async function ends() {

@@ -24,16 +24,7 @@ import net from 'node:net';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-
-function parseArgs(argv) {
-  const out = {};
-  for (let i = 0; i < argv.length; i++) {
-    if (!argv[i].startsWith('--')) continue;
-    const k = argv[i].slice(2);
-    out[k] = argv[i + 1] && !argv[i + 1].startsWith('--') ? argv[++i] : 'true';
-  }
-  return out;
-}
+import { STEP_TIMEOUT, parseArgs, sleep, T, waitFor } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 const underTestRunner = Boolean(process.env.NODE_TEST_CONTEXT) && !args.link;
@@ -45,10 +36,7 @@ if (underTestRunner) {
   process.exit(2);
 }
 
-const STEP_TIMEOUT = 30_000;
 const log = (...m) => console.error('[install]', ...m);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const T = (id) => `[data-testid="${id}"]`;
 const screenshots = [];
 const pageErrors = [];
 let page = null;
@@ -68,16 +56,6 @@ async function step(name, fn) {
     e.message = `${name}: ${e.message}`;
     throw e;
   }
-}
-
-async function waitFor(desc, predicate, timeout = STEP_TIMEOUT) {
-  const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
-    const v = await predicate().catch(() => null);
-    if (v) return v;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeout / 1000} s waiting for ${desc}`);
 }
 
 /** The hostile proxy in front of the relay. `mode`: pass | down | evil | signed. */

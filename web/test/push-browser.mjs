@@ -20,28 +20,16 @@ import { createInterface } from 'node:readline';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sleep, T, waitFor } from './support/phone.mjs';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i++) {
   if (process.argv[i].startsWith('--')) args[process.argv[i].slice(2)] = process.argv[++i];
 }
 
-const T = (id) => `[data-testid="${id}"]`;
 function log(...m) {
   console.error('[push-browser]', ...m);
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(desc, predicate, timeout = 30_000) {
-  const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
-    const v = await predicate();
-    if (v) return v;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${desc}`);
-}
-
 /** Decrypts an RFC 8291 (aes128gcm) body with the subscription's keys. */
 export function decryptWebPush(body, ecdh, auth) {
   const salt = body.subarray(0, 16);
