@@ -21,7 +21,7 @@ use terminull_bridge::daemon_client::Client;
 use terminull_protocol::blocks::BlockKind;
 use terminull_protocol::control::{self as control, BridgeMessage, ControlMessage, ReplyResult, SessionRequest};
 use terminull_protocol::ids::SessionId;
-use terminull_relay::{Relay, RelayConfig, RunningRelay};
+use terminull_relay::{Relay, RelayConfig};
 
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
@@ -31,26 +31,6 @@ struct Report {
     archived: String,
     deleted: String,
     screenshots: Vec<String>,
-}
-
-async fn until_registered(relay: &RunningRelay, bridge: &support::remote::Paired) {
-    for _ in 0..100 {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-        let query = terminull_relay::listing::devices_listing_query(
-            &bridge.device_identity,
-            bridge.record.bridge_id.as_str(),
-            now,
-        );
-        let url = format!("{}/v1/bridges/{}/devices?{query}", relay.http_url(), bridge.record.bridge_id);
-        if terminull_client::net::request_json("GET", &url, None, Duration::from_secs(2))
-            .await
-            .is_ok_and(|r| r.status == 200)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the bridge {} never registered with the relay", bridge.record.bridge_id);
 }
 
 /// Starts an echo session in `cwd` and runs one turn per message in `texts`.
@@ -117,7 +97,7 @@ fn twenty_sessions_are_listed_searched_renamed_archived_and_deleted_and_the_pick
         }
         bridge.service.rescan().await;
         support::remote::connect_to_relay(&bridge, relay.ws_url());
-        until_registered(&relay, &bridge).await;
+        support::remote::until_registered(&relay, &bridge).await;
 
         let cwd = tempfile::tempdir().unwrap();
         // Two sessions from the terminal (the in-process path), then 18 from a device.

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use terminull_protocol::ids::SessionId;
-use terminull_relay::{Relay, RelayConfig, RunningRelay};
+use terminull_relay::{Relay, RelayConfig};
 
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
@@ -34,27 +34,6 @@ struct Report {
 struct Sessions {
     a: String,
     b: String,
-}
-
-/// Waits until the relay lists `bridge` as registered (the listing is signed by its device).
-async fn until_registered(relay: &RunningRelay, bridge: &support::remote::Paired) {
-    for _ in 0..100 {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-        let query = terminull_relay::listing::devices_listing_query(
-            &bridge.device_identity,
-            bridge.record.bridge_id.as_str(),
-            now,
-        );
-        let url = format!("{}/v1/bridges/{}/devices?{query}", relay.http_url(), bridge.record.bridge_id);
-        if terminull_client::net::request_json("GET", &url, None, Duration::from_secs(2))
-            .await
-            .is_ok_and(|r| r.status == 200)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the bridge {} never registered with the relay", bridge.record.bridge_id);
 }
 
 /// Whether `bridge` holds session `id` (its history file exists and has blocks).
@@ -76,7 +55,7 @@ fn two_bridges_on_one_relay_are_paired_switched_and_one_forgotten_in_one_page_in
         let second = support::remote::paired_bridge().await;
         for bridge in [&first, &second] {
             support::remote::connect_to_relay(bridge, relay.ws_url());
-            until_registered(&relay, bridge).await;
+            support::remote::until_registered(&relay, bridge).await;
         }
         let link = |b: &support::remote::Paired| {
             support::remote::offer_link(&b.home(), Some(relay.ws_url()), None, 300).to_url(&relay.http_url())

@@ -251,3 +251,24 @@ pub async fn until_turn_end(client: &mut Client, transcript: &mut Transcript) ->
         }
     }
 }
+
+/// Waits until the relay lists `bridge` as registered (the listing is signed by its device).
+pub async fn until_registered(relay: &terminull_relay::RunningRelay, bridge: &Paired) {
+    for _ in 0..100 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let query = terminull_relay::listing::devices_listing_query(
+            &bridge.device_identity,
+            bridge.record.bridge_id.as_str(),
+            now,
+        );
+        let url = format!("{}/v1/bridges/{}/devices?{query}", relay.http_url(), bridge.record.bridge_id);
+        if terminull_client::net::request_json("GET", &url, None, Duration::from_secs(2))
+            .await
+            .is_ok_and(|r| r.status == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the bridge {} never registered with the relay", bridge.record.bridge_id);
+}

@@ -159,6 +159,29 @@ struct State {
 }
 
 impl State {
+    /// Cuts off every connection to `bridge_id` whose device is no longer in its
+    /// registry (`whose` says which, in the log).
+    fn cut_off_unpaired_clients(&mut self, bridge_id: &BridgeId, whose: &str) {
+        let Some(bridge) = self.bridges.get(bridge_id) else { return };
+        let unpaired: Vec<ConnId> = bridge
+            .clients
+            .iter()
+            .filter(|c| self.clients.get(*c).is_some_and(|client| !bridge.active.contains_key(&client.device_id)))
+            .copied()
+            .collect();
+        for conn in unpaired {
+            tracing::info!(%bridge_id, conn, "cutting off a connection of {whose}");
+            self.drop_client(
+                conn,
+                Some(Kill::with_error(
+                    RelayErrorCode::UnknownDevice,
+                    "this device is no longer paired with the bridge",
+                    close_code::POLICY,
+                )),
+            );
+        }
+    }
+
     /// Removes a client connection (killing it with `kill` when given) and tells its
     /// bridge. Idempotent.
     fn drop_client(&mut self, conn: ConnId, kill: Option<Kill>) {
@@ -563,24 +586,7 @@ impl Hub {
                 self.store.submit(StoreOp::DeleteQueued(bridge_id.clone(), device.clone(), seq));
             }
         }
-        let active = &bridge.active;
-        let revoked: Vec<ConnId> = bridge
-            .clients
-            .iter()
-            .filter(|c| state.clients.get(*c).is_some_and(|client| !active.contains_key(&client.device_id)))
-            .copied()
-            .collect();
-        for conn in revoked {
-            tracing::info!(%bridge_id, conn, "cutting off a connection of a revoked device");
-            state.drop_client(
-                conn,
-                Some(Kill::with_error(
-                    RelayErrorCode::UnknownDevice,
-                    "this device is no longer paired with the bridge",
-                    close_code::POLICY,
-                )),
-            );
-        }
+        state.cut_off_unpaired_clients(bridge_id, "a revoked device");
     }
 
     /// Sends every client of `bridge_id` a fresh `relay_status`.

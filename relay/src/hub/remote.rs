@@ -6,7 +6,7 @@ use terminull_protocol::crypto::keys::PublicIdentity;
 use terminull_protocol::relay::RelayErrorCode;
 
 use super::{Bridge, Hub, check_devices};
-use crate::conn::{ConnId, Kill, close_code};
+use crate::conn::{Kill, close_code};
 use crate::store::postgres::BridgeRows;
 
 impl Hub {
@@ -62,23 +62,6 @@ impl Hub {
                 bridge.held.entry(device).or_default().push_back((seq, entry));
             }
         }
-        let active = &bridge.active;
-        let revoked: Vec<ConnId> = bridge
-            .clients
-            .iter()
-            .filter(|c| state.clients.get(*c).is_some_and(|client| !active.contains_key(&client.device_id)))
-            .copied()
-            .collect();
-        for conn in revoked {
-            tracing::info!(%bridge_id, conn, "cutting off a connection of a device revoked on another relay process");
-            state.drop_client(
-                conn,
-                Some(Kill::with_error(
-                    RelayErrorCode::UnknownDevice,
-                    "this device is no longer paired with the bridge",
-                    close_code::POLICY,
-                )),
-            );
-        }
+        state.cut_off_unpaired_clients(bridge_id, "a device revoked on another relay process");
     }
 }
