@@ -262,14 +262,7 @@ impl TurnMapper {
     }
 
     fn close_open(&mut self, why: &str, out: &mut Vec<Action>) {
-        for (_, mut streamer) in std::mem::take(&mut self.texts) {
-            if !streamer.text().is_empty()
-                && let Some(done) = streamer.finish()
-            {
-                out.push(Action::Emit(done));
-            }
-        }
-        out.extend(self.tools.close_all(why).into_iter().map(Action::Emit));
+        close_open(&mut self.texts, &mut self.tools, why, out);
     }
 
     fn mark_finished(&mut self, item_id: String) {
@@ -503,6 +496,24 @@ impl EventMapper for TurnMapper {
         self.ended = true;
         out
     }
+}
+
+/// Finishes the streamed messages that have text and closes the tool calls still open
+/// (failed with `why`): what a turn that ends leaves behind, in either protocol.
+pub(crate) fn close_open<D>(
+    texts: &mut BTreeMap<String, TextStreamer>,
+    tools: &mut ToolCallTracker,
+    why: &str,
+    out: &mut Vec<terminull_adapter_sdk::Action<D>>,
+) {
+    for (_, mut streamer) in std::mem::take(texts) {
+        if !streamer.text().is_empty()
+            && let Some(done) = streamer.finish()
+        {
+            out.push(terminull_adapter_sdk::Action::Emit(done));
+        }
+    }
+    out.extend(tools.close_all(why).into_iter().map(terminull_adapter_sdk::Action::Emit));
 }
 
 #[cfg(test)]

@@ -271,14 +271,7 @@ impl AppMapper {
     }
 
     fn close_open(&mut self, why: &str, out: &mut Vec<Action>) {
-        for (_, mut streamer) in std::mem::take(&mut self.texts) {
-            if !streamer.text().is_empty()
-                && let Some(done) = streamer.finish()
-            {
-                out.push(Action::Emit(done));
-            }
-        }
-        out.extend(self.tools.close_all(why).into_iter().map(Action::Emit));
+        crate::mapping::close_open(&mut self.texts, &mut self.tools, why, out);
     }
 
     fn mark_finished(&mut self, item_id: String) {
