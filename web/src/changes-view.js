@@ -7,7 +7,7 @@
 // identity, a merge in progress) are shown whole, in the bridge's words.
 
 import { app, currentSession } from './state.js';
-import { h, clear } from './dom.js';
+import { h, clear, append } from './dom.js';
 import { ago } from './session-list.js';
 import { unifiedDiff } from './render.js';
 import { problem } from './files-view.js';
@@ -121,7 +121,7 @@ export async function showChanges(error = null) {
   if (typeof st.in_progress === 'string') {
     panel.append(h('div', { class: 'panel-warn', testid: 'git-in-progress' }, `A ${st.in_progress} is in progress: finish it in a terminal before committing or switching branches.`));
   }
-  panel.append(errorSlot, commitBox(sid, groups.staged.length, errorSlot));
+  append(panel, [errorSlot, commitBox(sid, groups.staged.length, errorSlot)]);
   const none = !tracked && !groups.untracked.length;
   if (none) panel.append(h('p', { class: 'panel-note', testid: 'git-clean' }, 'No changes: the working tree matches the last commit.'));
   section(panel, sid, 'Staged', 'staged', groups.staged, errorSlot);
@@ -140,7 +140,8 @@ function commitBox(sid, stagedCount, errorSlot) {
   const d = draft(sid);
   const msg = h('textarea', { class: 'commit-message', testid: 'commit-message', rows: 2, placeholder: 'Commit message', 'aria-label': 'Commit message', oninput: () => update() });
   msg.value = d.message;
-  const btn = h('button', { type: 'button', class: 'primary commit-btn', testid: 'commit' }, stagedCount ? `Commit ${stagedCount} file${stagedCount === 1 ? '' : 's'}` : 'Commit');
+  const label = stagedCount ? `Commit ${stagedCount} file${stagedCount === 1 ? '' : 's'}` : 'Commit';
+  const btn = h('button', { type: 'button', class: 'primary commit-btn', testid: 'commit' }, label);
   const update = () => {
     d.message = msg.value;
     btn.disabled = !stagedCount || !msg.value.trim();
@@ -155,7 +156,7 @@ function commitBox(sid, stagedCount, errorSlot) {
       toast(`Committed ${String(r?.commit ?? '').slice(0, 7)}.`);
       await showChanges();
     } catch (e) {
-      btn.textContent = 'Commit';
+      btn.textContent = label;
       update();
       showError(errorSlot, 'The commit was not made', e);
     }
@@ -178,7 +179,7 @@ function changeRow(sid, kind, e, errorSlot) {
   const toggle = h(
     'button',
     { type: 'button', class: 'cr-toggle', testid: 'change-toggle', 'aria-expanded': 'false', onclick: () => flip() },
-    h('span', { class: `cr-letter l-${e.letter === '?' ? 'q' : e.letter}`, title: WORDS[e.letter] ?? e.letter, 'aria-label': WORDS[e.letter] ?? e.letter }, e.letter === '?' ? 'U' : e.letter),
+    h('span', { class: `cr-letter l-${e.letter === '?' ? 'q' : e.letter}`, title: WORDS[e.letter] ?? e.letter, 'aria-label': WORDS[e.letter] ?? e.letter }, e.letter),
     h('span', { class: 'cr-path' }, e.orig_path ? `${e.orig_path} → ${e.path}` : e.path),
   );
   const flip = async (open = diffSlot.hidden) => {
@@ -191,12 +192,12 @@ function changeRow(sid, kind, e, errorSlot) {
     try {
       const r = await ask(sid, 'diff', { path: e.path, staged: kind === 'staged' });
       const text = typeof r?.diff === 'string' ? r.diff : '';
-      clear(diffSlot).append(
+      append(clear(diffSlot), [
         text
           ? h('div', { class: 'block diff' }, h('details', { open: true }, h('summary', null, `✎ ${e.path}${kind === 'staged' ? ' (staged)' : ''}`), unifiedDiff(text, 'diff-body')))
           : h('p', { class: 'panel-note' }, 'No textual changes (a mode change, or a binary file).'),
         r?.truncated ? h('p', { class: 'panel-note' }, 'The diff is cut: it is longer than 256 KiB.') : null,
-      );
+      ]);
     } catch (err) {
       clear(diffSlot).append(problem('Could not show the diff', err, 'git-error'));
     }
@@ -234,7 +235,7 @@ function changeRow(sid, kind, e, errorSlot) {
             if (ok) act('discard', { path: e.path, confirmed: true }, `Could not discard ${e.path}`);
           },
         },
-        '🗑',
+        kind === 'untracked' ? '✕' : '↺',
       ),
       h('button', { type: 'button', class: 'small-btn', testid: 'stage', onclick: () => act('stage', { paths: [e.path] }, `Could not stage ${e.path}`) }, 'Stage'),
     );

@@ -7,7 +7,7 @@
 // docs/files-and-git.md).
 
 import { app, currentSession } from './state.js';
-import { h, clear } from './dom.js';
+import { h, clear, append } from './dom.js';
 import { ago } from './session-list.js';
 import { highlightLines, languageFor } from './highlight.js';
 import { toast } from './status.js';
@@ -70,7 +70,9 @@ function join(dir, name) {
 function crumbs(sid, path, last) {
   const parts = path ? path.split('/') : [];
   const nav = h('nav', { class: 'crumbs', 'aria-label': 'Folder path', testid: 'breadcrumb' });
-  const rootName = currentSession()?.cwd?.split('/').filter(Boolean).pop() || 'Files';
+  const s = currentSession();
+  const cwd = s?.cwd ?? s?.ctx?.listings?.find((l) => l.session_id === s.id)?.cwd;
+  const rootName = (typeof cwd === 'string' && cwd.split('/').filter(Boolean).pop()) || 'Files';
   const items = [{ name: rootName, path: '' }, ...parts.map((p, i) => ({ name: p, path: parts.slice(0, i + 1).join('/') }))];
   items.forEach((it, i) => {
     if (i > 0) nav.append(h('span', { class: 'crumb-sep', 'aria-hidden': 'true' }, '/'));
@@ -117,17 +119,18 @@ export async function openDir(sid, path) {
     { class: 'file-list', testid: 'file-list' },
     entries.map((e) => entryRow(sid, path, e, now)),
   );
-  clear(panel()).append(
+  append(clear(panel()), [
     crumbs(sid, path, true),
     entries.length ? list : h('p', { class: 'panel-note', testid: 'files-empty' }, 'This folder is empty.'),
     r?.truncated ? h('p', { class: 'panel-note', testid: 'files-truncated' }, `Showing the first ${entries.length} entries; the folder has more.`) : null,
-  );
+  ]);
 }
 
 function entryRow(sid, dir, e, now) {
   const name = typeof e?.name === 'string' ? e.name : '?';
   const kind = ['file', 'dir', 'symlink', 'special'].includes(e?.kind) ? e.kind : 'special';
-  const icon = { dir: '📁', file: '📄', symlink: '🔗', special: '⚙' }[kind];
+  // Folder and file are drawn by the style sheet (no emoji font needed).
+  const icon = { dir: '', file: '', symlink: '↗', special: '⚙' }[kind];
   const when = Number.isFinite(e?.mtime_ms) ? ago(e.mtime_ms / 1000, now) : '';
   const meta = [kind === 'dir' ? 'folder' : kind === 'file' ? humanSize(e.size) : kind === 'symlink' ? 'link' : 'special file', when].filter(Boolean).join(' · ');
   const openable = kind !== 'special' && e?.utf8 !== false;
@@ -143,7 +146,7 @@ function entryRow(sid, dir, e, now) {
     h(
       'button',
       { type: 'button', class: `file-row kind-${kind}`, testid: 'file-entry', dataset: { name, kind }, disabled: !openable, onclick: go },
-      h('span', { class: 'fr-icon', 'aria-hidden': 'true' }, icon),
+      h('span', { class: `fr-icon icon-${kind}`, 'aria-hidden': 'true' }, icon),
       h('span', { class: 'fr-name' }, name),
       h('span', { class: 'fr-meta' }, e?.utf8 === false ? 'name is not UTF-8: cannot be opened' : kind === 'special' ? 'never opened' : meta),
       kind === 'dir' ? h('span', { class: 'fr-chev', 'aria-hidden': 'true' }, '›') : null,
@@ -230,7 +233,7 @@ function editText(sid, path, r) {
     } catch (e) {
       save.disabled = false;
       const reload = e?.code === 'conflict' ? h('button', { type: 'button', class: 'small-btn', testid: 'file-reload', onclick: () => openFile(sid, path) }, 'Load the file from disk (drops your edits)') : null;
-      status.append(problem(e?.code === 'conflict' ? 'Not saved: the file changed on the computer' : 'Not saved', e, 'save-error'), reload);
+      append(status, [problem(e?.code === 'conflict' ? 'Not saved: the file changed on the computer' : 'Not saved', e, 'save-error'), reload]);
     }
   });
   clear(panel()).append(crumbs(sid, path, true), fileHead(path.split('/').pop(), ['editing'], cancel, save), status, area);

@@ -2,19 +2,22 @@
 // playwright-core at a phone's size (390x844, touch, scale 2), against a bridge's LAN
 // server whose echo session works in a scratch git repository. Files: the listing
 // (folders first, sizes), a breadcrumb, a Rust file highlighted with line numbers, an
-// image, a binary file and a too-large file refused with their sizes. Changes: the
+// image, a binary file and a too-large file refused with their sizes, edit and save,
+// and a save refused because the file changed on disk meanwhile. Changes: the
 // modified, unstaged and untracked files, a diff equal to `git diff`, discard after a
 // confirmation, stage and commit, a failing pre-commit hook's words, unstage, switch
 // branch. bridge/tests/web_files.rs runs it and checks the repository afterwards.
 //
 //   node web/test/browser-files.mjs --link '<pairing link>' --expect <file.json> --screenshots <dir>
 //
-// <file.json>: {"session": id, "main_rs": text, "diff": `git diff -- src/main.rs`,
-// "message": commit message, "hook_says": a line the hook prints}. Prints progress on
+// <file.json>: {"session": id, "repo": its directory, "main_rs": text, "diff": `git diff
+// -- src/main.rs`, "message": commit message, "hook_says": a line the hook prints,
+// "todo": what the script writes into todo.txt behind the page's back}. Prints progress on
 // stderr and one JSON line on stdout: {"ok":true,"screenshots":[…]}.
 
 import { chromium } from 'playwright-core';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { PhoneRun, T, waitFor, parseArgs, STEP_TIMEOUT } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
@@ -117,9 +120,29 @@ async function main() {
     await shot('04-binary-refused.png');
     await page.click(`${T('crumb')}[data-path=""]`);
     await page.click(entry('big.log'));
-    await waitFor('the size refusal', async () => /300 KiB/.test((await page.textContent(T('files-error')).catch(() => '')) ?? ''));
+    await waitFor("the size refusal", async () => /300(\.0)? KiB/.test((await page.textContent(T('files-error')).catch(() => '')) ?? ''));
     const big = await page.textContent(T('files-error'));
     if (!/256 KiB/.test(big)) throw new Error(`big.log: "${big}"`);
+  });
+
+  await step('edit and save a text file; a save after the file changed on the computer is refused', async () => {
+    await page.click(`${T('crumb')}[data-path=""]`);
+    await page.click(entry('todo.txt'));
+    await page.waitForSelector(`${T('file-text')}[data-language="plain"]`, { timeout: STEP_TIMEOUT });
+    await page.click(T('file-edit'));
+    await page.fill(T('file-editor'), '- buy milk\n- call the plumber\n');
+    await page.click(T('file-save'));
+    await waitFor('the saved text shown', async () => (await page.$$eval(`${T('file-text')} .line`, (els) => els.map((e) => e.textContent)).catch(() => [])).join('|') === '- buy milk|- call the plumber');
+    if (readFileSync(join(expect.repo, 'todo.txt'), 'utf8') !== '- buy milk\n- call the plumber\n') throw new Error('the saved text is not on disk');
+    await page.click(T('file-edit'));
+    await page.fill(T('file-editor'), 'my edit\n');
+    writeFileSync(join(expect.repo, 'todo.txt'), expect.todo);
+    await page.click(T('file-save'));
+    const refused = await errorText('save-error');
+    if (!/changed on disk/.test(refused)) throw new Error(`the conflict says "${refused}"`);
+    await shot('05a-save-conflict.png');
+    await page.click(T('file-reload'));
+    await waitFor('the file from disk', async () => (await page.$$eval(`${T('file-text')} .line`, (els) => els.map((e) => e.textContent)).catch(() => [])).join('\n') === expect.todo.replace(/\n$/, ''));
   });
 
   await step('Changes: modified, untracked, the branch', async () => {
@@ -186,6 +209,19 @@ async function main() {
     await waitFor('on feature', async () => (await page.textContent(T('git-branch'))).trim() === '⎇ feature');
   });
   await shot('09-switched.png');
+
+  await step('light mode: a file and the commits', async () => {
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.click(T('tab-files'));
+    await page.click(`${T('crumb')}[data-path=""]`).catch(() => {});
+    await page.click(entry('src'));
+    await page.click(entry('main.rs'));
+    await page.waitForSelector(`${T('file-text')}[data-language="rust"]`, { timeout: STEP_TIMEOUT });
+    await shot('10-light-file.png');
+    await page.click(T('tab-changes'));
+    await page.waitForSelector(T('commit-list'), { timeout: STEP_TIMEOUT });
+    await shot('11-light-changes.png');
+  });
 
   await step('Chat is still there', async () => {
     await page.click(T('tab-chat'));
