@@ -93,6 +93,64 @@ export function diffLines(text) {
   return lines;
 }
 
+const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+
+/**
+ * A unified diff's lines (as `git diff` prints them, several files allowed), each
+ * `{kind, old, new, text}`: `kind` is `add`, `del`, `ctx`, `hunk` or `meta` (a file
+ * header, "\ No newline at end of file"); `old` / `new` are the line numbers the hunk
+ * headers give (null where the line has none). The counts of each hunk header decide
+ * where it ends, so a removed line reading `-- x` is not taken for a header.
+ */
+export function diffRows(patch) {
+  const rows = [];
+  let oldNo = 0;
+  let newNo = 0;
+  let oldLeft = 0;
+  let newLeft = 0;
+  for (const text of diffLines(patch)) {
+    const inHunk = oldLeft > 0 || newLeft > 0;
+    const m = inHunk ? null : HUNK.exec(text);
+    if (m) {
+      oldNo = Number(m[1]);
+      newNo = Number(m[3]);
+      oldLeft = m[2] == null ? 1 : Number(m[2]);
+      newLeft = m[4] == null ? 1 : Number(m[4]);
+      rows.push({ kind: 'hunk', old: null, new: null, text });
+    } else if (inHunk && text.startsWith('+')) {
+      rows.push({ kind: 'add', old: null, new: newNo++, text });
+      newLeft -= 1;
+    } else if (inHunk && text.startsWith('-')) {
+      rows.push({ kind: 'del', old: oldNo++, new: null, text });
+      oldLeft -= 1;
+    } else if (inHunk && !text.startsWith('\\')) {
+      rows.push({ kind: 'ctx', old: oldNo++, new: newNo++, text });
+      oldLeft -= 1;
+      newLeft -= 1;
+    } else {
+      rows.push({ kind: 'meta', old: null, new: null, text });
+    }
+  }
+  return rows;
+}
+
+/** A unified diff as the edit cards show it: one row per line, old and new line numbers beside it. */
+export function unifiedDiff(patch, testid = null) {
+  return h(
+    'div',
+    { class: 'diff-body numbered', testid },
+    diffRows(patch).map((r) =>
+      h(
+        'div',
+        { class: `dl ${r.kind}` },
+        h('span', { class: 'ln', 'aria-hidden': 'true' }, r.old ?? ''),
+        h('span', { class: 'ln', 'aria-hidden': 'true' }, r.new ?? ''),
+        h('span', { class: 'dt' }, r.text),
+      ),
+    ),
+  );
+}
+
 function shell(block, cls, ...children) {
   return h(
     'div',
@@ -243,13 +301,7 @@ export function renderBlock(block, ctx = {}) {
       const change = block.change && typeof block.change === 'object' ? block.change : {};
       let body;
       if (change.format === 'unified') {
-        body = h(
-          'pre',
-          { class: 'diff-body' },
-          str(change.patch)
-            .split('\n')
-            .map((l) => h('span', { class: l.startsWith('+') && !l.startsWith('+++') ? 'add' : l.startsWith('-') && !l.startsWith('---') ? 'del' : l.startsWith('@@') ? 'hunk' : null }, l + '\n')),
-        );
+        body = unifiedDiff(str(change.patch));
       } else {
         body = h(
           'div',
