@@ -6,13 +6,32 @@
 // with `npm run build` in web/.
 
 import { build } from 'esbuild';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = dirname(fileURLToPath(import.meta.url));
 const dist = join(root, 'dist');
 mkdirSync(dist, { recursive: true });
+
+// xterm.js (the terminal view) gives 24-bit colours to a cell by writing its `style`
+// attribute, which the page's Content-Security-Policy (`style-src 'self'`) blocks;
+// the same declarations written through the CSSOM are allowed. This rewrites that one
+// method of the pinned version and fails the build when it is not found (a new
+// xterm.js version: check how it styles cells). Its `<style>` elements and its style
+// sheet are handled at run time (src/xterm-style.js).
+const XTERM_ADD_STYLE = '_addStyle(t,e){t.setAttribute("style",`${t.getAttribute("style")||""}${e};`)}';
+const xtermUnderCsp = {
+  name: 'xterm-under-csp',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]@xterm[\\/]xterm[\\/]lib[\\/]xterm\.mjs$/ }, (args) => {
+      const source = readFileSync(args.path, 'utf8');
+      const found = source.split(XTERM_ADD_STYLE).length - 1;
+      if (found !== 1) throw new Error(`@xterm/xterm: expected its _addStyle once, found it ${found} times (see build.mjs)`);
+      return { contents: source.replace(XTERM_ADD_STYLE, () => '_addStyle(t,e){t.style.cssText+=`${e};`}'), loader: 'js' };
+    });
+  },
+};
 
 const common = {
   absWorkingDir: root,
@@ -27,7 +46,15 @@ const common = {
 };
 
 // The page's script: an ES module.
-await build({ ...common, entryPoints: ['src/main.js'], outfile: 'dist/app.js', format: 'esm' });
+// xterm.css is bundled as text (src/xterm-style.js applies it).
+await build({
+  ...common,
+  entryPoints: ['src/main.js'],
+  outfile: 'dist/app.js',
+  format: 'esm',
+  loader: { '.css': 'text' },
+  plugins: [xtermUnderCsp],
+});
 console.log('built web/dist/app.js');
 // The service worker (served at /sw.js, scope /): a classic script, which every
 // browser with service workers runs.

@@ -13,6 +13,8 @@ import { showNewSession, agentChanged, startSession } from './new-session.js';
 import { composerChanged, sendComposer, interrupt } from './composer.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
+import { buildTerminalView, openTerminal } from './terminal-view.js';
+import { buildTerminalSection } from './terminal-list.js';
 
 export function buildShell() {
   const ui = app.ui;
@@ -61,6 +63,7 @@ export function buildShell() {
     ui.sessionList,
     h('h2', null, 'From your terminal'),
     ui.externalList,
+    buildTerminalSection(),
   );
 
   // New session.
@@ -118,7 +121,18 @@ export function buildShell() {
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
-    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    h(
+      'div',
+      { class: 'session-bar' },
+      ui.parkedBanner,
+      h(
+        'div',
+        { class: 'session-actions' },
+        ui.continueBtn,
+        h('button', { type: 'button', class: 'link-btn', testid: 'open-terminal', 'aria-label': 'Open a terminal in this session’s directory', onclick: () => openTerminal({ sessionId: app.current }) }, 'Terminal here'),
+      ),
+      ui.terminalCard,
+    ),
     ui.transcript,
     h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send)),
   );
@@ -126,5 +140,5 @@ export function buildShell() {
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });
   const root = $('#app') ?? document.body.appendChild(h('div', { id: 'app' }));
   clear(root);
-  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession), switcher.sheet, ui.toast);
+  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession, buildTerminalView()), switcher.sheet, ui.toast);
 }
