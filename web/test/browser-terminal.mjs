@@ -90,6 +90,16 @@ async function compose(text) {
 const enter = () => page.keyboard.press('Enter');
 const tap = (id) => page.tap(T(id));
 
+/** Waits until the home view lists `n` terminals, asking the bridge again (Refresh) each time. */
+async function listed(n) {
+  await waitFor(`${n} terminal(s) listed`, async () => {
+    if ((await page.$$(T('terminal-item'))).length === n) return true;
+    await page.tap(T('session-refresh'));
+    await sleep(300);
+    return false;
+  });
+}
+
 /** Bytes the page sent since `before` (its `sent` log). */
 async function sentSince(before) {
   const t = await term();
@@ -236,7 +246,7 @@ async function main() {
   await step('a second terminal from the bridge’s screen, in its home', async () => {
     await page.tap('.back');
     await page.waitForSelector(T('new-terminal'), { state: 'visible', timeout: STEP_TIMEOUT });
-    await waitFor('the first terminal listed', async () => (await page.$$(T('terminal-item'))).length === 1);
+    await listed(1);
     await page.tap(T('new-terminal'));
     await waitScreen('the second shell', (text, t) => t.id && t.id !== first && text.trim().length > 0);
     second = (await term()).id;
@@ -247,14 +257,14 @@ async function main() {
 
   await step('the list shows both; tapping the first reattaches to it; Close ends it', async () => {
     await page.tap('.back');
-    await waitFor('two terminals listed', async () => (await page.$$(T('terminal-item'))).length === 2);
+    await listed(2);
     await run.shot('05-terminal-list.png');
     await page.tap(`li[data-terminal-id="${first}"] ${T('terminal-item')}`);
     await waitScreen('the first terminal’s screen', (text, t) => t.id === first && text.includes('again-9'));
     await page.tap(T('terminal-close'));
     await waitFor('the end notice', async () => /has ended/.test((await page.textContent(T('terminal-notice'))) ?? ''));
     await page.tap('.back');
-    await waitFor('one terminal left', async () => (await page.$$(T('terminal-item'))).length === 1);
+    await listed(1);
     const left = await page.getAttribute(T('terminal-item'), 'aria-label');
     log(`left: ${left}`);
   });
