@@ -450,11 +450,15 @@ export class Link {
     return this.opts.onBlock?.(frame.session_id, block, frame.replay === true);
   }
 
-  /** A terminal's output or end, opened with its keys: checked, then handed to `onTerminal`. */
-  _terminal(frame, message) {
-    if (!message || typeof message !== 'object' || message.type !== frame.block_type) {
-      return this._reject('terminal output', 'its type differs from the envelope');
-    }
+  /**
+   * A terminal's output or end, opened with its keys: checked, then handed to
+   * `onTerminal` with its `type` from the envelope's `block_type` (which the AEAD
+   * authenticates; the sealed JSON carries no `type` of its own).
+   */
+  _terminal(frame, opened) {
+    if (!opened || typeof opened !== 'object' || Array.isArray(opened)) return this._reject('terminal output', 'not an object');
+    if (opened.type != null && opened.type !== frame.block_type) return this._reject('terminal output', 'its type differs from the envelope');
+    const message = { ...opened, type: frame.block_type };
     if (message.terminal_id !== frame.session_id) return this._reject('terminal output', 'it names another terminal');
     if (message.type === 'terminal_output' && (!Number.isSafeInteger(message.seq) || typeof message.data !== 'string')) {
       return this._reject('terminal output', 'no seq or data');

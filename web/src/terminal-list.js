@@ -45,7 +45,7 @@ function renderTerminals(listed, off) {
   for (const t of listed) {
     const cwd = typeof t.cwd === 'string' ? t.cwd : '';
     const shell = typeof t.shell === 'string' ? t.shell.split('/').pop() : '';
-    const bits = [shell, age(t.started_ts), t.attached > 0 ? `${t.attached} attached` : 'detached'].filter(Boolean);
+    const bits = [shell, t.attached > 0 ? `${t.attached} attached` : 'detached'].filter(Boolean);
     ui.terminalList.append(
       h(
         'li',
@@ -53,8 +53,9 @@ function renderTerminals(listed, off) {
         h(
           'button',
           { type: 'button', class: 'session-item terminal-item', testid: 'terminal-item', 'aria-label': `Reattach to the terminal in ${cwd}`, onclick: () => attachTerminal(t.terminal_id) },
-          h('div', { class: 'row1' }, h('span', { class: 'agent' }, cwd.split('/').filter(Boolean).pop() ?? '/'), h('span', { class: 'state' }, bits.join(' · '))),
+          h('div', { class: 'row1' }, h('span', { class: 'agent' }, cwd.split('/').filter(Boolean).pop() ?? '/'), h('span', { class: 'state' }, age(t.started_ts))),
           h('div', { class: 'row2' }, cwd),
+          h('div', { class: 'row3' }, bits.join(' · ')),
         ),
         h('button', { type: 'button', class: 'link-btn tap', testid: 'terminal-item-close', 'aria-label': `Close the terminal in ${cwd}`, onclick: () => closeListed(t) }, 'Close'),
       ),

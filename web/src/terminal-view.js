@@ -301,6 +301,12 @@ export function terminalDebug() {
   if (!view) return null;
   const buffer = view.term.buffer.active;
   const lines = [];
-  for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i)?.translateToString(true) ?? '');
+  for (let i = 0; i < buffer.length; i++) {
+    const line = buffer.getLine(i);
+    const text = line?.translateToString(true) ?? '';
+    // A line the terminal wrapped continues the one before.
+    if (line?.isWrapped && lines.length) lines[lines.length - 1] += text;
+    else lines.push(text);
+  }
   return { id: view.id, cols: view.term.cols, rows: view.term.rows, text: lines.join('\n'), sent: view.sent, lastSeq: view.feed.lastSeq, exited: view.exited, alternate: buffer.type === 'alternate' };
 }

@@ -1,11 +1,12 @@
 // xterm.js's styles under the page's Content-Security-Policy (`style-src 'self'`, no
 // inline styles; web/assets.rs). Its style sheet (`@xterm/xterm/css/xterm.css`) is
 // bundled into app.js as text and applied as a constructed style sheet, which the
-// policy does not govern. xterm also writes rules into `<style>` elements of its own
-// (the theme's colours, the row sizes, the scroll bar), which the policy blocks: each
-// is mirrored here into a constructed sheet of its own, kept in step by a
-// MutationObserver. (Its per-cell `style` attributes for 24-bit colours are rewritten
-// at bundle time to CSSOM writes, which the policy allows: web/build.mjs.)
+// policy does not govern. xterm also writes rules into style elements of its own (the
+// theme's colours, the row sizes, the scroll bar), which the bundle makes inert
+// `<xterm-style>` elements (web/build.mjs: a `<style>` one would be blocked): each is
+// applied here as a constructed sheet of its own, kept in step by a MutationObserver.
+// (Its per-cell `style` attributes for 24-bit colours are rewritten at bundle time to
+// CSSOM writes, which the policy allows.)
 
 import xtermCss from '@xterm/xterm/css/xterm.css';
 
@@ -23,19 +24,20 @@ function drop(sheet) {
 export function adoptXtermCss() {
   if (base) return;
   base = new CSSStyleSheet();
-  base.replaceSync(xtermCss);
+  // The inert elements holding xterm's own rules are never shown.
+  base.replaceSync(`${xtermCss}\nxterm-style { display: none !important; }\n`);
   adopt(base);
 }
 
 /**
- * Mirrors every `<style>` element under `root` (xterm's) into constructed sheets
+ * Applies every `<xterm-style>` element under `root` (xterm's) as constructed sheets
  * while the terminal lives. Returns the function that stops and removes them.
  */
 export function mirrorStyles(root) {
   const sheets = new Map();
   const sync = () => {
     const seen = new Set();
-    for (const el of root.querySelectorAll('style')) {
+    for (const el of root.querySelectorAll('xterm-style')) {
       seen.add(el);
       let entry = sheets.get(el);
       if (!entry) {

@@ -311,14 +311,15 @@ test('a terminal: open carries a fresh key, its sealed output and end reach onTe
   assert.equal(r.terminal.terminal_id, tid);
   assert.ok(c.fromB64url(bridge.controls.at(-1).app_pubkey).length === 32, 'a fresh key for the terminal');
   const seal = (type, m) => c.sealBlock(sealer, tid, type, false, 1, JSON.stringify(m));
-  const out = { type: 'terminal_output', terminal_id: tid, seq: 1, data: c.b64(c.utf8('42\r\n')) };
+  // As the bridge seals it: no `type` in the JSON (the envelope's block_type says it).
+  const out = { terminal_id: tid, seq: 1, data: c.b64(c.utf8('42\r\n')) };
   deliver(bridge, seal('terminal_output', out));
   // Its type differs from the envelope's; it names another terminal; no seq.
   deliver(bridge, seal('terminal_output', { ...out, type: 'terminal_exit', seq: 2 }));
   deliver(bridge, seal('terminal_output', { ...out, terminal_id: 't-other', seq: 3 }));
-  deliver(bridge, seal('terminal_output', { type: 'terminal_output', terminal_id: tid, data: '' }));
+  deliver(bridge, seal('terminal_output', { terminal_id: tid, data: '' }));
   // The end carries last_seq, not seq: still taken.
-  deliver(bridge, seal('terminal_exit', { type: 'terminal_exit', terminal_id: tid, reason: 'exited', exit_code: 0, last_seq: 1 }));
+  deliver(bridge, seal('terminal_exit', { terminal_id: tid, reason: 'exited', exit_code: 0, last_seq: 1 }));
   assert.deepEqual(got.terminal.map((t) => [t.id, t.m.type]), [[tid, 'terminal_output'], [tid, 'terminal_exit']]);
   assert.equal(c.fromUtf8(c.fromB64(got.terminal[0].m.data)), '42\r\n');
   assert.equal(link.rejected, 3, got.rejects.join('\n'));
