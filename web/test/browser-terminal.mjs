@@ -116,6 +116,11 @@ async function noHorizontalOverflow() {
 async function main() {
   page = await run.launch(chromium);
   page.on('dialog', (d) => d.accept());
+  // xterm.js must run under the page's CSP without a violation (web/build.mjs, src/xterm-style.js).
+  const csp = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && /Content Security Policy/.test(m.text())) csp.push(m.text());
+  });
 
   await step('pair over the LAN', async () => {
     await page.goto(args.link, { waitUntil: 'domcontentloaded' });
@@ -307,6 +312,7 @@ async function main() {
   });
 
   if (run.pageErrors.length) throw new Error(`page errors: ${run.pageErrors.join('; ')}`);
+  if (csp.length) throw new Error(`${csp.length} CSP violations, the first: ${csp[0]}`);
   const t = await term();
   console.log(JSON.stringify({ ok: true, terminals: [first, second], cols: t.cols, rows: t.rows, screenshots: run.screenshots }));
 }
