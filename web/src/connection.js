@@ -117,6 +117,8 @@ export async function connect(ctx = activeCtx()) {
       pushLast: ctx.pushLast,
       onBlock: (sid, block, replay) => onBlock(sid, block, replay, ctx),
       onReplayDone: () => {},
+      // The terminal view's hooks (app.terminals, set by main.js: xterm.js stays out of this module's graph).
+      onTerminal: (id, message) => app.terminals?.onTerminal(ctx, id, message),
       onStatus: (status) => onStatus(ctx, status),
       onPush: (notice, counter) => onPush(ctx, notice, counter),
       onReject: (reason) => noteRejected(reason),
@@ -145,6 +147,7 @@ export async function connect(ctx = activeCtx()) {
     if (ctx === activeCtx()) updateComposer(currentSession());
     // Re-attach every followed session, from the newest block held.
     for (const s of ctx.sessions.values()) if (s.followed) attach(s);
+    app.terminals?.reattach(ctx, link);
     if (ctx === activeCtx()) refreshLists();
     else listSessions(ctx, link);
     refreshAgents(ctx, link);

@@ -25,7 +25,9 @@ export const HANDSHAKE_TIMEOUT_MS = 15000;
 /** How long a control waits for its reply. */
 export const REPLY_TIMEOUT_MS = 30000;
 
-const ATTACHING = new Set(['session_request', 'session_resume', 'attach_external']);
+const ATTACHING = new Set(['session_request', 'session_resume', 'attach_external', 'terminal_open', 'terminal_attach']);
+/** The `block_type`s a terminal's sealed output and end travel as (docs/terminals.md#on-the-wire). */
+const TERMINAL_BLOCKS = new Set(['terminal_output', 'terminal_exit']);
 const FATAL_RELAY_ERRORS = new Set(['unknown_device', 'slow_consumer', 'too_many_connections', 'unsupported_version']);
 /** The code of an error (a failed open, a closed link) that retrying will not fix: the two ends speak other protocol versions. */
 export const VERSION_MISMATCH = 'unsupported_version';
@@ -86,6 +88,7 @@ function isBlock(v) {
  * - `WebSocket`: the constructor (browser's, or `ws` in Node)
  * - `pushLast`: the highest push counter opened so far (BigInt)
  * - handlers: `onBlock(sessionId, block, replay)`, `onReplayDone(sessionId, lastSeq)`,
+ *   `onTerminal(terminalId, message)` (a sealed `terminal_output` or `terminal_exit`),
  *   `onStatus(status)`, `onPush(notice, counter)`, `onReject(reason)`,
  *   `onRelayError(frame)`, `onClose(reason)`
  * Resolves to a Link once `link_accept` verified; rejects with the reason otherwise.
@@ -441,9 +444,26 @@ export class Link {
     } catch (e) {
       return this._refuseOrBreak('a block', e);
     }
+    if (TERMINAL_BLOCKS.has(frame.block_type)) return this._terminal(frame, block);
     if (!isBlock(block)) return this._reject('a block', 'not a block with a seq');
     if (block.type !== frame.block_type) return this._reject('a block', 'its type differs from the envelope');
     return this.opts.onBlock?.(frame.session_id, block, frame.replay === true);
+  }
+
+  /**
+   * A terminal's output or end, opened with its keys: checked, then handed to
+   * `onTerminal` with its `type` from the envelope's `block_type` (which the AEAD
+   * authenticates; the sealed JSON carries no `type` of its own).
+   */
+  _terminal(frame, opened) {
+    if (!opened || typeof opened !== 'object' || Array.isArray(opened)) return this._reject('terminal output', 'not an object');
+    if (opened.type != null && opened.type !== frame.block_type) return this._reject('terminal output', 'its type differs from the envelope');
+    const message = { ...opened, type: frame.block_type };
+    if (message.terminal_id !== frame.session_id) return this._reject('terminal output', 'it names another terminal');
+    if (message.type === 'terminal_output' && (!Number.isSafeInteger(message.seq) || typeof message.data !== 'string')) {
+      return this._reject('terminal output', 'no seq or data');
+    }
+    return this.opts.onTerminal?.(frame.session_id, message);
   }
 
   /**

@@ -23,6 +23,7 @@ export async function refreshLists() {
   const ctx = activeCtx();
   const link = ctx?.link;
   if (!link) return;
+  app.terminals?.refresh();
   try {
     const r = await link.request({ type: 'list_sessions' });
     ctx.listings = Array.isArray(r.sessions) ? r.sessions.filter((s) => s && typeof s.session_id === 'string') : [];

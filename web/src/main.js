@@ -25,9 +25,13 @@ import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
 import { startIntegrity } from './integrity.js';
 import { installNotifications, pendingIntent, handleIntent } from './notifications.js';
+import { attachTerminal, leaveTerminal, onTerminal, reattachTerminal, terminalDebug } from './terminal-view.js';
+import { refreshTerminals } from './terminal-list.js';
 
 async function main() {
   buildShell();
+  // The terminal view's hooks, for the modules that must not pull xterm.js into their graph (the Node tests import them).
+  app.terminals = { onTerminal, reattach: reattachTerminal, refresh: refreshTerminals, leave: leaveTerminal };
   app.store = await Store.open();
   try {
     const secrets = await app.store.get('identity');
@@ -84,6 +88,8 @@ async function main() {
     flush: () => flushAll(),
     /** The switcher's counts of bridge `id`: `{permissions, unseen}`. */
     attention: (id) => (app.bridges.has(id) ? attentionOf(app.bridges.get(id)) : null),
+    /** The terminal shown: `{id, cols, rows, text, sent, lastSeq, exited, alternate}`, or null. */
+    terminal: () => terminalDebug(),
   };
   // The service worker (secure contexts only) and its pinned code's verdict; not awaited.
   startIntegrity().catch((e) => console.warn(`integrity: ${e.message ?? e}`));
@@ -148,8 +154,10 @@ async function openRoute(route, starting) {
     if (starting) showHome();
     return;
   }
-  activate(route.bridgeId, !route.sessionId);
-  if (route.sessionId) {
+  activate(route.bridgeId, !route.sessionId && !route.terminalId);
+  if (route.terminalId) {
+    attachTerminal(route.terminalId);
+  } else if (route.sessionId) {
     const s = await loadSession(route.sessionId);
     s.followed = true;
     openSessionView(s);

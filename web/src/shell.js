@@ -14,6 +14,8 @@ import { composerChanged, sendComposer, interrupt } from './composer.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
 import { buildSessionTabs } from './session-tabs.js';
+import { buildTerminalView, openTerminal } from './terminal-view.js';
+import { buildTerminalSection } from './terminal-list.js';
 
 export function buildShell() {
   const ui = app.ui;
@@ -62,6 +64,7 @@ export function buildShell() {
     ui.sessionList,
     h('h2', null, 'From your terminal'),
     ui.externalList,
+    buildTerminalSection(),
   );
 
   // New session.
@@ -119,7 +122,19 @@ export function buildShell() {
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
-    h('div', { class: 'session-bar' }, buildSessionTabs(), ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    h(
+      'div',
+      { class: 'session-bar' },
+      buildSessionTabs(),
+      ui.parkedBanner,
+      h(
+        'div',
+        { class: 'session-actions' },
+        ui.continueBtn,
+        h('button', { type: 'button', class: 'link-btn', testid: 'open-terminal', 'aria-label': 'Open a terminal in this session’s directory', onclick: () => openTerminal({ sessionId: app.current }) }, 'Terminal here'),
+      ),
+      ui.terminalCard,
+    ),
     ui.transcript,
     ui.filesPanel,
     ui.changesPanel,
@@ -129,5 +144,5 @@ export function buildShell() {
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });
   const root = $('#app') ?? document.body.appendChild(h('div', { id: 'app' }));
   clear(root);
-  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession), switcher.sheet, ui.toast);
+  root.append(header, h('main', null, ui.viewPair, ui.viewHome, ui.viewNew, ui.viewSession, buildTerminalView()), switcher.sheet, ui.toast);
 }

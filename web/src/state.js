@@ -57,6 +57,8 @@ export const app = {
   shortCode: null,
   /** The bridge `shortCode` belongs to. */
   shortCodeBridge: null,
+  /** The terminal view's hooks (main.js sets them): `{onTerminal, reattach, refresh, leave}`. */
+  terminals: null,
   ui: {},
 };
 

@@ -125,8 +125,10 @@ test('the URL names a session on a bridge; a pairing fragment is not a route', a
   const { routeFromUrl, routeHash } = await import('../src/route.js');
   const hash = routeHash('brg_abc', 's-01 x');
   assert.equal(hash, '#b=brg_abc&s=s-01%20x');
-  assert.deepEqual(routeFromUrl(hash), { bridgeId: 'brg_abc', sessionId: 's-01 x' });
-  assert.deepEqual(routeFromUrl('#b=brg_abc'), { bridgeId: 'brg_abc', sessionId: null });
+  assert.deepEqual(routeFromUrl(hash), { bridgeId: 'brg_abc', sessionId: 's-01 x', terminalId: null });
+  assert.deepEqual(routeFromUrl('#b=brg_abc'), { bridgeId: 'brg_abc', sessionId: null, terminalId: null });
+  // A terminal view: a reload reattaches to it.
+  assert.deepEqual(routeFromUrl('#b=brg_abc&t=t-5f0c'), { bridgeId: 'brg_abc', sessionId: null, terminalId: 't-5f0c' });
   assert.equal(routeFromUrl('#v=1&b=brg_abc&s=secret'), null);
   assert.equal(routeFromUrl(''), null);
   assert.equal(routeHash('brg_abc', null), '');

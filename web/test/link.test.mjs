@@ -47,6 +47,7 @@ async function connect(bridge) {
     direct: bridge.direct,
     WebSocket: fakeWebSocket(bridge),
     onBlock: (sid, block, replay) => got.blocks.push({ sid, block, replay }),
+    onTerminal: (id, m) => (got.terminal ??= []).push({ id, m }),
     onReject: (r) => got.rejects.push(r),
     onStatus: (s) => got.statuses.push(s),
     onClose: (r) => (got.closed = r),
@@ -289,5 +290,39 @@ test('attack: a refused control rejects its request at once, by id or by counter
   await assert.rejects(link.request({ type: 'stop_session', session_id: 's-1' }), (e) => e.code === 'refused' && e.reason === 'bad_seal');
   console.log(`attack: refused controls (web): 2 of 2 rejected as refused within ${Date.now() - t0} ms, none left waiting`);
   assert.equal(link.waiting.size, 0);
+  link.close();
+});
+
+test('a terminal: open carries a fresh key, its sealed output and end reach onTerminal; forgeries are refused', async () => {
+  const bridge = new FakeBridge();
+  const tid = 't-5f0c2a9e4b7d4c1f8a6e3d2b1c0f9e8d';
+  let sealer = null;
+  bridge.handlers.terminal_open = (json, conn) => {
+    const appPub = c.fromB64url(json.app_pubkey);
+    const nonce = c.randomBytes(16);
+    const k = c.sessionKeys(c.agree(bridge.identity.x25519Secret, appPub), tid, appPub, nonce);
+    sealer = new c.Sealer(k.bridgeToApp, 'block');
+    const terminal = { terminal_id: tid, cwd: '/tmp', shell: '/bin/bash', cols: 80, rows: 24, started_ts: 1, last_seq: 0, attached: 1 };
+    conn.reply(json.id, { kind: 'terminal', terminal }, { session_id: tid, attach_nonce: c.b64url(nonce) });
+    return null;
+  };
+  const { link, got } = await connect(bridge);
+  const r = await link.request({ type: 'terminal_open', cols: 80, rows: 24 });
+  assert.equal(r.terminal.terminal_id, tid);
+  assert.ok(c.fromB64url(bridge.controls.at(-1).app_pubkey).length === 32, 'a fresh key for the terminal');
+  const seal = (type, m) => c.sealBlock(sealer, tid, type, false, 1, JSON.stringify(m));
+  // As the bridge seals it: no `type` in the JSON (the envelope's block_type says it).
+  const out = { terminal_id: tid, seq: 1, data: c.b64(c.utf8('42\r\n')) };
+  deliver(bridge, seal('terminal_output', out));
+  // Its type differs from the envelope's; it names another terminal; no seq.
+  deliver(bridge, seal('terminal_output', { ...out, type: 'terminal_exit', seq: 2 }));
+  deliver(bridge, seal('terminal_output', { ...out, terminal_id: 't-other', seq: 3 }));
+  deliver(bridge, seal('terminal_output', { terminal_id: tid, data: '' }));
+  // The end carries last_seq, not seq: still taken.
+  deliver(bridge, seal('terminal_exit', { terminal_id: tid, reason: 'exited', exit_code: 0, last_seq: 1 }));
+  assert.deepEqual(got.terminal.map((t) => [t.id, t.m.type]), [[tid, 'terminal_output'], [tid, 'terminal_exit']]);
+  assert.equal(c.fromUtf8(c.fromB64(got.terminal[0].m.data)), '42\r\n');
+  assert.equal(link.rejected, 3, got.rejects.join('\n'));
+  assert.equal(got.blocks.length, 0, 'terminal output is not a session block');
   link.close();
 });
