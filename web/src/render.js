@@ -72,7 +72,7 @@ function codeBlock(text, lang) {
   return h(
     'div',
     { class: 'code-block', testid: 'code-block' },
-    h('div', { class: 'code-head' }, h('span', { class: 'code-lang' }, lang || 'text'), copyButton(text, code, `Copy ${lang || ''} code`.replace('  ', ' '), 'code-copy')),
+    h('div', { class: 'code-head' }, h('span', { class: 'code-lang' }, lang || 'text'), copyButton(text, code, lang ? `${lang} code` : 'code', 'code-copy')),
     h('pre', null, code),
   );
 }
@@ -106,7 +106,7 @@ function shell(block, cls, ...children) {
 /** A command to copy: the text, and a Copy button (selects the text where the clipboard is unavailable). */
 export function copyableCommand(text, testid) {
   const code = h('code', null, text);
-  return h('div', { class: 'command', testid }, h('pre', null, code), copyButton(text, code, 'Copy command', `${testid}-copy`));
+  return h('div', { class: 'command', testid }, h('pre', null, code), copyButton(text, code, 'command', `${testid}-copy`));
 }
 
 /**

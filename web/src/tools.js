@@ -112,14 +112,16 @@ export function toolSummary(kind, input, title) {
   }
 }
 
-/** A Copy button for `text` (shown in `shown`), labelled for screen readers. */
-export function copyButton(text, shown, label, testid) {
-  const btn = h('button', { type: 'button', class: 'copy-btn', 'aria-label': label, testid }, 'Copy');
+/** A Copy button for `text` (shown in `shown`); screen readers hear "Copy <what>" (and then "Copied <what>"). */
+export function copyButton(text, shown, what, testid) {
+  const btn = h('button', { type: 'button', class: 'copy-btn', 'aria-label': `Copy ${what}`, testid }, 'Copy');
   btn.addEventListener('click', async (e) => {
     e.preventDefault();
     e.stopPropagation();
     const how = await copyText(text, shown);
-    btn.textContent = how === 'copied' ? 'Copied' : 'Selected';
+    const said = how === 'copied' ? 'Copied' : 'Selected';
+    btn.textContent = said;
+    btn.setAttribute('aria-label', `${said} ${what}`);
     btn.dataset.copied = how;
   });
   return btn;
@@ -128,7 +130,7 @@ export function copyButton(text, shown, label, testid) {
 /** A shell command, whole and wrapped, with a Copy button. */
 export function commandView(command, testid = 'shell-command') {
   const code = h('code', null, command);
-  return h('div', { class: 'command shell-cmd', testid }, h('pre', null, h('span', { class: 'prompt', 'aria-hidden': 'true' }, '$ '), code), copyButton(command, code, 'Copy command', `${testid}-copy`));
+  return h('div', { class: 'command shell-cmd', testid }, h('pre', null, h('span', { class: 'prompt', 'aria-hidden': 'true' }, '$ '), code), copyButton(command, code, 'command', `${testid}-copy`));
 }
 
 /** Lines past which a diff starts collapsed behind "Show all". */
@@ -157,7 +159,7 @@ export function diffView(change, path) {
   const all = change.patch != null ? parseUnified(change.patch) : lineDiff(change.oldText, change.newText);
   const lines = markWords(change.patch != null ? all : withContext(all));
   const { added, removed } = diffStats(all);
-  const body = h('div', { class: 'diff-lines', role: 'table', 'aria-label': `Changes to ${path || 'the file'}` }, lines.map(lineEl));
+  const body = h('div', { class: 'diff-lines', role: 'group', 'aria-label': `Changes to ${path || 'the file'}` }, lines.map(lineEl));
   const long = lines.length > DIFF_COLLAPSED_LINES;
   const el = h(
     'div',

@@ -44,7 +44,15 @@ async function axe(name) {
   if (!(await page.evaluate(() => Boolean(window.axe)))) await page.evaluate(`${AXE}\n;true`);
   const result = await page.evaluate(async () => {
     const r = await window.axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) }));
+    return r.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.length,
+      targets: v.nodes.slice(0, 40).map((n) => {
+        const d = n.any?.[0]?.data;
+        return `${n.target.join(' ')}${d?.contrastRatio ? ` (${d.fgColor} on ${d.bgColor}: ${d.contrastRatio})` : ''}`;
+      }),
+    }));
   });
   const bad = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   axeResults[name] = { violations: result.length, serious_or_critical: bad.length, ids: result.map((v) => `${v.id}:${v.impact}`) };
@@ -71,7 +79,15 @@ async function open(toolId) {
   await page.$eval(sel, (d) => {
     d.open = true;
   });
-  await page.locator(card(toolId)).first().scrollIntoViewIfNeeded();
+}
+
+/** Scrolls so `sel` starts just under the sticky header. */
+async function show(sel) {
+  await page.$eval(sel, (e) => {
+    e.scrollIntoView({ block: 'start' });
+    window.scrollBy(0, -(document.querySelector('header')?.getBoundingClientRect().height ?? 60) - 8);
+  });
+  await page.waitForTimeout(100);
 }
 
 async function noRawJson(sel) {
@@ -127,7 +143,7 @@ async function main() {
     if (!spans.includes('fn') || !spans.includes('let')) throw new Error(`keywords highlighted: ${spans}`);
     const label = await page.getAttribute(`${block} ${T('code-copy')}`, 'aria-label');
     if (!/copy/i.test(label ?? '')) throw new Error(`copy button label "${label}"`);
-    await page.locator(block).first().scrollIntoViewIfNeeded();
+    await show(block);
     await page.click(`${block} ${T('code-copy')}`);
     await waitFor('the copy reported', async () => /Copied|Selected/.test(await page.textContent(`${block} ${T('code-copy')}`)));
     const selected = await page.evaluate(() => String(window.getSelection()));
@@ -149,7 +165,7 @@ async function main() {
     if (failed !== 'Failed · exit 2') throw new Error(`failed status "${failed}"`);
     const [outColor, textColor] = await page.$eval(`${card(`${p}shfail`)} .tool-output`, (e) => [getComputedStyle(e).color, getComputedStyle(document.body).color]);
     if (outColor !== textColor) throw new Error(`failed output drawn in ${outColor}, not the text colour ${textColor}`);
-    await page.locator(card(`${p}sh`)).first().scrollIntoViewIfNeeded();
+    await show(card(`${p}sh`));
   });
   await shot('02-shell-card.png');
 
@@ -163,17 +179,17 @@ async function main() {
     if (!marks.join('').includes('there')) throw new Error(`word marks ${marks}`);
     const nums = await page.$$eval(`${card(`${p}edit`)} .tool-diff-slot .dl.add .ln`, (els) => els.map((e) => e.textContent));
     if (nums.join(',') !== ',2') throw new Error(`the added line's numbers ${nums}`);
-    await page.locator(card(`${p}edit`)).first().scrollIntoViewIfNeeded();
+    await show(card(`${p}edit`));
   });
   await shot('03-edit-card.png');
 
   await step('a new file: every line added, no stray "+" line; a long diff collapsed', async () => {
     const lines = await page.$$eval(`${card(`${p}write`)} .tool-diff-slot .dl`, (els) => els.map((e) => [e.className, e.querySelector('.dt')?.textContent]));
     if (lines.length !== 4 || lines.some(([c]) => c !== 'dl add')) throw new Error(`new-file lines ${JSON.stringify(lines)}`);
-    if (lines.some(([, t]) => t.trim() === '+')) throw new Error('a stray "+" line');
+    if (lines[lines.length - 1][1].trim() === '+') throw new Error('a stray "+" last line');
     const collapsed = await page.$eval(`${card(`${p}long`)} .tool-diff-slot ${T('inline-diff')}`, (e) => e.classList.contains('collapsed'));
     if (!collapsed) throw new Error('the long diff is not collapsed');
-    await page.locator(card(`${p}write`)).first().scrollIntoViewIfNeeded();
+    await show(card(`${p}write`));
   });
   await shot('04-write-and-long-diff.png');
 
@@ -192,15 +208,15 @@ async function main() {
     if (nested.join() !== `${p}glob,${p}subgrep`) throw new Error(`nested calls ${nested}`);
     const generic = await page.textContent(`${card(`${p}mcp`)} summary .tool-name`);
     if (generic !== 'github · create_issue') throw new Error(`generic name "${generic}"`);
-    await page.locator(card(`${p}task`)).first().scrollIntoViewIfNeeded();
+    await show(card(`${p}task`));
   });
   await shot('05-subagent-card.png');
-  await page.locator(card(`${p}mcp`)).first().scrollIntoViewIfNeeded();
+  await show(card(`${p}mcp`));
   await shot('06-generic-card.png');
 
   await step('the permission card shows the whole 300-character command, wrapped', async () => {
     const sel = `${T('permission-card')} ${T('shell-command')}`;
-    await page.locator(T('permission-card')).scrollIntoViewIfNeeded();
+    await show(T('permission-card'));
     const text = await page.textContent(`${sel} code`);
     if (text.length < 300) throw new Error(`the command is ${text.length} characters`);
     const box = await page.$eval(`${sel} pre`, (e) => {
@@ -209,6 +225,7 @@ async function main() {
     });
     if (box.right > 390 || box.sw > box.cw + 1 || box.sh > box.ch + 1) throw new Error(`the command is clipped: ${JSON.stringify(box)}`);
     await tapTargets(T('permission-card'));
+    await page.emulateMedia({ colorScheme: 'dark' });
     await axe('chat-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     await axe('chat-light');
@@ -223,7 +240,7 @@ async function main() {
     const answer = (await page.textContent(T('perm-answer'))).trim();
     if (answer !== 'Answered: Allow once') throw new Error(`the card says "${answer}"`);
     await page.waitForSelector(`${T('block')}[data-block-type="session_end"]`, { state: 'attached', timeout: STEP_TIMEOUT });
-    await page.locator(T('permission-card')).scrollIntoViewIfNeeded();
+    await show(T('permission-card'));
   });
   await shot('09-permission-answered.png');
 
