@@ -148,6 +148,10 @@ async function main() {
     await waitFor('the copy reported', async () => /Copied|Selected/.test(await page.textContent(`${block} ${T('code-copy')}`)));
     const selected = await page.evaluate(() => String(window.getSelection()));
     if (!selected.includes('fn add(a: i32, b: i32)')) throw new Error(`the selection is "${selected.slice(0, 80)}"`);
+    await page.evaluate(() => window.getSelection().removeAllRanges());
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('01b-markdown-code-dark.png');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
   await shot('01-markdown-code.png');
 
@@ -229,8 +233,10 @@ async function main() {
     await axe('chat-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     await axe('chat-light');
+    await show(T('permission-card'));
     await shot('07-permission-300-light.png');
     await page.emulateMedia({ colorScheme: 'dark' });
+    await show(T('permission-card'));
   });
   await shot('08-permission-300-dark.png');
 
