@@ -250,6 +250,13 @@ async function main() {
   });
   await shot('09-permission-answered.png');
 
+  await step('every block type the demo adapter emits is shown', async () => {
+    const types = new Set(await page.$$eval(T('block'), (els) => els.map((e) => e.dataset.blockType)));
+    const want = ['agent_info', 'user_message', 'thinking', 'text', 'plan', 'tool_call', 'tool_result', 'diff', 'progress', 'bg_task', 'error', 'session_summary', 'permission_request', 'session_end'];
+    const missing = want.filter((t) => !types.has(t));
+    if (missing.length) throw new Error(`not shown: ${missing}`);
+  });
+
   await step('every card: tap targets ≥ 44 px, axe-core clean', async () => {
     for (const id of ['sh', 'shfail', 'edit', 'write', 'long', 'patch', 'read', 'grep', 'fetch', 'task', 'mcp', 'perm']) await open(`${p}${id}`);
     await tapTargets('.view-session');
