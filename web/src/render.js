@@ -1,10 +1,11 @@
 // Blocks → DOM. Every rendered block is an element with data-testid="block",
 // data-seq and data-block-type; text comes from the network and is only ever set
-// with textContent (through dom.h).
+// with textContent (through dom.h); highlighted code is highlight.js's token stream
+// rebuilt as text nodes (highlight.js's toLines).
 
 import { h } from './dom.js';
 import { splitMarkdown, splitInline } from './markdown.js';
-import { highlight, languageOf } from './highlight.js';
+import { highlightedCode, languageFor } from './highlight.js';
 import { diffLines } from './diff.js';
 import { toolKind, toolSummary, toolHeader, inputView, resultView, diffView, shellLine, copyButton } from './tools.js';
 
@@ -61,14 +62,11 @@ export function markdown(text) {
   return frag;
 }
 
-/** A fenced code block: highlighted when its language is known (highlight.js escapes the code), with a Copy button. */
+/** A fenced code block: highlighted when its language is known (highlight.js's tokens built as text nodes), with a Copy button. */
 function codeBlock(text, lang) {
-  const code = h('code', { class: 'hljs' });
-  const language = languageOf(lang);
-  if (language) {
-    code.innerHTML = highlight(text, language);
-    code.dataset.language = language;
-  } else code.textContent = text;
+  const code = highlightedCode(text, lang);
+  const language = languageFor(lang);
+  if (language) code.dataset.language = language;
   return h(
     'div',
     { class: 'code-block', testid: 'code-block' },
@@ -89,6 +87,64 @@ function usageLine(u) {
   if (Number.isFinite(u.cache_read_tokens)) parts.push(`cache ${u.cache_read_tokens}`);
   if (Number.isFinite(u.cost_usd)) parts.push(`$${u.cost_usd.toFixed(4)}`);
   return parts.length ? parts.join(' · ') : null;
+}
+
+const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+
+/**
+ * A unified diff's lines (as `git diff` prints them, several files allowed), each
+ * `{kind, old, new, text}`: `kind` is `add`, `del`, `ctx`, `hunk` or `meta` (a file
+ * header, "\ No newline at end of file"); `old` / `new` are the line numbers the hunk
+ * headers give (null where the line has none). The counts of each hunk header decide
+ * where it ends, so a removed line reading `-- x` is not taken for a header.
+ */
+export function diffRows(patch) {
+  const rows = [];
+  let oldNo = 0;
+  let newNo = 0;
+  let oldLeft = 0;
+  let newLeft = 0;
+  for (const text of diffLines(patch)) {
+    const inHunk = oldLeft > 0 || newLeft > 0;
+    const m = inHunk ? null : HUNK.exec(text);
+    if (m) {
+      oldNo = Number(m[1]);
+      newNo = Number(m[3]);
+      oldLeft = m[2] == null ? 1 : Number(m[2]);
+      newLeft = m[4] == null ? 1 : Number(m[4]);
+      rows.push({ kind: 'hunk', old: null, new: null, text });
+    } else if (inHunk && text.startsWith('+')) {
+      rows.push({ kind: 'add', old: null, new: newNo++, text });
+      newLeft -= 1;
+    } else if (inHunk && text.startsWith('-')) {
+      rows.push({ kind: 'del', old: oldNo++, new: null, text });
+      oldLeft -= 1;
+    } else if (inHunk && !text.startsWith('\\')) {
+      rows.push({ kind: 'ctx', old: oldNo++, new: newNo++, text });
+      oldLeft -= 1;
+      newLeft -= 1;
+    } else {
+      rows.push({ kind: 'meta', old: null, new: null, text });
+    }
+  }
+  return rows;
+}
+
+/** A unified diff as the edit cards show it: one row per line, old and new line numbers beside it. */
+export function unifiedDiff(patch, testid = null) {
+  return h(
+    'div',
+    { class: 'diff-body numbered', testid },
+    diffRows(patch).map((r) =>
+      h(
+        'div',
+        { class: `dl ${r.kind}` },
+        h('span', { class: 'ln', 'aria-hidden': 'true' }, r.old ?? ''),
+        h('span', { class: 'ln', 'aria-hidden': 'true' }, r.new ?? ''),
+        h('span', { class: 'dt' }, r.text),
+      ),
+    ),
+  );
 }
 
 function shell(block, cls, ...children) {

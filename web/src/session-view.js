@@ -10,6 +10,7 @@ import { renderInto, refreshPermissionCards, isAtEnd, scrollToEnd } from './bloc
 import { updateComposer, flushQueue } from './composer.js';
 import { setRoute } from './route.js';
 import { renderSwitcher } from './switcher.js';
+import { showTab } from './session-tabs.js';
 
 /** Opens a session of the list: loads what was saved and resumes it on the link. */
 export async function openSession(id, listing) {
@@ -49,6 +50,7 @@ export function openSessionView(s) {
     }
   }
   ui.transcript.append(s.container);
+  showTab('chat');
   updateComposer(s);
   scrollToEnd(true);
 }

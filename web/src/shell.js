@@ -13,6 +13,7 @@ import { showNewSession, agentChanged, startSession } from './new-session.js';
 import { composerChanged, sendComposer, interrupt } from './composer.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
+import { buildSessionTabs } from './session-tabs.js';
 
 export function buildShell() {
   const ui = app.ui;
@@ -118,9 +119,11 @@ export function buildShell() {
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
-    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    h('div', { class: 'session-bar' }, buildSessionTabs(), ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
     ui.transcript,
-    h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send)),
+    ui.filesPanel,
+    ui.changesPanel,
+    (ui.composerBar = h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send))),
   );
 
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });

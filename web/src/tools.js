@@ -164,7 +164,7 @@ export function diffView(change, path) {
   const el = h(
     'div',
     { class: `inline-diff${long ? ' collapsed' : ''}`, testid: 'inline-diff' },
-    h('div', { class: 'diff-head' }, path ? h('span', { class: 'diff-path' }, path) : null, h('span', { class: 'diff-stat' }, h('span', { class: 'plus' }, `+${added}`), ' ', h('span', { class: 'minus' }, `−${removed}`)), change.oldText === null ? h('span', { class: 'badge' }, 'new file') : null),
+    h('div', { class: 'diff-head' }, path ? h('span', { class: 'diff-path' }, path) : null, h('span', { class: 'diff-stat' }, h('span', { class: 'plus' }, `+${added}`), ' ', h('span', { class: 'minus' }, `−${removed}`)), change.oldText === null ? h('span', { class: 'diff-badge' }, 'new file') : null),
     body,
   );
   if (long) {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { lineDiff, parseUnified, withContext, wordDiff, markWords, diffStats } from '../src/diff.js';
 import { splitInline, safeHref } from '../src/markdown.js';
 import { toolKind, commandOf, toolSummary, exitStatus, matchCount, displayName } from '../src/tools.js';
-import { highlight, languageOf } from '../src/highlight.js';
+import { highlight, languageFor } from '../src/highlight.js';
 
 test('a new file is every line added, numbered, with no empty last line', () => {
   const d = lineDiff(null, 'a\nb\n');
@@ -140,10 +140,10 @@ test('a shell result names its exit status; a search result counts its matches',
 });
 
 test('highlighting escapes the code and knows languages by fence or file name', () => {
-  assert.equal(languageOf('rs'), 'rust');
-  assert.equal(languageOf('src/app.tsx'), 'typescript');
-  assert.equal(languageOf('Cargo.toml'), 'ini');
-  assert.equal(languageOf('brainfuck'), null);
+  assert.equal(languageFor('rs'), 'rust');
+  assert.equal(languageFor('src/app.tsx'), 'typescript');
+  assert.equal(languageFor('Cargo.toml'), 'ini');
+  assert.equal(languageFor('brainfuck'), null);
   const html = highlight('let s = "<img src=x onerror=alert(1)>";', 'rust');
   assert.ok(html.includes('hljs-keyword'));
   assert.ok(!html.includes('<img'));
