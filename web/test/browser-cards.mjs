@@ -81,11 +81,18 @@ async function open(toolId) {
   });
 }
 
-/** Scrolls so `sel` starts just under the sticky header. */
+/** Scrolls to the end of the chat (the permission card is the last card). */
+async function toEnd() {
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  await page.waitForTimeout(100);
+}
+
+/** Scrolls so `sel` starts just under the sticky header (and the session's tabs). */
 async function show(sel) {
   await page.$eval(sel, (e) => {
     e.scrollIntoView({ block: 'start' });
-    window.scrollBy(0, -(document.querySelector('header')?.getBoundingClientRect().height ?? 60) - 8);
+    const tops = [...document.querySelectorAll('header, [role="tablist"]')].filter((x) => x.offsetParent !== null).map((x) => x.getBoundingClientRect().bottom);
+    window.scrollBy(0, -Math.max(60, ...tops) - 8);
   });
   await page.waitForTimeout(100);
 }
@@ -220,7 +227,7 @@ async function main() {
 
   await step('the permission card shows the whole 300-character command, wrapped', async () => {
     const sel = `${T('permission-card')} ${T('shell-command')}`;
-    await show(T('permission-card'));
+    await toEnd();
     const text = await page.textContent(`${sel} code`);
     if (text.length < 300) throw new Error(`the command is ${text.length} characters`);
     const box = await page.$eval(`${sel} pre`, (e) => {
@@ -233,10 +240,10 @@ async function main() {
     await axe('chat-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     await axe('chat-light');
-    await show(T('permission-card'));
+    await toEnd();
     await shot('07-permission-300-light.png');
     await page.emulateMedia({ colorScheme: 'dark' });
-    await show(T('permission-card'));
+    await toEnd();
   });
   await shot('08-permission-300-dark.png');
 
@@ -246,7 +253,7 @@ async function main() {
     const answer = (await page.textContent(T('perm-answer'))).trim();
     if (answer !== 'Answered: Allow once') throw new Error(`the card says "${answer}"`);
     await page.waitForSelector(`${T('block')}[data-block-type="session_end"]`, { state: 'attached', timeout: STEP_TIMEOUT });
-    await show(T('permission-card'));
+    await toEnd();
   });
   await shot('09-permission-answered.png');
 
