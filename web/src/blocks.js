@@ -22,6 +22,7 @@ function renderCtx(s) {
       return end != null && end.seq > b.seq;
     },
     onPermission: (b, optionId) => answerPermission(s, b, optionId),
+    toolKind: (id) => s.elByKey.get(`tool_call\u0000${id}`)?.dataset.toolKind,
   };
 }
 
@@ -35,11 +36,16 @@ export function renderInto(s, block, pos = block.seq) {
     return;
   }
   const key = displayKey(block);
-  if (block.type === 'tool_result' && typeof block.tool_call_id === 'string') {
+  // A result, and a diff its call made, go inside the call's card.
+  if ((block.type === 'tool_result' || block.type === 'diff') && typeof block.tool_call_id === 'string') {
     const card = s.elByKey.get(`tool_call\u0000${block.tool_call_id}`);
-    const slot = card?.querySelector('.tool-result-slot');
+    const slot = card && ownSlot(card, block.type === 'diff' ? 'tool-diff-slot' : 'tool-result-slot');
     if (slot) {
-      clear(slot).append(el);
+      if (block.type === 'diff') {
+        if (slot.querySelector(`[data-seq="${block.seq}"]`)) return;
+        slot.append(el);
+        card.classList.add('has-diff');
+      } else clear(slot).append(el);
       return;
     }
   }
@@ -48,11 +54,13 @@ export function renderInto(s, block, pos = block.seq) {
     if (Number(old.dataset.seq) > block.seq) return; // an older chunk than the one shown
     el.dataset.pos = old.dataset.pos;
     if (block.type === 'tool_call') {
-      const oldSlot = old.querySelector('.tool-result-slot');
-      const newSlot = el.querySelector('.tool-result-slot');
-      if (oldSlot && newSlot) while (oldSlot.firstChild) newSlot.appendChild(oldSlot.firstChild);
-      const wasOpen = old.querySelector('details')?.open;
-      if (wasOpen) el.querySelector('details').open = true;
+      for (const name of ['tool-result-slot', 'tool-diff-slot', 'tool-children']) {
+        const oldSlot = ownSlot(old, name);
+        const newSlot = ownSlot(el, name);
+        if (oldSlot && newSlot) while (oldSlot.firstChild) newSlot.appendChild(oldSlot.firstChild);
+      }
+      if (old.classList.contains('has-diff')) el.classList.add('has-diff');
+      el.querySelector('details').open = old.querySelector('details')?.open ?? false;
     }
     if (block.type === 'thinking' && old.querySelector('details') && !block.done) {
       el.querySelector('details').open = old.querySelector('details').open;
@@ -62,8 +70,17 @@ export function renderInto(s, block, pos = block.seq) {
     return;
   }
   el.dataset.pos = String(pos);
-  insertByPos(s.container, el, pos);
+  // A sub-agent's own calls go inside its card.
+  const parent = block.type === 'tool_call' && typeof block.parent_id === 'string' ? s.elByKey.get(`tool_call\u0000${block.parent_id}`) : null;
+  const children = parent && ownSlot(parent, 'tool-children');
+  insertByPos(children ?? s.container, el, pos);
   if (key != null) s.elByKey.set(key, el);
+}
+
+/** A card's own slot (not one of a card nested in it). */
+function ownSlot(card, name) {
+  const details = card.querySelector(':scope > details');
+  return details?.querySelector(`:scope > .${name}`) ?? null;
 }
 
 function insertByPos(container, el, pos) {

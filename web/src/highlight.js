@@ -178,3 +178,26 @@ export function highlightedCode(text, lang) {
   });
   return code;
 }
+
+/** Escapes text for HTML. */
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]);
+}
+
+/**
+ * `code` as an HTML string highlighted as `languageOrFilename` (a tag or file name):
+ * highlight.js's output, which escapes every character of the code and adds only
+ * `<span class="hljs-…">`; unknown languages and texts over MAX_HIGHLIGHT_CHARS come
+ * back escaped. The page builds DOM with `highlightedCode` instead; this is for callers
+ * that need the string.
+ */
+export function highlight(code, languageOrFilename) {
+  const text = typeof code === 'string' ? code : '';
+  const lang = languageFor(languageOrFilename);
+  if (!lang || text.length > MAX_HIGHLIGHT_CHARS) return escapeHtml(text);
+  try {
+    return hljs.highlight(text, { language: lang, ignoreIllegals: true }).value;
+  } catch {
+    return escapeHtml(text);
+  }
+}

@@ -120,22 +120,66 @@ function cells(line) {
   return out;
 }
 
+/** The schemes a link may use: anything else (javascript:, data:, file:…) stays text. */
+const SAFE_SCHEMES = new Set(['http:', 'https:', 'mailto:']);
+
+/** `url` when it is an absolute http, https or mailto URL; null otherwise. */
+export function safeHref(url) {
+  if (typeof url !== 'string' || url.length > 2048) return null;
+  let parsed;
+  try {
+    parsed = new URL(url.trim());
+  } catch {
+    return null;
+  }
+  return SAFE_SCHEMES.has(parsed.protocol) ? parsed.href : null;
+}
+
+/** A bare URL's end: trailing punctuation and an unbalanced ")" belong to the sentence. */
+function trimUrl(url) {
+  let u = url;
+  for (;;) {
+    if (/[.,;:!?'"*_]$/.test(u)) u = u.slice(0, -1);
+    else if (u.endsWith(')') && (u.match(/\(/g)?.length ?? 0) < (u.match(/\)/g)?.length ?? 0)) u = u.slice(0, -1);
+    else return u;
+  }
+}
+
 /**
- * Splits inline text into spans: `{kind: 'code'|'strong'|'em'|'text', text}`.
- * Only `code`, **strong** and *em* / _em_; everything else is text.
+ * Splits inline text into spans: `{kind: 'code'|'strong'|'em'|'text', text}` and
+ * `{kind: 'link', text, href}`. Links are `[text](url)` and bare `http(s)://` URLs,
+ * only with a safe scheme (safeHref): an unsafe `[text](url)` leaves its text.
+ * Code spans are never searched for links. Everything else is text.
  */
 export function splitInline(text) {
   const out = [];
-  const re = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*\n]+?)\*\*|(?<![\w*])\*([^*\s][^*\n]*?)\*(?![\w*])|(?<![\w_])_([^_\s][^_\n]*?)_(?![\w_])/g;
+  const re =
+    /(`+)([\s\S]*?[^`])\1(?!`)|\[([^\]\n]+)\]\(\s*<?((?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+"[^"\n]*")?\s*\)|\b(https?:\/\/[^\s<>`]+)|\*\*([^*\n]+?)\*\*|(?<![\w*])\*([^*\s][^*\n]*?)\*(?![\w*])|(?<![\w_])_([^_\s][^_\n]*?)_(?![\w_])/gu;
   let last = 0;
   let m;
+  const pushText = (t) => {
+    if (!t) return;
+    const prev = out[out.length - 1];
+    if (prev && prev.kind === 'text') prev.text += t;
+    else out.push({ kind: 'text', text: t });
+  };
   while ((m = re.exec(text))) {
-    if (m.index > last) out.push({ kind: 'text', text: text.slice(last, m.index) });
+    if (m.index > last) pushText(text.slice(last, m.index));
     if (m[2] !== undefined) out.push({ kind: 'code', text: m[2].replace(/^ (.*) $/, '$1') });
-    else if (m[3] !== undefined) out.push({ kind: 'strong', text: m[3] });
-    else out.push({ kind: 'em', text: m[4] ?? m[5] });
+    else if (m[3] !== undefined) {
+      const href = safeHref(m[4]);
+      if (href) out.push({ kind: 'link', text: m[3], href });
+      else pushText(m[3]);
+    } else if (m[5] !== undefined) {
+      const url = trimUrl(m[5]);
+      const href = safeHref(url);
+      if (href) out.push({ kind: 'link', text: url, href });
+      else pushText(url);
+      re.lastIndex = m.index + url.length;
+    } else if (m[6] !== undefined) out.push({ kind: 'strong', text: m[6] });
+    else out.push({ kind: 'em', text: m[7] ?? m[8] });
     last = re.lastIndex;
   }
-  if (last < text.length) out.push({ kind: 'text', text: text.slice(last) });
+  if (last < text.length) pushText(text.slice(last));
   return out;
 }

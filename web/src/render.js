@@ -1,13 +1,20 @@
 // Blocks → DOM. Every rendered block is an element with data-testid="block",
 // data-seq and data-block-type; text comes from the network and is only ever set
-// with textContent (through dom.h).
+// with textContent (through dom.h); highlighted code is highlight.js's token stream
+// rebuilt as text nodes (highlight.js's toLines).
 
-import { h, copyText } from './dom.js';
+import { h } from './dom.js';
 import { splitMarkdown, splitInline } from './markdown.js';
+import { highlightedCode, languageFor } from './highlight.js';
+import { diffLines } from './diff.js';
+import { toolKind, toolSummary, toolHeader, inputView, resultView, diffView, shellLine, copyButton } from './tools.js';
+
+export { diffLines, shellLine };
 
 function inline(text) {
   return splitInline(text).map((s) => {
     if (s.kind === 'code') return h('code', null, s.text);
+    if (s.kind === 'link') return h('a', { href: s.href, rel: 'noopener noreferrer', target: '_blank' }, s.text);
     if (s.kind === 'strong') return h('strong', null, s.text);
     if (s.kind === 'em') return h('em', null, s.text);
     return s.text;
@@ -20,14 +27,7 @@ export function markdown(text) {
   for (const seg of splitMarkdown(text)) {
     switch (seg.kind) {
       case 'code':
-        frag.appendChild(
-          h(
-            'div',
-            { class: 'code-block' },
-            seg.lang ? h('div', { class: 'code-lang' }, seg.lang) : null,
-            h('pre', null, h('code', null, seg.text)),
-          ),
-        );
+        frag.appendChild(codeBlock(seg.text, seg.lang));
         break;
       case 'table': {
         const cell = (tag, t, i) => h(tag, { class: seg.align[i] ? `al-${seg.align[i]}` : null }, inline(t));
@@ -62,18 +62,21 @@ export function markdown(text) {
   return frag;
 }
 
-function str(v, fallback = '') {
-  return typeof v === 'string' ? v : fallback;
+/** A fenced code block: highlighted when its language is known (highlight.js's tokens built as text nodes), with a Copy button. */
+function codeBlock(text, lang) {
+  const code = highlightedCode(text, lang);
+  const language = languageFor(lang);
+  if (language) code.dataset.language = language;
+  return h(
+    'div',
+    { class: 'code-block', testid: 'code-block' },
+    h('div', { class: 'code-head' }, h('span', { class: 'code-lang' }, lang || 'text'), copyButton(text, code, lang ? `${lang} code` : 'code', 'code-copy')),
+    h('pre', null, code),
+  );
 }
 
-function json(v) {
-  if (v == null) return '';
-  if (typeof v === 'string') return v;
-  try {
-    return JSON.stringify(v, null, 2);
-  } catch {
-    return String(v);
-  }
+function str(v, fallback = '') {
+  return typeof v === 'string' ? v : fallback;
 }
 
 function usageLine(u) {
@@ -84,13 +87,6 @@ function usageLine(u) {
   if (Number.isFinite(u.cache_read_tokens)) parts.push(`cache ${u.cache_read_tokens}`);
   if (Number.isFinite(u.cost_usd)) parts.push(`$${u.cost_usd.toFixed(4)}`);
   return parts.length ? parts.join(' · ') : null;
-}
-
-/** A text's lines for a diff: a final newline ends the last line, it does not start an empty one (no stray "+"). */
-export function diffLines(text) {
-  const lines = str(text).split('\n');
-  if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();
-  return lines;
 }
 
 const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
@@ -163,29 +159,10 @@ function shell(block, cls, ...children) {
   );
 }
 
-function toolSummary(input) {
-  if (input && typeof input === 'object') {
-    for (const k of ['command', 'file_path', 'path', 'pattern', 'url', 'query', 'description']) {
-      if (typeof input[k] === 'string') return input[k];
-    }
-  }
-  return '';
-}
-
-/** argv as one shell line, each argument quoted when it needs it. */
-export function shellLine(argv) {
-  return argv.map((a) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ');
-}
-
 /** A command to copy: the text, and a Copy button (selects the text where the clipboard is unavailable). */
 export function copyableCommand(text, testid) {
   const code = h('code', null, text);
-  const btn = h('button', { type: 'button', class: 'copy-btn', testid: `${testid}-copy` }, 'Copy');
-  btn.addEventListener('click', async () => {
-    const how = await copyText(text, code);
-    btn.textContent = how === 'copied' ? 'Copied' : 'Selected: copy it';
-  });
-  return h('div', { class: 'command', testid }, h('pre', null, code), btn);
+  return h('div', { class: 'command', testid }, h('pre', null, code), copyButton(text, code, 'command', `${testid}-copy`));
 }
 
 /**
@@ -225,34 +202,31 @@ export function renderBlock(block, ctx = {}) {
       );
     case 'tool_call': {
       const status = ['running', 'done', 'error'].includes(block.status) ? block.status : 'running';
-      const title = str(block.title) || toolSummary(block.input);
+      const kind = toolKind(block.name, block.input);
+      const summary = toolSummary(kind, block.input, str(block.title) || null);
       const card = shell(
         block,
-        `tool status-${status}`,
+        `tool status-${status} kind-${kind}`,
         h(
           'details',
-          { class: 'tool-card' },
-          h(
-            'summary',
-            null,
-            h('span', { class: `tool-status ${status}`, 'aria-label': status }, status === 'running' ? '…' : status === 'done' ? '✓' : '✕'),
-            h('span', { class: 'tool-name' }, str(block.name, 'tool')),
-            title ? h('span', { class: 'tool-title' }, title) : null,
-          ),
-          block.input != null ? h('pre', { class: 'tool-input' }, json(block.input)) : null,
+          { class: 'tool-card', open: kind === 'edit' || kind === 'write' || kind === 'agent' },
+          h('summary', null, toolHeader(kind, block.name, summary, status)),
+          block.title && kind !== 'generic' && block.title !== summary ? h('div', { class: 'tool-desc' }, str(block.title)) : null,
+          inputView(kind, block.name, block.input),
+          h('div', { class: 'tool-diff-slot' }),
+          h('div', { class: 'tool-children' }),
           h('div', { class: 'tool-result-slot' }),
         ),
       );
       card.dataset.toolId = str(block.id);
+      card.dataset.toolKind = kind;
+      if (typeof block.parent_id === 'string') card.dataset.parentId = block.parent_id;
       return card;
     }
-    case 'tool_result':
-      return shell(
-        block,
-        `tool-result${block.is_error ? ' is-error' : ''}`,
-        h('div', { class: 'label' }, block.is_error ? 'Result (error)' : 'Result'),
-        h('pre', null, str(block.output)),
-      );
+    case 'tool_result': {
+      const kind = ctx.toolKind?.(str(block.tool_call_id)) ?? 'generic';
+      return shell(block, `tool-result${block.is_error ? ' is-error' : ''}`, resultView(kind, block.output, block.is_error === true));
+    }
     case 'permission_request': {
       const chosen = ctx.answered?.(block.request_id);
       const waiting = chosen === undefined && !ctx.resolved?.(block);
@@ -264,7 +238,7 @@ export function renderBlock(block, ctx = {}) {
           'div',
           { class: 'permission-card', testid: 'permission-card', dataset: { requestId: str(block.request_id), state: waiting ? 'waiting' : 'answered' } },
           h('div', { class: 'perm-title' }, `Allow ${str(block.tool, 'tool')}?`),
-          block.input != null ? h('pre', { class: 'perm-input' }, json(block.input)) : null,
+          h('div', { class: 'perm-input' }, inputView(toolKind(block.tool, block.input), block.tool, block.input)),
           h(
             'div',
             { class: 'perm-options' },
@@ -299,18 +273,11 @@ export function renderBlock(block, ctx = {}) {
     }
     case 'diff': {
       const change = block.change && typeof block.change === 'object' ? block.change : {};
-      let body;
-      if (change.format === 'unified') {
-        body = unifiedDiff(str(change.patch));
-      } else {
-        body = h(
-          'div',
-          null,
-          typeof change.old_text === 'string' ? h('pre', { class: 'diff-body' }, diffLines(change.old_text).map((l) => h('span', { class: 'del' }, `-${l}\n`))) : h('div', { class: 'label' }, 'New file'),
-          h('pre', { class: 'diff-body' }, diffLines(change.new_text).map((l) => h('span', { class: 'add' }, `+${l}\n`))),
-        );
-      }
-      return shell(block, 'diff', h('details', { open: true }, h('summary', null, `✎ ${str(block.path, 'file')}`), body));
+      const view =
+        change.format === 'unified'
+          ? diffView({ patch: str(change.patch) }, str(block.path))
+          : diffView({ oldText: typeof change.old_text === 'string' ? change.old_text : null, newText: str(change.new_text) }, str(block.path));
+      return shell(block, 'diff', view);
     }
     case 'progress': {
       const pct =
