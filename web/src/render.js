@@ -4,6 +4,7 @@
 
 import { h, copyText } from './dom.js';
 import { splitMarkdown, splitInline } from './markdown.js';
+import { attachmentsView } from './attachments-shown.js';
 
 function inline(text) {
   return splitInline(text).map((s) => {
@@ -154,7 +155,7 @@ export function renderBlock(block, ctx = {}) {
         block,
         'user',
         h('div', { class: 'bubble' }, str(block.text)),
-        atts.length ? h('div', { class: 'attachments' }, atts.map((a) => h('span', null, `Attached: ${str(a?.name, 'file')}`))) : null,
+        attachmentsView(atts),
       );
     }
     case 'text':

@@ -10,7 +10,8 @@ import { pairWith } from './pairing.js';
 import { showHome, refreshLists, renderLists, openListed } from './lists.js';
 import { buildListTools } from './session-list.js';
 import { showNewSession, agentChanged, startSession } from './new-session.js';
-import { composerChanged, sendComposer, interrupt } from './composer.js';
+import { composerChanged, sendComposer, interrupt, endSession } from './composer.js';
+import { buildAttachControls } from './attach-view.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
 
@@ -108,6 +109,8 @@ export function buildShell() {
   });
   ui.stop = h('button', { type: 'button', class: 'stop', testid: 'stop', hidden: true, onclick: () => interrupt() }, '■ Stop');
   ui.send = h('button', { type: 'button', class: 'send primary', testid: 'send', onclick: () => sendComposer() }, 'Send');
+  const attach = buildAttachControls();
+  ui.endSession = h('button', { type: 'button', class: 'link-btn tap end-session', testid: 'end-session', onclick: () => endSession() }, 'End session');
   ui.parkedBanner = h('div', { class: 'parked-banner', testid: 'parked-banner', hidden: true });
   ui.continueBtn = h(
     'button',
@@ -118,9 +121,17 @@ export function buildShell() {
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
-    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn, ui.endSession), ui.terminalCard),
     ui.transcript,
-    h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send)),
+    h(
+      'footer',
+      { class: 'composer-bar' },
+      ui.queueInfo,
+      ui.palette,
+      attach.tray,
+      attach.menu,
+      h('div', { class: 'composer-row' }, attach.button, ui.composer, ui.stop, ui.send),
+    ),
   );
 
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });
