@@ -5,6 +5,7 @@ import { app, currentSession } from './state.js';
 import { h, clear } from './dom.js';
 import { toast } from './status.js';
 import { acceptedKinds, refusal, readAttachment, isImage, formatBytes, MAX_TOTAL_BYTES, MAX_ATTACHMENTS } from './attach.js';
+import { extBadge } from './attachments-shown.js';
 
 /** The composer's attach button, its menu and hidden pickers, and the tray; kept in app.ui. */
 export function buildAttachControls() {
@@ -16,9 +17,9 @@ export function buildAttachControls() {
   ui.pickFiles = picker('pick-files', { multiple: true });
   const item = (label, testid, input) =>
     h('button', { type: 'button', class: 'attach-item', testid, onclick: () => { ui.attachMenu.hidden = true; input.click(); } }, label);
-  ui.attachCamera = item('📷 Camera', 'attach-camera', ui.pickCamera);
-  ui.attachPhotos = item('🖼 Photos', 'attach-photos', ui.pickPhotos);
-  ui.attachFiles = item('📄 Files', 'attach-files', ui.pickFiles);
+  ui.attachCamera = item('Camera', 'attach-camera', ui.pickCamera);
+  ui.attachPhotos = item('Photos', 'attach-photos', ui.pickPhotos);
+  ui.attachFiles = item('Files', 'attach-files', ui.pickFiles);
   ui.attachMenu = h('div', { class: 'attach-menu', testid: 'attach-menu', hidden: true }, ui.attachCamera, ui.attachPhotos, ui.attachFiles);
   ui.attachBtn = h(
     'button',
@@ -44,11 +45,20 @@ export function draftOf(s) {
   return s.draft;
 }
 
-async function picked(input) {
+/** Picks are read one after the other, in the order picked, each within what is left. */
+let reading = Promise.resolve();
+
+function picked(input) {
   const s = currentSession();
   const files = [...(input.files ?? [])];
   input.value = '';
-  if (!s) return;
+  app.ui.attachMenu.hidden = true;
+  if (!s) return reading;
+  reading = reading.then(() => readAll(s, files));
+  return reading;
+}
+
+async function readAll(s, files) {
   const kinds = acceptedKinds(s.agentInfo);
   for (const file of files) {
     const held = draftOf(s);
@@ -59,14 +69,12 @@ async function picked(input) {
     }
     const used = held.reduce((sum, a) => sum + a.size, 0);
     try {
-      const att = await readAttachment(file, MAX_TOTAL_BYTES - used);
-      draftOf(s).push(att);
+      held.push(await readAttachment(file, MAX_TOTAL_BYTES - used));
     } catch (e) {
       toast(e.message ?? String(e), 'warn');
     }
     renderTray(s);
   }
-  renderTray(s);
 }
 
 /** The tray of `s`'s draft attachments, each removable. */
@@ -82,7 +90,7 @@ export function renderTray(s) {
   held.forEach((a, i) => {
     const face = isImage(a.mime_type)
       ? h('img', { class: 'att-thumb', src: `data:${a.mime_type};base64,${a.data}`, alt: a.name })
-      : h('span', { class: 'att-file' }, `📄 ${a.name}`);
+      : h('span', { class: 'att-file' }, extBadge(a.name), a.name);
     ui.tray.append(
       h(
         'div',

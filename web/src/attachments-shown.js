@@ -19,7 +19,13 @@ export function attachmentsView(atts) {
       if (SAFE_IMAGE.test(mime) && /^[A-Za-z0-9+/=]*$/.test(data) && data) {
         return h('img', { class: 'att-thumb', testid: 'attachment-thumb', src: `data:${mime};base64,${data}`, alt: name, title: name });
       }
-      return h('span', { class: 'att-file', testid: 'attachment-file', title: name }, `📄 ${name} · ${formatBytes(base64Bytes(data))}`);
+      return h('span', { class: 'att-file', testid: 'attachment-file', title: name }, extBadge(name), `${name} · ${formatBytes(base64Bytes(data))}`);
     }),
   );
+}
+
+/** A file's extension as a small badge (`PDF`, `TXT`), or `FILE`. */
+export function extBadge(name) {
+  const m = /\.([A-Za-z0-9]{1,5})$/.exec(String(name ?? ''));
+  return h('span', { class: 'att-ext', 'aria-hidden': 'true' }, m ? m[1].toUpperCase() : 'FILE');
 }

@@ -102,6 +102,7 @@ export function sendComposer() {
 
 function clearComposer(s) {
   app.ui.composer.value = '';
+  app.ui.attachMenu.hidden = true;
   s.draft = [];
   renderTray(s);
   composerChanged();

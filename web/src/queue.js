@@ -23,10 +23,11 @@ export function renderQueue(s, onChange) {
   clear(box);
   box.hidden = s.queue.length === 0;
   if (!s.queue.length) return;
-  const n = s.queue.length;
-  box.append(h('div', { class: 'queue-head' }, `${n} message${n > 1 ? 's' : ''} queued until the turn ends`));
+  const count = s.queue.length;
+  box.append(h('div', { class: 'queue-head' }, `${count} message${count > 1 ? 's' : ''} queued until the turn ends`));
   s.queue.forEach((item, i) => {
-    const atts = item.attachments?.length ? h('span', { class: 'queue-atts' }, ` +${item.attachments.length} 📎`) : null;
+    const n = item.attachments?.length ?? 0;
+    const atts = n ? h('span', { class: 'queue-atts' }, ` (+${n} attachment${n > 1 ? 's' : ''})`) : null;
     const row = h('div', { class: 'queue-item', testid: 'queue-item', dataset: { index: i } });
     const view = () => {
       clear(row).append(

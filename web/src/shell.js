@@ -121,7 +121,9 @@ export function buildShell() {
   ui.viewSession = h(
     'section',
     { class: 'view view-session', hidden: true },
-    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn, ui.endSession), ui.terminalCard),
+    h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
+    // Not sticky: scrolled away with the conversation, there at its top.
+    h('div', { class: 'session-tools' }, ui.endSession),
     ui.transcript,
     h(
       'footer',
