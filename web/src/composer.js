@@ -199,6 +199,12 @@ export async function endSession() {
   }
 }
 
+/** Other controls of the session view that follow its state (session-options.js registers one). */
+const watchers = [];
+export function onComposerUpdate(fn) {
+  watchers.push(fn);
+}
+
 /** Sets the session view's controls (stop, queue, Send/Queue, the handoff controls) from `s`, if shown. */
 export function updateComposer(s) {
   if (!s || app.current !== s.id) return;
@@ -209,6 +215,7 @@ export function updateComposer(s) {
   ui.viewSession.dataset.turn = running ? 'running' : 'idle';
   renderQueue(s, () => updateComposer(s));
   updateAttachControls(s);
+  for (const fn of watchers) fn(s);
   const parked = s.parked;
   ui.send.textContent = parked || (running && info?.cap_input_during_turn !== true) ? 'Queue' : 'Send';
   ui.composer.placeholder = parked ? 'Queued until the terminal is idle…' : 'Message…';

@@ -12,6 +12,7 @@ import { buildListTools } from './session-list.js';
 import { showNewSession, agentChanged, startSession } from './new-session.js';
 import { composerChanged, sendComposer, interrupt, endSession } from './composer.js';
 import { buildAttachControls } from './attach-view.js';
+import { buildOptionsButton } from './session-options.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
 
@@ -123,7 +124,7 @@ export function buildShell() {
     { class: 'view view-session', hidden: true },
     h('div', { class: 'session-bar' }, ui.parkedBanner, h('div', { class: 'session-actions' }, ui.continueBtn), ui.terminalCard),
     // Not sticky: scrolled away with the conversation, there at its top.
-    h('div', { class: 'session-tools' }, ui.endSession),
+    h('div', { class: 'session-tools' }, buildOptionsButton(), ui.endSession),
     ui.transcript,
     h(
       'footer',

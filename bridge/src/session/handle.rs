@@ -70,6 +70,8 @@ pub enum SessionCommand {
     EditMeta(super::list_entry::MetaEdit, oneshot::Sender<()>),
     /// End the session.
     Stop(oneshot::Sender<Result<(), ReplyError>>),
+    /// Change the model and/or permission mode between turns (`set_session_options`).
+    SetOptions(super::options::SessionOptions, oneshot::Sender<Result<(), ReplyError>>),
     /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
     Detach(oneshot::Sender<()>),
     /// Hand the idle conversation to a terminal: release the agent, park the session,
@@ -168,6 +170,11 @@ impl SessionHandle {
     /// Stops the session.
     pub async fn stop(&self) -> Result<(), ReplyError> {
         self.ask(SessionCommand::Stop).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Changes the model and/or permission mode between turns.
+    pub async fn set_options(&self, options: super::options::SessionOptions) -> Result<(), ReplyError> {
+        self.ask(|reply| SessionCommand::SetOptions(options, reply)).await.unwrap_or_else(|| Err(gone()))
     }
 
     /// Ends the actor and its adapter but keeps the session resumable; returns once done.
