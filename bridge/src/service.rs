@@ -564,7 +564,8 @@ impl Service {
                 Ok((accepted(), None))
             }
             ControlMessage::SetSessionOptions(m) => {
-                let options = crate::session::options::SessionOptions { model: m.model, permission_mode: m.permission_mode };
+                let options =
+                    crate::session::options::SessionOptions { model: m.model, permission_mode: m.permission_mode };
                 self.session(&m.session_id).await?.set_options(options).await?;
                 Ok((accepted(), None))
             }

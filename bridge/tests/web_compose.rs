@@ -3,7 +3,8 @@
 //! declares images and documents): attachments picked, shown, removed, refused over the
 //! limit and sent end to end encrypted; the queue shown, edited, cancelled, kept or
 //! dropped at Stop; `/status` kept after a reload; End session. This test then checks
-//! the bridge's side: the history holds the message with both images, decodable, the
+//! the bridge's side: the echo-py session's model changed mid-session (Mode & model) is
+//! kept in its metadata; the history holds the message with both images, decodable, the
 //! photo re-encoded as a JPEG within the limits, and never the dropped message.
 //! Everything runs in a private network namespace; screenshots are kept under
 //! `target/tmp/browser-screenshots/compose/`.
@@ -25,6 +26,7 @@ use terminull_relay::{Relay, RelayConfig};
 struct Report {
     ok: bool,
     session: String,
+    options_session: String,
     screenshots: Vec<String>,
 }
 
@@ -40,6 +42,11 @@ fn attachments_reach_the_agent_and_the_queue_is_shown_edited_cancelled_and_dropp
         let data = tempfile::tempdir().unwrap();
         let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
         let bridge = support::remote::paired_bridge().await;
+        // An agent that lists models and resumes: the Python example adapter, as a drop-in.
+        let ext = bridge.bridge_home.path().join("ext_adapters");
+        std::fs::create_dir_all(&ext).unwrap();
+        std::fs::copy(support::workspace().join("examples/ext_adapter_example.py"), ext.join("echo-py")).unwrap();
+        bridge.service.rescan().await;
         support::remote::connect_to_relay(&bridge, relay.ws_url());
         support::remote::until_registered(&relay, &bridge).await;
 
@@ -94,6 +101,10 @@ fn attachments_reach_the_agent_and_the_queue_is_shown_edited_cancelled_and_dropp
         let texts: Vec<_> = messages.iter().map(|m| m.text.as_str()).collect();
         assert!(texts.contains(&"first queued, edited") && texts.contains(&"third queued"), "{texts:?}");
         assert!(!texts.iter().any(|t| *t == "second queued" || *t == "never to be sent"), "{texts:?}");
+        // set_session_options kept the model for the echo-py session's later restarts.
+        let meta_file = bridge.bridge_home.path().join("sessions").join(&report.options_session).join("meta.json");
+        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(meta_file).unwrap()).unwrap();
+        assert_eq!(meta["model"], "echo-1-mini", "{meta}");
         relay.shutdown().await;
     });
 }

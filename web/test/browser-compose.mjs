@@ -6,12 +6,13 @@
 // attachment. While a slow turn runs it queues three messages, edits one, cancels
 // one; Stop asks about the queue: kept, the edited text is what is sent; another
 // time dropped, it is never sent. `/status` is shown with its command and kept after
-// a reload; End session stops the session.
+// a reload; End session stops the session. Mode & model, absent for echo, changes the
+// model of an echo-py session (examples/ext_adapter_example.py) between turns.
 //
 //   node web/test/browser-compose.mjs --link '<pairing link>' --screenshots <dir> --cwd <dir>
 //
 // Prints progress on stderr and one final JSON line on stdout:
-// {"ok":true,"session":id,"screenshots":[…]}.
+// {"ok":true,"session":id,"options_session":id,"screenshots":[…]}.
 
 import { chromium } from 'playwright-core';
 import { PhoneRun, T, waitFor, parseArgs, STEP_TIMEOUT } from './support/phone.mjs';
@@ -130,6 +131,7 @@ async function main() {
     if (camera[0] !== 'image/*' || camera[1] !== 'environment') throw new Error(`the camera picker is ${camera}`);
     const photo = await png(2400, 1800, true);
     if (photo.length <= 512 * 1024) throw new Error(`the test photo is only ${photo.length} bytes`);
+    run.log(`photo.png: ${photo.length} bytes`);
     await page.setInputFiles(T('pick-photos'), [
       { name: 'photo.png', mimeType: 'image/png', buffer: photo },
       { name: 'diagram.png', mimeType: 'image/png', buffer: await png(240, 150, false) },
@@ -229,8 +231,38 @@ async function main() {
     await waitFor('the note', async () => (await texts(T('note'))).some((t) => t.includes('Session ended.')));
   });
 
+  let optionsSession = null;
+  await step('Mode & model: an agent that lists models changes model between turns and goes on', async () => {
+    if (await page.isVisible(T('session-options'))) throw new Error('Mode & model offered for echo, which takes neither');
+    await page.click('button.back');
+    await page.click(T('new-session'));
+    await waitFor('echo-py', async () => (await page.$$(`${T('agent-picker')} option[value="echo-py"]`)).length === 1);
+    await page.selectOption(T('agent-picker'), 'echo-py');
+    await page.fill(T('cwd'), args.cwd);
+    await page.click(T('start-session'));
+    await page.waitForSelector(`${T('session-options')}:not([hidden])`, { timeout: STEP_TIMEOUT });
+    optionsSession = await page.$eval('.blocks', (e) => e.dataset.sessionId);
+    await send('remember me');
+    await waitFor('the first reply', async () => (await texts(REPLY)).length >= 1);
+    await idle();
+    await atLeast44(T('session-options'));
+    await page.click(T('session-options'));
+    await waitFor('the models', async () => (await page.$$(`${T('options-model')} option[value="echo-1-mini"]`)).length === 1);
+    await page.selectOption(T('options-model'), 'echo-1-mini');
+    await shot('06-mode-and-model.png');
+    await page.click(T('options-apply'));
+    await waitFor('the note', async () => (await texts(T('note'))).some((t) => t.includes('From the next turn: model echo-1-mini.')));
+    await waitFor('a start naming the model', async () =>
+      (await texts(`${T('block')}[data-block-type="agent_info"]`)).some((t) => t.includes('echo-1-mini')),
+    );
+    const before = (await texts(REPLY)).length;
+    await send('and now?');
+    await waitFor('the reply after the change', async () => (await texts(REPLY)).length > before);
+    await idle();
+  });
+
   if (pageErrors.length) throw new Error(`uncaught errors in the page: ${pageErrors.join(' | ')}`);
-  console.log(JSON.stringify({ ok: true, session, screenshots }));
+  console.log(JSON.stringify({ ok: true, session, options_session: optionsSession, screenshots }));
 }
 
 if (!underTestRunner) await run.finish(main);

@@ -34,18 +34,30 @@ impl Actor {
     pub(super) async fn set_options(&mut self, options: SessionOptions) -> Result<(), ReplyError> {
         let agent = self.spec.meta.agent_id.to_string();
         if options.model.is_none() && options.permission_mode.is_none() {
-            return Err(refused(ReplyErrorCode::InvalidMessage, "set_session_options: give `model`, `permission_mode` or both".into()));
+            return Err(refused(
+                ReplyErrorCode::InvalidMessage,
+                "set_session_options: give `model`, `permission_mode` or both".into(),
+            ));
         }
         for (what, v) in [("model", &options.model), ("permission_mode", &options.permission_mode)] {
             if v.as_ref().is_some_and(|v| v.chars().count() > MAX_VALUE_CHARS) {
-                return Err(refused(ReplyErrorCode::InvalidMessage, format!("set_session_options: `{what}` is over {MAX_VALUE_CHARS} characters")));
+                return Err(refused(
+                    ReplyErrorCode::InvalidMessage,
+                    format!("set_session_options: `{what}` is over {MAX_VALUE_CHARS} characters"),
+                ));
             }
         }
         if self.turn.is_some() || matches!(self.state, SessionState::Running | SessionState::AwaitingPermission) {
-            return Err(refused(ReplyErrorCode::Busy, "a turn is running; change the model or permission mode once it ends".into()));
+            return Err(refused(
+                ReplyErrorCode::Busy,
+                "a turn is running; change the model or permission mode once it ends".into(),
+            ));
         }
         if self.pending.parked.is_some() {
-            return Err(refused(ReplyErrorCode::Busy, "a terminal drives this session; change it there or once it is back".into()));
+            return Err(refused(
+                ReplyErrorCode::Busy,
+                "a terminal drives this session; change it there or once it is back".into(),
+            ));
         }
         // The declaration says what the adapter takes: start it when none runs.
         self.ensure_adapter().await?;
@@ -54,7 +66,10 @@ impl Actor {
         };
         let takes = |p| d.accepted_init_params.contains(&p);
         if options.model.is_some() && !takes(InitParam::Model) {
-            return Err(refused(ReplyErrorCode::NotSupported, format!("{agent} cannot choose a model (its adapter takes no `model`)")));
+            return Err(refused(
+                ReplyErrorCode::NotSupported,
+                format!("{agent} cannot choose a model (its adapter takes no `model`)"),
+            ));
         }
         if options.permission_mode.is_some() && !takes(InitParam::PermissionMode) {
             return Err(refused(
@@ -65,7 +80,9 @@ impl Actor {
         if self.spec.meta.agent_session_id.is_some() && !takes(InitParam::ResumeSessionId) {
             return Err(refused(
                 ReplyErrorCode::NotSupported,
-                format!("{agent} cannot resume its conversation, so its model and permission mode are fixed once it has begun"),
+                format!(
+                    "{agent} cannot resume its conversation, so its model and permission mode are fixed once it has begun"
+                ),
             ));
         }
         let before = (self.spec.meta.model.clone(), self.spec.meta.permission_mode.clone());

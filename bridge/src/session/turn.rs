@@ -225,12 +225,18 @@ fn refuse_attachments(
 ) -> Result<(), ReplyError> {
     for a in &message.attachments {
         let image = a.mime_type.to_ascii_lowercase().starts_with("image/");
-        let (taken, what, flag) =
-            if image { (caps.cap_images, "images", "cap_images") } else { (caps.cap_documents, "files other than images", "cap_documents") };
+        let (taken, what, flag) = if image {
+            (caps.cap_images, "images", "cap_images")
+        } else {
+            (caps.cap_documents, "files other than images", "cap_documents")
+        };
         if !taken {
             return Err(ReplyError {
                 code: ReplyErrorCode::NotSupported,
-                message: format!("{agent} takes no {what} ({flag} is false): attachment `{}` ({}) refused", a.name, a.mime_type),
+                message: format!(
+                    "{agent} takes no {what} ({flag} is false): attachment `{}` ({}) refused",
+                    a.name, a.mime_type
+                ),
             });
         }
     }
@@ -270,11 +276,17 @@ mod tests {
     fn attachments_the_agent_did_not_declare_are_refused_by_name() {
         let e = refuse_attachments(&with("cat.png", "image/png"), &caps(false, true), "echo").unwrap_err();
         assert_eq!(e.code, ReplyErrorCode::NotSupported);
-        assert!(e.message.contains("takes no images (cap_images is false)") && e.message.contains("`cat.png`"), "{e:?}");
+        assert!(
+            e.message.contains("takes no images (cap_images is false)") && e.message.contains("`cat.png`"),
+            "{e:?}"
+        );
         let e = refuse_attachments(&with("a.pdf", "application/pdf"), &caps(true, false), "echo").unwrap_err();
         assert!(e.message.contains("cap_documents is false") && e.message.contains("`a.pdf`"), "{e:?}");
         assert!(refuse_attachments(&with("cat.PNG", "IMAGE/PNG"), &caps(true, false), "echo").is_ok());
         assert!(refuse_attachments(&with("a.pdf", "application/pdf"), &caps(false, true), "echo").is_ok());
-        assert!(refuse_attachments(&UserMessage { text: "t".into(), attachments: vec![] }, &caps(false, false), "echo").is_ok());
+        assert!(
+            refuse_attachments(&UserMessage { text: "t".into(), attachments: vec![] }, &caps(false, false), "echo")
+                .is_ok()
+        );
     }
 }

@@ -29,7 +29,10 @@ pub async fn image_reaches_the_model(agent: Agent, cli_dir: std::path::PathBuf) 
         BlockKind::UserMessage(m) => Some(m),
         _ => None,
     });
-    ensure!(sent.is_some_and(|m| m.attachments.len() == 1), "the user_message block carries the attachment\n{transcript}");
+    ensure!(
+        sent.is_some_and(|m| m.attachments.len() == 1),
+        "the user_message block carries the attachment\n{transcript}"
+    );
     let end = blocks.iter().find_map(|b| match &b.kind {
         BlockKind::SessionEnd(e) => Some(e.reason),
         _ => None,
@@ -52,10 +55,5 @@ pub async fn image_reaches_the_model(agent: Agent, cli_dir: std::path::PathBuf) 
 /// The `image` content blocks of an Anthropic Messages request body.
 fn images_in(body: &Value) -> Vec<&Value> {
     let messages = body["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
-    messages
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|c| c["type"] == "image")
-        .collect()
+    messages.iter().filter_map(|m| m["content"].as_array()).flatten().filter(|c| c["type"] == "image").collect()
 }
