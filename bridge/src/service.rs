@@ -565,7 +565,7 @@ impl Service {
             }
             ControlMessage::SetSessionOptions(m) => {
                 let options =
-                    crate::session::options::SessionOptions { model: m.model, permission_mode: m.permission_mode };
+                    crate::session::handle::SessionOptions { model: m.model, permission_mode: m.permission_mode };
                 self.session(&m.session_id).await?.set_options(options).await?;
                 Ok((accepted(), None))
             }

@@ -71,12 +71,21 @@ pub enum SessionCommand {
     /// End the session.
     Stop(oneshot::Sender<Result<(), ReplyError>>),
     /// Change the model and/or permission mode between turns (`set_session_options`).
-    SetOptions(super::options::SessionOptions, oneshot::Sender<Result<(), ReplyError>>),
+    SetOptions(SessionOptions, oneshot::Sender<Result<(), ReplyError>>),
     /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
     Detach(oneshot::Sender<()>),
     /// Hand the idle conversation to a terminal: release the agent, park the session,
     /// answer the resume command.
     ContinueInTerminal(oneshot::Sender<Result<proto::TerminalResumeCommandResult, ReplyError>>),
+}
+
+/// The values asked for; `Some("")` returns to the agent's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// The model.
+    pub model: Option<String>,
+    /// The permission mode.
+    pub permission_mode: Option<String>,
 }
 
 /// What [`SessionCommand::Follow`] returns.
@@ -173,7 +182,7 @@ impl SessionHandle {
     }
 
     /// Changes the model and/or permission mode between turns.
-    pub async fn set_options(&self, options: super::options::SessionOptions) -> Result<(), ReplyError> {
+    pub async fn set_options(&self, options: SessionOptions) -> Result<(), ReplyError> {
         self.ask(|reply| SessionCommand::SetOptions(options, reply)).await.unwrap_or_else(|| Err(gone()))
     }
 

@@ -47,7 +47,7 @@ pub mod list_entry;
 mod listing;
 mod mirror;
 pub mod notices;
-pub mod options;
+mod options;
 pub mod policy;
 mod revive;
 mod run;

@@ -7,15 +7,7 @@ use terminull_protocol::adapter::InitParam;
 use terminull_protocol::control::{ReplyError, ReplyErrorCode, SessionState};
 
 use super::actor::Actor;
-
-/// The values asked for; `Some("")` returns to the agent's default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionOptions {
-    /// The model.
-    pub model: Option<String>,
-    /// The permission mode.
-    pub permission_mode: Option<String>,
-}
+use super::handle::SessionOptions;
 
 /// The longest model or permission mode taken.
 const MAX_VALUE_CHARS: usize = 200;
