@@ -47,6 +47,12 @@ export function draftOf(s) {
 
 /** Picks are read one after the other, in the order picked, each within what is left. */
 let reading = Promise.resolve();
+let unread = 0;
+
+/** Whether picked files are still being read (the message waits for them). */
+export function stillReading() {
+  return unread > 0;
+}
 
 function picked(input) {
   const s = currentSession();
@@ -54,7 +60,10 @@ function picked(input) {
   input.value = '';
   app.ui.attachMenu.hidden = true;
   if (!s) return reading;
-  reading = reading.then(() => readAll(s, files));
+  unread += 1;
+  reading = reading.then(() => readAll(s, files)).finally(() => {
+    unread -= 1;
+  });
   return reading;
 }
 

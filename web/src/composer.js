@@ -8,7 +8,7 @@ import { h, clear } from './dom.js';
 import { toast } from './status.js';
 import { addNote, scrollToEnd } from './blocks.js';
 import { updateHandoff } from './handoff.js';
-import { draftOf, renderTray, updateAttachControls } from './attach-view.js';
+import { draftOf, renderTray, updateAttachControls, stillReading } from './attach-view.js';
 import { renderQueue, choose, queued, MAX_QUEUED } from './queue.js';
 
 /** The bridge's universal slash commands (protocol/src/commands.rs), used when the agent lists none. */
@@ -72,6 +72,10 @@ export function sendComposer() {
   const text = ui.composer.value.trim();
   const attachments = s ? draftOf(s) : [];
   if (!s || (!text && !attachments.length)) return;
+  if (stillReading()) {
+    toast('The attachments are still being prepared: send again in a moment.', 'warn');
+    return;
+  }
   const slash = /^\/(\S+)(?:\s+([\s\S]*))?$/.exec(text);
   if (slash && !attachments.length && commandsOf(s).some((cmd) => cmd.name === slash[1])) {
     clearComposer(s);
