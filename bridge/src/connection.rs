@@ -164,6 +164,7 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         ControlMessage::Interrupt(m) => Some(&m.session_id),
         ControlMessage::PermissionResponse(m) => Some(&m.session_id),
         ControlMessage::StopSession(m) => Some(&m.session_id),
+        ControlMessage::SetSessionOptions(m) => Some(&m.session_id),
         ControlMessage::GetUsage(m) => Some(&m.session_id),
         ControlMessage::SlashCommand(m) => Some(&m.session_id),
         ControlMessage::ContinueInTerminal(m) => Some(&m.session_id),

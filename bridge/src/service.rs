@@ -563,6 +563,12 @@ impl Service {
                 self.inner.sessions.lock().await.remove(&m.session_id);
                 Ok((accepted(), None))
             }
+            ControlMessage::SetSessionOptions(m) => {
+                let options =
+                    crate::session::handle::SessionOptions { model: m.model, permission_mode: m.permission_mode };
+                self.session(&m.session_id).await?.set_options(options).await?;
+                Ok((accepted(), None))
+            }
             ControlMessage::ListSessions(_) => Ok((ReplyResult::Sessions { sessions: self.listings().await }, None)),
             ControlMessage::ListAgents(_) => Ok((ReplyResult::Agents { agents: self.agent_summaries().await }, None)),
             ControlMessage::ListModels(m) => {

@@ -480,6 +480,7 @@ async fn every_control_message_type_gives_the_same_result_on_every_transport() {
             json!({"type": "rename_session", "session_id": s, "title": "a title"}),
             json!({"type": "archive_session", "session_id": s, "archived": true}),
             json!({"type": "search_sessions", "query": "nothing says this"}),
+            json!({"type": "set_session_options", "session_id": s, "model": "echo-1"}),
             json!({"type": "stop_session", "session_id": s}),
             json!({"type": "delete_session", "session_id": s}),
             // Terminals (bridge/tests/terminals.rs drives real ones over the LAN and the relay).

@@ -130,6 +130,21 @@ control_messages! {
         /// The session.
         session_id: SessionId,
     },
+    /// Change a session's model and/or permission mode between turns, where its agent
+    /// allows (its adapter takes the `model` / `permission_mode` init param and, once
+    /// the conversation has an agent session id, `resume_session_id`): the bridge
+    /// restarts the adapter with the new values resuming the same conversation; a new
+    /// `agent_info` block follows. An empty string returns to the agent's default.
+    "set_session_options" => SetSessionOptions {
+        /// The session.
+        session_id: SessionId,
+        /// The model to use from the next turn on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The permission mode to use from the next turn on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permission_mode: Option<String>,
+    },
     /// List the bridge's sessions.
     "list_sessions" => ListSessions {},
     /// List the installed agents.
@@ -498,7 +513,8 @@ pub enum ReplyErrorCode {
 #[cfg_attr(test, derive(proptest_derive::Arbitrary))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ReplyResult {
-    /// Taken; its effects arrive as blocks (user_message, interrupt, permission_response, stop_session).
+    /// Taken; its effects arrive as blocks (user_message, interrupt, permission_response, stop_session,
+    /// set_session_options).
     Accepted {},
     /// A session was started or attached; its blocks follow.
     SessionStarted {

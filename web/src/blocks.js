@@ -9,6 +9,9 @@ import { displayKey } from './transcript.js';
 import { noteRejected, toast } from './status.js';
 import { renderSwitcher } from './switcher.js';
 
+/** Notes kept per session (the oldest go first). */
+const MAX_NOTES = 50;
+
 /** What render.js asks of a session: the answers given here, whether a request is past its session_end, whether the same agent started before, how to answer. */
 function renderCtx(s) {
   return {
@@ -104,12 +107,32 @@ function rerender(s, block) {
   old.replaceWith(el);
 }
 
-export function addNote(s, text, kind = 'note') {
-  if (!s.container) return;
-  const el = h('div', { class: `note ${kind}`, testid: 'note' }, h('pre', null, text));
-  el.dataset.pos = String(s.transcript.lastSeq + 0.5);
-  insertByPos(s.container, el, s.transcript.lastSeq + 0.5);
+/**
+ * A note in the session view (a slash command's output, an error, "Session ended"), kept
+ * with the session so a reload shows it again at the same place; `command` is the line
+ * typed (`/status`), shown above the output.
+ */
+export function addNote(s, text, kind = 'note', command = null) {
+  const note = { pos: s.transcript.lastSeq + 0.5, text: String(text), kind, command };
+  s.notes ??= [];
+  s.notes.push(note);
+  if (s.notes.length > MAX_NOTES) s.notes.splice(0, s.notes.length - MAX_NOTES);
+  s.persist();
+  renderNote(s, note);
   if (app.current === s.id) scrollToEnd(true);
+}
+
+/** Puts a kept note in place in the session's container. */
+export function renderNote(s, note) {
+  if (!s.container) return;
+  const el = h(
+    'div',
+    { class: `note ${note.kind}`, testid: 'note' },
+    note.command ? h('div', { class: 'note-cmd', testid: 'note-command' }, note.command) : null,
+    h('pre', null, note.text),
+  );
+  el.dataset.pos = String(note.pos);
+  insertByPos(s.container, el, note.pos);
 }
 
 async function answerPermission(s, block, optionId) {

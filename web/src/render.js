@@ -10,6 +10,7 @@ import { diffLines } from './diff.js';
 import { toolKind, toolSummary, toolHeader, inputView, resultView, diffView, shellLine, copyButton } from './tools.js';
 
 export { diffLines, shellLine };
+import { attachmentsView } from './attachments-shown.js';
 
 function inline(text) {
   return splitInline(text).map((s) => {
@@ -189,7 +190,7 @@ export function renderBlock(block, ctx = {}) {
         block,
         'user',
         h('div', { class: 'bubble' }, str(block.text)),
-        atts.length ? h('div', { class: 'attachments' }, atts.map((a) => h('span', null, `Attached: ${str(a?.name, 'file')}`))) : null,
+        attachmentsView(atts),
       );
     }
     case 'text':

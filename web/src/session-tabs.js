@@ -36,6 +36,7 @@ export function showTab(name) {
   document.body.dataset.tab = name;
   ui.transcript.hidden = name !== 'chat';
   ui.composerBar.hidden = name !== 'chat';
+  if (ui.sessionTools) ui.sessionTools.hidden = name !== 'chat';
   ui.filesPanel.hidden = name !== 'files';
   ui.changesPanel.hidden = name !== 'changes';
   if (name === 'files') showFiles();

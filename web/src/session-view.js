@@ -6,7 +6,7 @@ import { app, activeCtx, CURRENT_KEY } from './state.js';
 import { h, clear } from './dom.js';
 import { showView } from './views.js';
 import { sessionFor, loadSession, attach, resync } from './sessions.js';
-import { renderInto, refreshPermissionCards, isAtEnd, scrollToEnd } from './blocks.js';
+import { renderInto, renderNote, refreshPermissionCards, isAtEnd, scrollToEnd } from './blocks.js';
 import { updateComposer, flushQueue } from './composer.js';
 import { setRoute } from './route.js';
 import { renderSwitcher } from './switcher.js';
@@ -48,6 +48,7 @@ export function openSessionView(s) {
     for (const b of s.transcript.blocks()) {
       if (s.transcript.isFirstOfStream(b)) renderInto(s, s.transcript.shown(b), b.seq);
     }
+    for (const note of s.notes) renderNote(s, note);
   }
   ui.transcript.append(s.container);
   showTab('chat');

@@ -17,6 +17,10 @@ export class SessionState {
     this.transcript = new Transcript(meta.blocks ?? []);
     /** request_id → option_id chosen here */
     this.answered = new Map(Object.entries(meta.answered ?? {}));
+    /** Slash command outputs and other notes shown here: `{pos, text, kind, command}` (blocks.js). */
+    this.notes = Array.isArray(meta.notes) ? meta.notes.filter((n) => n && typeof n.text === 'string' && Number.isFinite(n.pos)) : [];
+    /** Attachments picked for the next message (attach-view.js). */
+    this.draft = [];
     this.followed = false;
     this.attachedOn = null;
     /** Messages the composer queued while a turn runs. */
@@ -65,6 +69,7 @@ export class SessionState {
         cwd: this.cwd,
         blocks: this.transcript.saved(),
         answered: Object.fromEntries(this.answered),
+        notes: this.notes,
       })
       .catch((e) => console.warn(`cannot save the session: ${e}`));
   }
@@ -94,7 +99,7 @@ export async function loadSession(id, ctx = activeCtx()) {
     /* nothing saved */
   }
   const blocks = saved && Array.isArray(saved.blocks) ? saved.blocks.filter((b) => b && Number.isSafeInteger(b.seq)) : [];
-  return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered }, ctx);
+  return sessionFor(id, { agentId: saved?.agentId, cwd: saved?.cwd, blocks, answered: saved?.answered, notes: saved?.notes }, ctx);
 }
 
 /**

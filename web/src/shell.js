@@ -10,7 +10,9 @@ import { pairWith } from './pairing.js';
 import { showHome, refreshLists, renderLists, openListed } from './lists.js';
 import { buildListTools } from './session-list.js';
 import { showNewSession, agentChanged, startSession } from './new-session.js';
-import { composerChanged, sendComposer, interrupt } from './composer.js';
+import { composerChanged, sendComposer, interrupt, endSession } from './composer.js';
+import { buildAttachControls } from './attach-view.js';
+import { buildOptionsButton } from './session-options.js';
 import { continueInTerminal } from './handoff.js';
 import { buildSwitcher, switchTo } from './switcher.js';
 import { buildSessionTabs } from './session-tabs.js';
@@ -20,7 +22,7 @@ import { buildTerminalSection } from './terminal-list.js';
 export function buildShell() {
   const ui = app.ui;
   ui.back = h('button', { type: 'button', class: 'icon-btn back', 'aria-label': 'Back', hidden: true, onclick: () => showHome() }, '‹');
-  ui.title = h('div', { class: 'title' }, 'terminull');
+  ui.title = h('h1', { class: 'title' }, 'terminull');
   ui.path = h('span', { class: 'badge path', testid: 'path', title: 'How this page reaches the bridge' });
   ui.conn = h('span', { class: 'conn', testid: 'connection-status', dataset: { state: 'offline' } }, 'offline');
   ui.rejected = h('button', { type: 'button', class: 'badge rejected', testid: 'rejected', hidden: true, onclick: showRejected });
@@ -112,6 +114,8 @@ export function buildShell() {
   });
   ui.stop = h('button', { type: 'button', class: 'stop', testid: 'stop', hidden: true, onclick: () => interrupt() }, '■ Stop');
   ui.send = h('button', { type: 'button', class: 'send primary', testid: 'send', onclick: () => sendComposer() }, 'Send');
+  const attach = buildAttachControls();
+  ui.endSession = h('button', { type: 'button', class: 'link-btn tap end-session', testid: 'end-session', onclick: () => endSession() }, 'End session');
   ui.parkedBanner = h('div', { class: 'parked-banner', testid: 'parked-banner', hidden: true });
   ui.continueBtn = h(
     'button',
@@ -135,10 +139,20 @@ export function buildShell() {
       ),
       ui.terminalCard,
     ),
+    // Not sticky: scrolled away with the conversation, there at its top.
+    (ui.sessionTools = h('div', { class: 'session-tools' }, buildOptionsButton(), ui.endSession)),
     ui.transcript,
     ui.filesPanel,
     ui.changesPanel,
-    (ui.composerBar = h('footer', { class: 'composer-bar' }, ui.queueInfo, ui.palette, h('div', { class: 'composer-row' }, ui.composer, ui.stop, ui.send))),
+    (ui.composerBar = h(
+      'footer',
+      { class: 'composer-bar' },
+      ui.queueInfo,
+      ui.palette,
+      attach.tray,
+      attach.menu,
+      h('div', { class: 'composer-row' }, attach.button, ui.composer, ui.stop, ui.send),
+    )),
   );
 
   ui.toast = h('div', { class: 'toast', role: 'status', hidden: true });

@@ -239,6 +239,8 @@ test('the page renders every block type and drives a session through a relay', {
     await page.waitForSelector(`${T('queued')}:not([hidden])`);
     assert.equal(bridge.controls.filter((m) => m.type === 'user_message').length, 0, 'queued, not sent');
     await page.click(T('stop'));
+    // With a message queued, Stop asks first; keeping the queue sends it after the turn.
+    await page.click(T('stop-keep'));
     await until('the interrupt', () => bridge.controls.find((m) => m.type === 'interrupt' && m.session_id === 's-1'));
     bridge.emit('s-1', { seq: 18, ts: 1767225700, type: 'session_end', reason: 'interrupted' });
     const sent = await until('the queued message', () => bridge.controls.find((m) => m.type === 'user_message'));

@@ -2,7 +2,9 @@
 //! (docs/adapter-sdk.md, "The trait"; the protocol it speaks is docs/adapter-protocol.md).
 //! The registry finds it next to `terminull` under this name.
 //!
-//! Replies "You said: <text>", streamed word by word. A message starting with
+//! Replies "You said: <text>", streamed word by word, and names each attachment it
+//! was given (it takes images and other files, so a client's attachments can be
+//! tried end to end). A message starting with
 //! `slow` streams slowly so an interrupt can be tried; one starting with `ask` first
 //! asks permission (options `allow` and `deny`) and, denied, says so instead;
 //! `/status`-style usage is counted per session.
@@ -34,8 +36,8 @@ impl Adapter for Echo {
     const CLI_BINARY: Option<&'static str> = None;
     const ADAPTER_VERSION: Option<&'static str> = Some(env!("CARGO_PKG_VERSION"));
     const CAPS: Caps = caps! {
-        supported: [permissions, interrupt],
-        unsupported: [images, documents, thinking, subagents, input_during_turn, terminal],
+        supported: [images, documents, permissions, interrupt],
+        unsupported: [thinking, subagents, input_during_turn, terminal],
     };
     const LEASE: LeaseKind = LeaseKind::PerTurn;
     const INIT_PARAMS: &'static [InitParam] = &[InitParam::Cwd, InitParam::OnSessionId];
@@ -75,7 +77,10 @@ impl Adapter for Echo {
                 Err(e) => return Err(AdapterError::agent(e)),
             }
         }
-        let reply = format!("You said: {}", message.text);
+        let mut reply = format!("You said: {}", message.text);
+        for a in &message.attachments {
+            reply.push_str(&format!(" [attached: {} ({}, {} bytes)]", a.name, a.mime_type, base64_len(&a.data)));
+        }
         let mut text = TextStreamer::new_text(mint_id("msg"));
         for (i, word) in reply.split_inclusive(' ').enumerate() {
             if turn.is_interrupted() {
@@ -95,6 +100,12 @@ impl Adapter for Echo {
         }
         Ok(EndReason::Completed)
     }
+}
+
+/// The decoded length of standard padded base64 `data` (not checked: the echo only names it).
+fn base64_len(data: &str) -> usize {
+    let pad = data.bytes().rev().take_while(|&b| b == b'=').count().min(2);
+    (data.len() / 4 * 3).saturating_sub(pad)
 }
 
 /// The numbers of a `bench` message, or an error naming what was expected.

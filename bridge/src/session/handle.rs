@@ -70,11 +70,22 @@ pub enum SessionCommand {
     EditMeta(super::list_entry::MetaEdit, oneshot::Sender<()>),
     /// End the session.
     Stop(oneshot::Sender<Result<(), ReplyError>>),
+    /// Change the model and/or permission mode between turns (`set_session_options`).
+    SetOptions(SessionOptions, oneshot::Sender<Result<(), ReplyError>>),
     /// Let the adapter go and end the actor, keeping the session resumable (bridge shutdown).
     Detach(oneshot::Sender<()>),
     /// Hand the idle conversation to a terminal: release the agent, park the session,
     /// answer the resume command.
     ContinueInTerminal(oneshot::Sender<Result<proto::TerminalResumeCommandResult, ReplyError>>),
+}
+
+/// The values asked for; `Some("")` returns to the agent's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// The model.
+    pub model: Option<String>,
+    /// The permission mode.
+    pub permission_mode: Option<String>,
 }
 
 /// What [`SessionCommand::Follow`] returns.
@@ -168,6 +179,11 @@ impl SessionHandle {
     /// Stops the session.
     pub async fn stop(&self) -> Result<(), ReplyError> {
         self.ask(SessionCommand::Stop).await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Changes the model and/or permission mode between turns.
+    pub async fn set_options(&self, options: SessionOptions) -> Result<(), ReplyError> {
+        self.ask(|reply| SessionCommand::SetOptions(options, reply)).await.unwrap_or_else(|| Err(gone()))
     }
 
     /// Ends the actor and its adapter but keeps the session resumable; returns once done.

@@ -47,6 +47,7 @@ pub mod list_entry;
 mod listing;
 mod mirror;
 pub mod notices;
+mod options;
 pub mod policy;
 mod revive;
 mod run;

@@ -186,6 +186,10 @@ impl Actor {
                 let _ = reply.send(());
                 return true;
             }
+            SessionCommand::SetOptions(options, reply) => {
+                let result = self.set_options(options).await;
+                let _ = reply.send(result);
+            }
             SessionCommand::ContinueInTerminal(reply) => {
                 let result = self.continue_in_terminal().await;
                 let _ = reply.send(result);

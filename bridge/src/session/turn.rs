@@ -14,6 +14,9 @@ use crate::host::AdapterEvent;
 
 impl Actor {
     pub(super) async fn user_message(&mut self, message: UserMessage) -> Result<(), ReplyError> {
+        if let Some(d) = self.declaration.as_ref() {
+            refuse_attachments(&message, &d.capabilities, self.spec.meta.agent_id.as_str())?;
+        }
         let in_turn = matches!(self.state, SessionState::Running | SessionState::AwaitingPermission);
         let takes_input = self.declaration.as_ref().is_some_and(|d| d.capabilities.cap_input_during_turn);
         let would_queue = self.pending.parked.is_some() || (in_turn && !takes_input);
@@ -210,5 +213,80 @@ impl Actor {
                 tracing::warn!(session = %self.spec.meta.session_id, "a queued message was not delivered: {}", e.message);
             }
         }
+    }
+}
+
+/// Refuses a message whose attachments the agent did not declare it takes (images need
+/// `cap_images`, other files `cap_documents`), before it reaches the history.
+fn refuse_attachments(
+    message: &UserMessage,
+    caps: &terminull_protocol::capabilities::Capabilities,
+    agent: &str,
+) -> Result<(), ReplyError> {
+    for a in &message.attachments {
+        let image = a.mime_type.to_ascii_lowercase().starts_with("image/");
+        let (taken, what, flag) = if image {
+            (caps.cap_images, "images", "cap_images")
+        } else {
+            (caps.cap_documents, "files other than images", "cap_documents")
+        };
+        if !taken {
+            return Err(ReplyError {
+                code: ReplyErrorCode::NotSupported,
+                message: format!(
+                    "{agent} takes no {what} ({flag} is false): attachment `{}` ({}) refused",
+                    a.name, a.mime_type
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use terminull_protocol::blocks::Attachment;
+    use terminull_protocol::capabilities::Capabilities;
+
+    use super::*;
+
+    fn caps(images: bool, documents: bool) -> Capabilities {
+        Capabilities {
+            cap_images: images,
+            cap_documents: documents,
+            cap_thinking: false,
+            cap_permissions: false,
+            cap_subagents: false,
+            cap_interrupt: false,
+            cap_input_during_turn: false,
+            cap_terminal: false,
+            provides_models: false,
+            provides_usage: false,
+        }
+    }
+
+    fn with(name: &str, mime: &str) -> UserMessage {
+        UserMessage {
+            text: "look".into(),
+            attachments: vec![Attachment { name: name.into(), mime_type: mime.into(), data: "AAAA".into() }],
+        }
+    }
+
+    #[test]
+    fn attachments_the_agent_did_not_declare_are_refused_by_name() {
+        let e = refuse_attachments(&with("cat.png", "image/png"), &caps(false, true), "echo").unwrap_err();
+        assert_eq!(e.code, ReplyErrorCode::NotSupported);
+        assert!(
+            e.message.contains("takes no images (cap_images is false)") && e.message.contains("`cat.png`"),
+            "{e:?}"
+        );
+        let e = refuse_attachments(&with("a.pdf", "application/pdf"), &caps(true, false), "echo").unwrap_err();
+        assert!(e.message.contains("cap_documents is false") && e.message.contains("`a.pdf`"), "{e:?}");
+        assert!(refuse_attachments(&with("cat.PNG", "IMAGE/PNG"), &caps(true, false), "echo").is_ok());
+        assert!(refuse_attachments(&with("a.pdf", "application/pdf"), &caps(false, true), "echo").is_ok());
+        assert!(
+            refuse_attachments(&UserMessage { text: "t".into(), attachments: vec![] }, &caps(false, false), "echo")
+                .is_ok()
+        );
     }
 }

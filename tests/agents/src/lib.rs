@@ -9,10 +9,12 @@
 //! - [`scenarios`]: what each scenario sends and what the app must see; the live tests
 //!   and the replay tests run the very same checks.
 //! - [`runner`]: the test files' shared `agent_tests!` macro and runtime.
+//! - [`attachments`]: an image attachment reaching the model.
 //!
 //! See docs/agent-tests.md.
 
 pub mod agents;
+pub mod attachments;
 pub mod handoff;
 pub use terminull_netns as netns;
 pub mod rig;

@@ -265,8 +265,18 @@ impl Rig {
 
     /// Sends `text` and returns every block of the turn, up to its `session_end`.
     pub async fn turn(&mut self, text: &str, plan: TurnPlan) -> anyhow::Result<Vec<Block>> {
+        self.turn_with(text, Vec::new(), plan).await
+    }
+
+    /// [`Rig::turn`] with attachments.
+    pub async fn turn_with(
+        &mut self,
+        text: &str,
+        attachments: Vec<terminull_protocol::blocks::Attachment>,
+        plan: TurnPlan,
+    ) -> anyhow::Result<Vec<Block>> {
         let session_id = self.session.clone().context("no session is open")?;
-        let message = UserMessage { session_id: session_id.clone(), text: text.into(), attachments: vec![] };
+        let message = UserMessage { session_id: session_id.clone(), text: text.into(), attachments };
         let fakes_before = self.fake_starts();
         let sent_at = std::time::Instant::now();
         let sent = self.client.send(ControlMessage::UserMessage(message)).await?;

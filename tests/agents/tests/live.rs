@@ -65,6 +65,17 @@ fn live_check(agent: Agent, test_name: &str) {
     println!("{}", block_on(test_name, scenarios::adapter_check(agent, &cli_dir)));
 }
 
+/// An image attachment reaches the model (terminull_agent_tests::attachments).
+fn live_image(agent: Agent, test_name: &str) {
+    let Some(cli_dir) = isolated(agent, test_name) else { return };
+    let outcome = block_on(test_name, terminull_agent_tests::attachments::image_reaches_the_model(agent, cli_dir));
+    println!("{} image attachment (live):\n{outcome}", agent.id());
+}
+
+agent_tests! { live_image;
+    claude_code_image_attachment_reaches_the_model_live: Agent::ClaudeCode;
+}
+
 /// The terminal handoff with the real CLI (terminull_agent_tests::handoff).
 fn live_handoff(agent: Agent, test_name: &str) {
     let Some(cli_dir) = isolated(agent, test_name) else { return };
