@@ -11,8 +11,11 @@ use terminull_adapter_check::conformance::{CheckOptions, Report, check_adapter};
 
 async fn check(program: std::path::PathBuf, args: Vec<String>) -> Report {
     let mut opts = CheckOptions::new(program, args);
-    opts.handshake_timeout = Duration::from_secs(3);
-    opts.turn_timeout = Duration::from_secs(5);
+    // Short enough that `never-initializes` and `no-session-end` end quickly (the cases
+    // run at once), long enough that a Python adapter starting on a loaded 2-core
+    // machine answers in time: 3 s was not (a CI run with a load average of 19).
+    opts.handshake_timeout = Duration::from_secs(20);
+    opts.turn_timeout = Duration::from_secs(20);
     check_adapter(opts).await
 }
 
