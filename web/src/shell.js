@@ -135,7 +135,7 @@ export function buildShell() {
         'div',
         { class: 'session-actions' },
         ui.continueBtn,
-        h('button', { type: 'button', class: 'link-btn', testid: 'open-terminal', 'aria-label': 'Open a terminal in this session’s directory', onclick: () => openTerminal({ sessionId: app.current }) }, 'Terminal here'),
+        h('button', { type: 'button', class: 'link-btn', testid: 'open-terminal', 'aria-label': 'Terminal here: open a shell in this session’s directory', onclick: () => openTerminal({ sessionId: app.current }) }, 'Terminal here'),
       ),
       ui.terminalCard,
     ),
