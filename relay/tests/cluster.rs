@@ -192,19 +192,29 @@ async fn devices_on_other_nodes_reach_the_bridge_in_order_and_pair_push_and_resu
     let to_laptop =
         Push { device_id: laptop.public().device_id(), kind: PushKind::TurnFinished, payload: b64(&[2; 40]) };
     bridge.send(&RelayFrame::Push(to_laptop.clone())).await;
+    // Held in the shared database before the laptop connects anywhere.
+    let (db, db_conn) = tokio_postgres::connect(&store, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(db_conn);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let query = "SELECT count(*) FROM relay_push_queue WHERE device_id = $1";
+    let laptop_id = laptop.public().device_id().0;
+    while db.query_one(query, &[&laptop_id]).await.unwrap().get::<_, i64>(0) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the push for the offline laptop is held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Node 3 delivers it after the laptop's relay_status, whether it loaded it before the
+    // laptop connected or after.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut laptop_ws = loop {
-        let (mut ws, first) = try_connect_device(&n3, &bridge_id, &laptop).await;
-        if matches!(first, RelayFrame::RelayStatus(_))
-            && let Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) =
-                tokio::time::timeout(Duration::from_millis(300), futures::StreamExt::next(&mut ws)).await
-        {
-            assert_eq!(serde_json::from_str::<RelayFrame>(text.as_str()).unwrap(), RelayFrame::Push(to_laptop.clone()));
-            break ws;
+        match try_connect_device(&n3, &bridge_id, &laptop).await {
+            (ws, RelayFrame::RelayStatus(_)) => break ws,
+            (_, other) => {
+                assert!(tokio::time::Instant::now() < deadline, "the laptop is accepted on node 3: {other:?}")
+            }
         }
-        assert!(tokio::time::Instant::now() < deadline, "the held push reaches node 3");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    assert_eq!(recv_skipping_status(&mut laptop_ws).await, RelayFrame::Push(to_laptop));
     let laptop_conn = link(&mut bridge, &mut laptop_ws, &laptop).await;
     assert_ne!(laptop_conn, conn);
 

@@ -62,7 +62,47 @@ impl State {
     }
 }
 
+impl State {
+    /// Delivers `text` to the live connections of `device_id` to `bridge_id` on this
+    /// node; whether one took it.
+    pub(super) fn deliver_to_device(&mut self, bridge_id: &BridgeId, device_id: &DeviceId, text: &str) -> bool {
+        let live: Vec<ConnId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| &c.bridge_id == bridge_id && &c.device_id == device_id && c.remote.is_none())
+            .map(|(conn, _)| *conn)
+            .collect();
+        let mut delivered = false;
+        for conn in live {
+            delivered |= self.deliver(conn, text.to_owned());
+        }
+        delivered
+    }
+}
+
 impl Hub {
+    /// Delivers the pushes held for `bridge_id`'s devices that are connected here (held
+    /// by another node while they connected), oldest first, and forgets them.
+    pub(super) fn deliver_held_to_connected(&self, state: &mut State, bridge_id: &BridgeId) {
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        let mut held = std::mem::take(&mut bridge.held);
+        for (device_id, queue) in &mut held {
+            while let Some((seq, entry)) = queue.front() {
+                let text = frame_json(&RelayFrame::Push(entry.push.clone()));
+                let seq = *seq;
+                if !state.deliver_to_device(bridge_id, device_id, &text) {
+                    break;
+                }
+                queue.pop_front();
+                self.store.submit(crate::store::StoreOp::DeleteQueued(bridge_id.clone(), device_id.clone(), seq));
+            }
+        }
+        held.retain(|_, q| !q.is_empty());
+        if let Some(bridge) = state.bridges.get_mut(bridge_id) {
+            bridge.held = held;
+        }
+    }
+
     /// Joins the other nodes (once, at start).
     pub(crate) fn set_cluster(&self, cluster: Arc<Cluster>) {
         let _ = self.cluster.set(cluster);
@@ -321,18 +361,7 @@ impl Hub {
     /// Returns whether one took it.
     pub(crate) fn push_from_cluster(&self, bridge_id: &BridgeId, text: &str) -> bool {
         let Ok(RelayFrame::Push(push)) = serde_json::from_str::<RelayFrame>(text) else { return false };
-        let mut state = self.lock();
-        let live: Vec<ConnId> = state
-            .clients
-            .iter()
-            .filter(|(_, c)| &c.bridge_id == bridge_id && c.device_id == push.device_id && c.remote.is_none())
-            .map(|(conn, _)| *conn)
-            .collect();
-        let mut delivered = false;
-        for conn in live {
-            delivered |= state.deliver(conn, text.to_owned());
-        }
-        delivered
+        self.lock().deliver_to_device(bridge_id, &push.device_id, text)
     }
 
     /// A push no connection here took: offered to the other nodes first, held if none

@@ -84,6 +84,10 @@ impl Hub {
     pub(super) fn hold_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push, text: String) {
         let mut guard = self.lock();
         let state = &mut *guard;
+        if state.deliver_to_device(bridge_id, &push.device_id, &text) {
+            // It connected here while the other nodes were asked.
+            return;
+        }
         let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
         if !bridge.active.contains_key(&push.device_id) {
             return;

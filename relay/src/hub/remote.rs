@@ -63,5 +63,7 @@ impl Hub {
             }
         }
         state.cut_off_unpaired_clients(bridge_id, "a device revoked on another relay process");
+        // A push another node held while its device was connecting here.
+        self.deliver_held_to_connected(state, bridge_id);
     }
 }
