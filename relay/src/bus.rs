@@ -135,7 +135,7 @@ pub(crate) async fn start(hub: Arc<Hub>, url: &str, store_url: &str) -> Result<(
 }
 
 /// Reloads `id` from the store into the hub, reconnecting the reader once if needed.
-async fn reload(hub: &Hub, reader: &mut Option<Client>, url: &str, id: &BridgeId, timeout: Duration) {
+async fn reload(hub: &Arc<Hub>, reader: &mut Option<Client>, url: &str, id: &BridgeId, timeout: Duration) {
     for _attempt in 0..2 {
         if reader.is_none() {
             *reader = postgres::reader(url, timeout).await.inspect_err(|e| tracing::warn!(error = %e)).ok();

@@ -46,8 +46,10 @@ pub(crate) use forward::{down_proxy, up_proxy};
 
 /// Subjects' common prefix.
 const PREFIX: &str = "terminull.v1.bridge";
-/// How long a node waits for the bridge's holder to answer `where`.
-const WHERE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a node waits for the bridge's holder to answer `where` (a node that holds
+/// the bridge answers at once; nobody holding it is known at once too, from NATS's
+/// "no responders").
+const WHERE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the bridge's node waits for another node to take a push.
 const PUSH_TIMEOUT: Duration = Duration::from_millis(300);
 /// Messages one subscription buffers before NATS drops (and logs) the rest; each at

@@ -14,6 +14,8 @@ use crate::conn::{ConnHandle, ConnId, Kill, SendError, close_code, error_frame, 
 
 /// The other nodes, as the hub holds them.
 pub(super) type Joined = Arc<Cluster>;
+/// Where another node says a bridge is.
+pub(super) type Announced = Presence;
 
 /// A pairing request made on another node for a bridge held here.
 #[derive(Debug)]
@@ -141,7 +143,15 @@ impl Hub {
         let Some(cluster) = self.cluster().cloned() else { return };
         let mut guard = self.lock();
         let state = &mut *guard;
-        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else {
+            // Announced before the registration reached this node: kept for then.
+            if !presence.online {
+                state.early_presence.remove(bridge_id);
+            } else if state.early_presence.len() < self.config.max_bridges {
+                state.early_presence.insert(bridge_id.clone(), presence);
+            }
+            return;
+        };
         let local = bridge.holder.is_none() && bridge.online().is_some();
         if !presence.online {
             if bridge.holder.as_deref() != Some(presence.node.as_str()) {

@@ -170,6 +170,9 @@ struct State {
     remote_conns: HashMap<(String, ConnId), ConnId>,
     /// Pairing requests made on other nodes for bridges held here.
     remote_pairings: HashMap<u64, cluster::RemotePairing>,
+    /// Presences announced for bridges this node did not know yet (applied when it
+    /// loads them; at most `max_bridges`).
+    early_presence: HashMap<BridgeId, cluster::Announced>,
     stopping: bool,
 }
 

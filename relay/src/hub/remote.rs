@@ -1,6 +1,8 @@
 //! Another relay process changed a bridge's stored state (announced on the bus): the
 //! hub takes the stored rows as they are now, without writing them back.
 
+use std::sync::Arc;
+
 use terminull_protocol::BridgeId;
 use terminull_protocol::crypto::keys::PublicIdentity;
 use terminull_protocol::relay::RelayErrorCode;
@@ -14,7 +16,7 @@ impl Hub {
     /// device registry (cutting off connections of devices no longer active here too),
     /// push subscriptions and held pushes. A deleted registration closes its devices'
     /// connections. A bridge connected to this process keeps its connection.
-    pub(crate) fn apply_remote(&self, bridge_id: &BridgeId, rows: BridgeRows) {
+    pub(crate) fn apply_remote(self: &Arc<Self>, bridge_id: &BridgeId, rows: BridgeRows) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Some(stored) = rows.bridge else {
@@ -65,5 +67,11 @@ impl Hub {
         state.cut_off_unpaired_clients(bridge_id, "a device revoked on another relay process");
         // A push another node held while its device was connecting here.
         self.deliver_held_to_connected(state, bridge_id);
+        // Where the bridge is, if that was announced before this node knew the bridge.
+        let early = state.early_presence.remove(bridge_id);
+        drop(guard);
+        if let Some(presence) = early {
+            self.apply_presence(bridge_id, presence);
+        }
     }
 }
