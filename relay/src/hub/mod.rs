@@ -32,18 +32,17 @@ use crate::limits::IpRateLimiter;
 use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
+use checks::{bounded_sessions, check_devices};
 
 use crate::webpush::PushSender;
 
 mod app_code;
+mod checks;
 mod cluster;
 pub(crate) mod expiry;
 pub(crate) mod push;
 mod remote;
 mod route;
-
-/// The longest device name the relay stores.
-const MAX_DEVICE_NAME: usize = 256;
 
 /// Unix seconds now.
 pub(crate) fn unix_now() -> u64 {
@@ -300,52 +299,6 @@ impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.hub.connections.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Checks a device list from a bridge: every key parses, every id matches its key, no
-/// duplicates, within the bound. Returns the devices that may connect.
-fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, Refusal> {
-    if devices.len() > max {
-        return Err(Refusal::bad_frame(format!(
-            "{} devices listed; this relay keeps at most {max} per bridge",
-            devices.len()
-        )));
-    }
-    let mut seen = HashSet::new();
-    let mut active = HashMap::new();
-    for d in devices {
-        let key = PublicIdentity::from_wire(&d.keys)
-            .map_err(|e| Refusal::bad_frame(format!("device `{}`: {e}", d.device_id)))?;
-        if key.device_id() != d.device_id {
-            return Err(Refusal::bad_frame(format!(
-                "device `{}`: the id does not match the device's key",
-                d.device_id
-            )));
-        }
-        if d.name.len() > MAX_DEVICE_NAME {
-            return Err(Refusal::bad_frame(format!(
-                "device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes",
-                d.device_id
-            )));
-        }
-        if !seen.insert(d.device_id.clone()) {
-            return Err(Refusal::bad_frame(format!("device `{}` is listed twice", d.device_id)));
-        }
-        if !d.revoked {
-            active.insert(d.device_id.clone(), key);
-        }
-    }
-    Ok(active)
-}
-
-/// `ids` without duplicates, the last `max` kept (oldest first).
-fn bounded_sessions(ids: &[SessionId], max: usize) -> Vec<SessionId> {
-    let mut seen = HashSet::new();
-    let mut out: Vec<SessionId> = ids.iter().filter(|s| seen.insert((*s).clone())).cloned().collect();
-    if out.len() > max {
-        out.drain(..out.len() - max);
-    }
-    out
 }
 
 impl Hub {

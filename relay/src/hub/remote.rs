@@ -7,7 +7,8 @@ use terminull_protocol::BridgeId;
 use terminull_protocol::crypto::keys::PublicIdentity;
 use terminull_protocol::relay::RelayErrorCode;
 
-use super::{Bridge, Hub, check_devices};
+use super::checks::check_devices;
+use super::{Bridge, Hub};
 use crate::conn::{Kill, close_code};
 use crate::store::postgres::BridgeRows;
 
