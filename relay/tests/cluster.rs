@@ -333,3 +333,24 @@ async fn a_database_paused_for_10_s_stops_no_cross_node_stream_and_pairing_recov
     n1.shutdown().await;
     n2.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_gracefully_announces_its_bridges_leaving_and_other_nodes_close_their_links() {
+    let (pg, nats) = (Postgres::start(), Nats::start());
+    let store = pg.url("postgres");
+    let dirs: [tempfile::TempDir; 2] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
+    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
+    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
+    let [bridge_key, phone] = std::array::from_fn(|_| Identity::generate());
+    let bridge_id = bridge_key.public().bridge_id();
+    let mut bridge =
+        FakeBridge::connect(&n1, &bridge_key, vec![device_record(&phone, "phone", false)], sessions(&["s1"])).await;
+    let (mut phone_ws, _) = online_device(&n2, &bridge_id, &phone).await;
+    link(&mut bridge, &mut phone_ws, &phone).await;
+    n1.shutdown().await;
+    let (_, close) = until_closed(&mut phone_ws).await;
+    assert_eq!(close, Some(1012), "the link through the stopped node ends at once, to be opened again");
+    let (_, status) = connect_device(&n2, &bridge_id, &phone).await;
+    assert!(!status.bridge_online, "node 2 sees the bridge offline until it registers again");
+    n2.shutdown().await;
+}

@@ -253,6 +253,21 @@ impl Cluster {
         }
     }
 
+    /// Announces that `bridges` (with the `since` of their connection here) leave this
+    /// node, and waits (at most [`WHERE_TIMEOUT`]) until NATS has them.
+    pub(crate) async fn announce_offline(&self, bridges: &[(BridgeId, u64)]) {
+        let announce = async {
+            for (bridge_id, since) in bridges {
+                let presence = Presence { node: self.node.clone(), online: false, since: *since, agents: Vec::new() };
+                publish_presence(&self.client, bridge_id, &presence).await;
+            }
+            let _ = self.client.flush().await;
+        };
+        if tokio::time::timeout(WHERE_TIMEOUT, announce).await.is_err() {
+            tracing::warn!(bridges = bridges.len(), "announcing this node's bridges as leaving timed out");
+        }
+    }
+
     fn client(&self) -> &async_nats::Client {
         &self.client
     }

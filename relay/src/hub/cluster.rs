@@ -138,6 +138,23 @@ impl Hub {
         }
     }
 
+    /// The relay is stopping: tells the other nodes that the bridges connected here are
+    /// leaving, so that they close their devices' links now rather than when the
+    /// bridges register elsewhere.
+    pub(crate) async fn announce_leaving(&self) {
+        let Some(cluster) = self.cluster().cloned() else { return };
+        let held: Vec<(BridgeId, u64)> = {
+            let state = self.lock();
+            state
+                .bridges
+                .iter()
+                .filter(|(_, b)| b.holder.is_none() && b.online().is_some())
+                .map(|(id, b)| (id.clone(), b.since))
+                .collect()
+        };
+        cluster.announce_offline(&held).await;
+    }
+
     /// Another node announced that `bridge_id` registered with it, or left it.
     pub(crate) fn apply_presence(self: &Arc<Self>, bridge_id: &BridgeId, presence: Presence) {
         let Some(cluster) = self.cluster().cloned() else { return };
