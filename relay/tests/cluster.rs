@@ -354,3 +354,43 @@ async fn a_node_stopped_gracefully_announces_its_bridges_leaving_and_other_nodes
     assert!(!status.bridge_online, "node 2 sees the bridge offline until it registers again");
     n2.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_goes_silent_is_taken_for_dead_and_its_bridges_offline_elsewhere() {
+    let (pg, nats) = (Postgres::start(), Nats::start());
+    let store = pg.url("postgres");
+    let dirs: [tempfile::TempDir; 2] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
+    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
+    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
+    let [bridge_key, phone] = std::array::from_fn(|_| Identity::generate());
+    let bridge_id = bridge_key.public().bridge_id();
+    let bridge =
+        FakeBridge::connect(&n1, &bridge_key, vec![device_record(&phone, "phone", false)], sessions(&["s1"])).await;
+    // Connected to node 2, not linked (a link would be closed by node 1 as it drops).
+    let (mut phone_ws, _) = online_device(&n2, &bridge_id, &phone).await;
+    // Node 1 stops without a word (no announcement, no more heartbeats).
+    let silent_at = std::time::Instant::now();
+    drop(n1);
+    let close = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match futures::StreamExt::next(&mut phone_ws).await {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Close(frame))) => {
+                    return frame.map(|f| u16::from(f.code));
+                }
+                None | Some(Err(_)) => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("node 2 notices the silence");
+    assert_eq!(close, Some(1012));
+    eprintln!(
+        "cluster: a silent node's bridge taken offline elsewhere after {:.1} s",
+        silent_at.elapsed().as_secs_f64()
+    );
+    let (_, status) = connect_device(&n2, &bridge_id, &phone).await;
+    assert!(!status.bridge_online);
+    drop(bridge);
+    n2.shutdown().await;
+}

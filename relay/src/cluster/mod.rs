@@ -55,6 +55,14 @@ const PUSH_TIMEOUT: Duration = Duration::from_millis(300);
 /// Messages one subscription buffers before NATS drops (and logs) the rest; each at
 /// most one relay message (`max_message_bytes`).
 pub(crate) const SUBSCRIPTION_CAPACITY: usize = 1024;
+/// How often a node says it is alive (`terminull.v1.node.<node>.alive`).
+const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A node not heard from for this long is taken for dead: the bridges it held are
+/// offline until they register elsewhere.
+const SILENT: Duration = Duration::from_secs(7);
+/// Most other nodes tracked (beyond: a node's heartbeats are not tracked).
+const MAX_NODES: usize = 1024;
+
 /// Most bytes of frames one `down` message carries (frames are never split: a bigger
 /// frame goes alone).
 const DOWN_MESSAGE_BYTES: usize = 256 * 1024;
@@ -216,6 +224,8 @@ pub(crate) struct Cluster {
     /// Ordered: a hold and the release after it reach the subscription task in order. One
     /// command per bridge registration or disconnection, which are bounded by admission.
     commands: mpsc::UnboundedSender<Command>,
+    /// When each other node was last heard from.
+    heard: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl Cluster {
@@ -243,6 +253,24 @@ impl Cluster {
     pub(crate) async fn offer_push(&self, bridge_id: &BridgeId, text: &str) -> bool {
         let request = async_nats::Request::new().timeout(Some(PUSH_TIMEOUT)).payload(from_node(&self.node, text));
         self.client.send_request(subject(bridge_id, "push"), request).await.is_ok()
+    }
+
+    /// `node` is alive (a heartbeat, or it announced a bridge).
+    pub(crate) fn heard_from(&self, node: &str) {
+        let mut heard = self.heard.lock().unwrap_or_else(|p| p.into_inner());
+        if heard.len() < MAX_NODES || heard.contains_key(node) {
+            heard.insert(node.to_owned(), std::time::Instant::now());
+        }
+    }
+
+    /// The nodes silent for [`SILENT`], forgotten as they are reported.
+    fn silent_nodes(&self) -> Vec<String> {
+        let mut heard = self.heard.lock().unwrap_or_else(|p| p.into_inner());
+        let silent: Vec<String> = heard.iter().filter(|(_, t)| t.elapsed() >= SILENT).map(|(n, _)| n.clone()).collect();
+        for node in &silent {
+            heard.remove(node);
+        }
+        silent
     }
 
     /// Sends the bridge's answer to a pairing request made on `node`.
@@ -284,7 +312,38 @@ pub(crate) async fn start(hub: &Arc<Hub>, client: async_nats::Client, node: Stri
     let mut presence = sub(format!("{PREFIX}.*.presence")).await?;
     let mut pushes = sub(format!("{PREFIX}.*.push")).await?;
     let (tx, rx) = mpsc::unbounded_channel();
-    let cluster = Arc::new(Cluster { client: client.clone(), node: node.clone(), commands: tx });
+    let mut alive = sub("terminull.v1.node.*.alive".to_owned()).await?;
+    let cluster = Arc::new(Cluster {
+        client: client.clone(),
+        node: node.clone(),
+        commands: tx,
+        heard: std::sync::Mutex::new(HashMap::new()),
+    });
+    // Heartbeats: ours out, the others' in; a node silent too long is taken for dead.
+    let (beat_hub, beat_client, beat_subject) =
+        (Arc::clone(hub), client.clone(), format!("terminull.v1.node.{node}.alive"));
+    let beat_cluster = Arc::clone(&cluster);
+    hub.tasks.spawn(async move {
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        while until_stopped(&beat_hub.shutdown, tick.tick()).await.is_some() {
+            if let Err(e) = beat_client.publish(beat_subject.clone(), Bytes::new()).await {
+                tracing::warn!(error = %e, "saying this node is alive failed");
+            }
+            let silent = beat_cluster.silent_nodes();
+            if !silent.is_empty() {
+                beat_hub.nodes_gone(&silent);
+            }
+        }
+    });
+    let (alive_cluster, own_node, alive_stop) = (Arc::clone(&cluster), node.clone(), hub.shutdown.clone());
+    hub.tasks.spawn(async move {
+        while let Some(message) = until_stopped(&alive_stop, alive.next()).await.flatten() {
+            let other = message.subject.strip_prefix("terminull.v1.node.").and_then(|s| s.strip_suffix(".alive"));
+            if let Some(other) = other.filter(|n| *n != own_node && !n.contains('.')) {
+                alive_cluster.heard_from(other);
+            }
+        }
+    });
     hub.set_cluster(Arc::clone(&cluster));
 
     hub.tasks.spawn(keep_subscriptions(Arc::clone(hub), client.clone(), rx));

@@ -155,9 +155,30 @@ impl Hub {
         cluster.announce_offline(&held).await;
     }
 
+    /// `nodes` went silent (killed, or cut off from NATS): the bridges they held are
+    /// offline here, as if each had announced it left.
+    pub(crate) fn nodes_gone(self: &Arc<Self>, nodes: &[String]) {
+        let held: Vec<(BridgeId, String, u64)> = {
+            let state = self.lock();
+            state
+                .bridges
+                .iter()
+                .filter_map(|(id, b)| Some((id.clone(), b.holder.clone()?, b.since)))
+                .filter(|(_, holder, _)| nodes.contains(holder))
+                .collect()
+        };
+        for (bridge_id, node, since) in held {
+            tracing::warn!(%bridge_id, %node, "the relay node holding this bridge went silent; the bridge is offline here");
+            self.apply_presence(&bridge_id, Presence { node, online: false, since, agents: Vec::new() });
+        }
+    }
+
     /// Another node announced that `bridge_id` registered with it, or left it.
     pub(crate) fn apply_presence(self: &Arc<Self>, bridge_id: &BridgeId, presence: Presence) {
         let Some(cluster) = self.cluster().cloned() else { return };
+        if presence.online {
+            cluster.heard_from(&presence.node);
+        }
         let mut guard = self.lock();
         let state = &mut *guard;
         let Some(bridge) = state.bridges.get_mut(bridge_id) else {
