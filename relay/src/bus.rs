@@ -12,9 +12,9 @@
 //! Why per bridge: everything the relay keeps is per bridge (docs/relay-operations.md,
 //! "Scaling past one machine"), so a bridge id in the subject lets a process subscribe
 //! to exactly what it needs (`terminull.v1.bridge.*.changed` for invalidation; the
-//! forwarding subjects to come are subscribed only for the bridges a process holds),
-//! NATS keeps the order of one publisher's messages on one subject, and nothing needs
-//! a router that parses frames. Only stored metadata crosses this bus, never a frame.
+//! forwarding subjects of `crate::cluster` are subscribed only for the bridges a
+//! process holds), NATS keeps the order of one publisher's messages on one subject, and
+//! nothing needs a router that parses frames. Frames cross it in `crate::cluster`.
 //!
 //! The announcements are best effort: NATS core drops messages while a process is
 //! disconnected (async-nats reconnects by itself with backoff); a process that missed
@@ -63,6 +63,7 @@ pub(crate) async fn start(hub: Arc<Hub>, url: &str, store_url: &str) -> Result<(
     };
     let client = async_nats::ConnectOptions::new()
         .connection_timeout(Duration::from_secs(5))
+        .subscription_capacity(crate::cluster::SUBSCRIPTION_CAPACITY)
         .event_callback(|event| async move { tracing::info!(%event, "bus connection event") })
         .connect(url)
         .await
@@ -72,6 +73,9 @@ pub(crate) async fn start(hub: Arc<Hub>, url: &str, store_url: &str) -> Result<(
     let node = terminull_protocol::crypto::b64url(&terminull_protocol::crypto::random_bytes::<9>());
     let timeout = hub.config.store_timeout;
     let reader = postgres::reader(store_url, timeout).await?;
+    crate::cluster::start(&hub, client.clone(), node.clone())
+        .await
+        .map_err(|e| bus_err("joining the relay nodes on", &e))?;
     tracing::info!(%url, %node, "relay bus connected");
 
     // Announce: after each commit, one message per changed bridge.
@@ -131,7 +135,7 @@ pub(crate) async fn start(hub: Arc<Hub>, url: &str, store_url: &str) -> Result<(
 }
 
 /// Reloads `id` from the store into the hub, reconnecting the reader once if needed.
-async fn reload(hub: &Hub, reader: &mut Option<Client>, url: &str, id: &BridgeId, timeout: Duration) {
+async fn reload(hub: &Arc<Hub>, reader: &mut Option<Client>, url: &str, id: &BridgeId, timeout: Duration) {
     for _attempt in 0..2 {
         if reader.is_none() {
             *reader = postgres::reader(url, timeout).await.inspect_err(|e| tracing::warn!(error = %e)).ok();

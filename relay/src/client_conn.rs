@@ -38,6 +38,8 @@ pub(crate) async fn serve_client(
             return io.finish().await;
         }
     };
+    // The bridge may be connected to another relay node.
+    hub.locate(&bridge_id).await;
     if let Err(Refusal { code, message }) = hub.attach_client(&bridge_id, &device_id, io.handle.clone()) {
         tracing::info!(conn = id, %bridge_id, %device_id, %message, "client refused");
         let close =

@@ -195,6 +195,54 @@ impl ConnHandle {
     }
 }
 
+/// A queue with no socket behind it: the sending side is an ordinary [`ConnHandle`]
+/// (bounded in frames and bytes, with its kill switch), the receiving side is drained
+/// by whoever owns it — the cluster's forwarders, which publish what is queued on the
+/// bus (`crate::cluster`).
+#[derive(Debug)]
+pub(crate) struct Detached {
+    /// For the hub, as any connection's.
+    pub handle: ConnHandle,
+    /// What was queued, for the drainer.
+    pub queue: DetachedQueue,
+    /// Set when the handle is killed.
+    pub kill: watch::Receiver<Option<Kill>>,
+}
+
+/// The receiving end of a [`Detached`] queue.
+#[derive(Debug)]
+pub(crate) struct DetachedQueue(Queue);
+
+impl DetachedQueue {
+    /// The next item, waiting for it; `None` when every sender is gone.
+    pub(crate) async fn recv(&mut self) -> Option<Outbound> {
+        self.0.recv().await
+    }
+
+    /// The next item if one is queued.
+    pub(crate) fn try_recv(&mut self) -> Option<Outbound> {
+        self.0.try_recv()
+    }
+
+    /// Closes the queue and frees what it holds.
+    pub(crate) fn discard(&mut self) -> usize {
+        self.0.discard()
+    }
+}
+
+/// A [`Detached`] queue for connection number `id`, bounded by `limits`.
+pub(crate) fn detached(id: ConnId, limits: QueueLimits) -> Detached {
+    let limits = QueueLimits { frames: limits.frames.max(1), bytes: limits.bytes.max(1) };
+    let (tx, rx) = mpsc::channel(limits.frames);
+    let bound = Arc::new(QueueBound::new(limits));
+    let (kill_tx, kill_rx) = watch::channel(None);
+    Detached {
+        handle: ConnHandle { id, tx, bound: Arc::clone(&bound), kill: Arc::new(kill_tx) },
+        queue: DetachedQueue(Queue { rx, bound }),
+        kill: kill_rx,
+    }
+}
+
 /// The JSON text of a frame.
 pub(crate) fn frame_json(frame: &RelayFrame) -> String {
     // Relay frames hold strings, numbers, booleans and maps with string keys: serializing

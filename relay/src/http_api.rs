@@ -201,6 +201,8 @@ async fn pair(
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         return response;
     }
+    // The bridge may be connected to another relay node.
+    api.hub.locate(&bridge_id).await;
     let (request_id, outcome) = match api.hub.start_pairing(&bridge_id, request) {
         Ok(started) => started,
         Err(PairStartError::UnknownBridge) => {

@@ -13,6 +13,7 @@ mod bridge_conn;
 mod bus;
 mod challenge;
 mod client_conn;
+mod cluster;
 pub mod config;
 mod conn;
 pub mod error;

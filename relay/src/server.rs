@@ -111,6 +111,8 @@ impl RunningRelay {
     /// the connection tasks, then commits and closes the store.
     pub async fn shutdown(self) {
         let hub = Arc::clone(&self.hub);
+        // Other nodes close their devices' links to the bridges connected here now.
+        hub.announce_leaving().await;
         drop(self);
         hub.tasks.close();
         if tokio::time::timeout(STOP_GRACE, hub.tasks.wait()).await.is_err() {

@@ -38,7 +38,8 @@ impl Hub {
             if bridge.online().is_some() {
                 // Online bridges never expire; their stored `last_seen` is kept within an
                 // hour of now so that a crash does not age them.
-                if now.saturating_sub(bridge.last_seen) >= refresh {
+                // The node holding it refreshes it, not every node.
+                if bridge.holder.is_none() && now.saturating_sub(bridge.last_seen) >= refresh {
                     bridge.last_seen = now;
                     self.store.submit(StoreOp::PutBridge(id.clone(), bridge.stored()));
                 }

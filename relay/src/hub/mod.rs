@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use terminull_protocol::crypto::app_code::AppSignature;
@@ -32,17 +32,17 @@ use crate::limits::IpRateLimiter;
 use crate::refusal::Refusal;
 use crate::store::{QueuedPush, Snapshot, Store, StoreOp, StoredBridge, StoredSubscription};
 use crate::token::ResumeTokens;
+use checks::{bounded_sessions, check_devices};
 
 use crate::webpush::PushSender;
 
 mod app_code;
+mod checks;
+mod cluster;
 pub(crate) mod expiry;
 pub(crate) mod push;
 mod remote;
 mod route;
-
-/// The longest device name the relay stores.
-const MAX_DEVICE_NAME: usize = 256;
 
 /// Unix seconds now.
 pub(crate) fn unix_now() -> u64 {
@@ -74,6 +74,11 @@ struct Bridge {
     established: bool,
     /// Its signature over the app it embeds (`register.app`, checked), served to apps.
     app: Option<AppSignature>,
+    /// The node holding the bridge when another one does (`online` is then the queue
+    /// toward that node); `None` when it is connected here or offline.
+    holder: Option<String>,
+    /// When its current connection registered (Unix µs, on whichever node).
+    since: u64,
 }
 
 impl Bridge {
@@ -92,6 +97,8 @@ impl Bridge {
             last_seen: unix_now(),
             established: false,
             app: None,
+            holder: None,
+            since: 0,
         }
     }
 
@@ -118,6 +125,9 @@ struct Client {
     handle: ConnHandle,
     /// Sessions this connection holds a resume token for.
     tokens_issued: HashSet<SessionId>,
+    /// A connection of another node (its id and its number there) reaching this node's
+    /// bridge over the bus; `None` for a connection of this node.
+    remote: Option<(String, ConnId)>,
 }
 
 /// How a pairing request ended.
@@ -155,6 +165,13 @@ struct State {
     bridges: HashMap<BridgeId, Bridge>,
     clients: HashMap<ConnId, Client>,
     pairings: HashMap<u64, PendingPairing>,
+    /// Connections of other nodes to bridges held here: (node, its number) → ours.
+    remote_conns: HashMap<(String, ConnId), ConnId>,
+    /// Pairing requests made on other nodes for bridges held here.
+    remote_pairings: HashMap<u64, cluster::RemotePairing>,
+    /// Presences announced for bridges this node did not know yet (applied when it
+    /// loads them; at most `max_bridges`).
+    early_presence: HashMap<BridgeId, cluster::Announced>,
     stopping: bool,
 }
 
@@ -186,6 +203,9 @@ impl State {
     /// bridge. Idempotent.
     fn drop_client(&mut self, conn: ConnId, kill: Option<Kill>) {
         let Some(client) = self.clients.remove(&conn) else { return };
+        if let Some(remote) = &client.remote {
+            self.remote_conns.remove(remote);
+        }
         if let Some(kill) = kill {
             client.handle.kill(kill);
         }
@@ -265,6 +285,8 @@ pub(crate) struct Hub {
     pub shutdown: CancellationToken,
     /// Every task the relay spawns, so that stopping can wait for them.
     pub tasks: TaskTracker,
+    /// The other relay nodes, with `--bus`.
+    cluster: OnceLock<cluster::Joined>,
 }
 
 /// Counts one WebSocket connection toward `max_connections` while alive.
@@ -277,52 +299,6 @@ impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.hub.connections.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// Checks a device list from a bridge: every key parses, every id matches its key, no
-/// duplicates, within the bound. Returns the devices that may connect.
-fn check_devices(devices: &[DeviceRecord], max: usize) -> Result<HashMap<DeviceId, PublicIdentity>, Refusal> {
-    if devices.len() > max {
-        return Err(Refusal::bad_frame(format!(
-            "{} devices listed; this relay keeps at most {max} per bridge",
-            devices.len()
-        )));
-    }
-    let mut seen = HashSet::new();
-    let mut active = HashMap::new();
-    for d in devices {
-        let key = PublicIdentity::from_wire(&d.keys)
-            .map_err(|e| Refusal::bad_frame(format!("device `{}`: {e}", d.device_id)))?;
-        if key.device_id() != d.device_id {
-            return Err(Refusal::bad_frame(format!(
-                "device `{}`: the id does not match the device's key",
-                d.device_id
-            )));
-        }
-        if d.name.len() > MAX_DEVICE_NAME {
-            return Err(Refusal::bad_frame(format!(
-                "device `{}`: the name is longer than {MAX_DEVICE_NAME} bytes",
-                d.device_id
-            )));
-        }
-        if !seen.insert(d.device_id.clone()) {
-            return Err(Refusal::bad_frame(format!("device `{}` is listed twice", d.device_id)));
-        }
-        if !d.revoked {
-            active.insert(d.device_id.clone(), key);
-        }
-    }
-    Ok(active)
-}
-
-/// `ids` without duplicates, the last `max` kept (oldest first).
-fn bounded_sessions(ids: &[SessionId], max: usize) -> Vec<SessionId> {
-    let mut seen = HashSet::new();
-    let mut out: Vec<SessionId> = ids.iter().filter(|s| seen.insert((*s).clone())).cloned().collect();
-    if out.len() > max {
-        out.drain(..out.len() - max);
-    }
-    out
 }
 
 impl Hub {
@@ -390,6 +366,7 @@ impl Hub {
             new_bridges,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            cluster: OnceLock::new(),
         }
     }
 
@@ -440,7 +417,12 @@ impl Hub {
     /// Records a registration whose signature the caller has checked, makes `handle`
     /// the bridge's connection (closing an older one), answers `registered` and tells
     /// the bridge's clients.
-    pub(crate) fn register_bridge(&self, reg: &Register, handle: ConnHandle, peer: IpAddr) -> Result<(), Refusal> {
+    pub(crate) fn register_bridge(
+        self: &Arc<Self>,
+        reg: &Register,
+        handle: ConnHandle,
+        peer: IpAddr,
+    ) -> Result<(), Refusal> {
         let bad = Refusal::bad_frame;
         let active = check_devices(&reg.devices, self.config.max_devices_per_bridge)?;
         if reg.agents.len() > self.config.max_agents_per_bridge {
@@ -508,7 +490,16 @@ impl Hub {
         // Connecting again after registering establishes the registration.
         bridge.established |= known;
         let replaced = bridge.online.replace(handle.clone());
+        bridge.since = unix_micros();
+        let moved_here = bridge.holder.take().is_some();
         self.store.submit(StoreOp::PutBridge(reg.bridge_id.clone(), bridge.stored()));
+        if let Some(cluster) = self.cluster() {
+            cluster.hold(&reg.bridge_id, bridge.since, bridge.agents.clone());
+        }
+        if moved_here {
+            // Their links were with the bridge's connection on another node.
+            state.cut_links(&reg.bridge_id);
+        }
         if let Some(old) = replaced {
             old.kill(Kill::close(close_code::GOING_AWAY, "replaced by a newer connection of this bridge"));
             // The new connection never saw the old one's pairing requests.
@@ -598,7 +589,7 @@ impl Hub {
         // Every connection of a device gets the same tokens: sign them once per device.
         let mut per_device: HashMap<DeviceId, String> = HashMap::new();
         for conn in conns {
-            let Some(client) = state.clients.get_mut(&conn) else { continue };
+            let Some(client) = state.clients.get_mut(&conn).filter(|c| c.remote.is_none()) else { continue };
             let text = per_device
                 .entry(client.device_id.clone())
                 .or_insert_with(|| {
@@ -640,13 +631,23 @@ impl Hub {
         bridge.online = None;
         bridge.last_seen = unix_now();
         self.store.submit(StoreOp::PutBridge(bridge_id.clone(), bridge.stored()));
+        if let Some(cluster) = self.cluster() {
+            cluster.release(bridge_id, bridge.since, true);
+            state.forget_remote_conns(bridge_id);
+        }
         tracing::info!(%bridge_id, conn, "bridge disconnected");
         state.fail_pairings(bridge_id);
         self.broadcast_status(&mut state, bridge_id);
     }
 
     /// The bridge's `pair_response`.
-    pub(crate) fn pair_response(&self, bridge_id: &BridgeId, frame: PairResponseFrame) -> Result<(), Refusal> {
+    pub(crate) fn pair_response(
+        self: &Arc<Self>,
+        bridge_id: &BridgeId,
+        frame: PairResponseFrame,
+    ) -> Result<(), Refusal> {
+        // A request made on another node is answered there.
+        let Some(frame) = self.pair_response_elsewhere(bridge_id, frame) else { return Ok(()) };
         let outcome = match (frame.response, frame.error) {
             (Some(response), None) => PairOutcome::Accepted(response),
             (None, Some(error)) => PairOutcome::Refused(prefix_within(&error, 1024).to_owned()),
@@ -720,6 +721,7 @@ impl Hub {
                 device_id: device_id.clone(),
                 handle,
                 tokens_issued: bridge.resumable.iter().cloned().collect(),
+                remote: None,
             },
         );
         tracing::debug!(%bridge_id, %device_id, conn, "client authenticated");

@@ -72,10 +72,26 @@ impl Hub {
         for conn in live {
             delivered |= state.deliver(conn, text.clone());
         }
-        if delivered {
-            return Ok(());
+        drop(guard);
+        if !delivered {
+            self.offer_or_hold(bridge_id, push, text);
         }
-        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return Ok(()) };
+        Ok(())
+    }
+
+    /// Holds a push for a device with no live connection, and sends it through the
+    /// device's Web Push subscription.
+    pub(super) fn hold_push(self: &Arc<Self>, bridge_id: &BridgeId, push: Push, text: String) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if state.deliver_to_device(bridge_id, &push.device_id, &text) {
+            // It connected here while the other nodes were asked.
+            return;
+        }
+        let Some(bridge) = state.bridges.get_mut(bridge_id) else { return };
+        if !bridge.active.contains_key(&push.device_id) {
+            return;
+        }
         let seq = self.next_push_seq.fetch_add(1, Ordering::Relaxed);
         let entry = QueuedPush { push: push.clone(), queued_at: unix_now() };
         let held = bridge.held.entry(push.device_id.clone()).or_default();
@@ -90,7 +106,6 @@ impl Hub {
         if let Some(sub) = bridge.subscriptions.get(&push.device_id).cloned() {
             self.spawn_web_push(bridge_id.clone(), push.device_id.clone(), sub.subscription, text, urgency(push.kind));
         }
-        Ok(())
     }
 
     fn spawn_web_push(

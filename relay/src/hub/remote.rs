@@ -1,11 +1,14 @@
 //! Another relay process changed a bridge's stored state (announced on the bus): the
 //! hub takes the stored rows as they are now, without writing them back.
 
+use std::sync::Arc;
+
 use terminull_protocol::BridgeId;
 use terminull_protocol::crypto::keys::PublicIdentity;
 use terminull_protocol::relay::RelayErrorCode;
 
-use super::{Bridge, Hub, check_devices};
+use super::checks::check_devices;
+use super::{Bridge, Hub};
 use crate::conn::{Kill, close_code};
 use crate::store::postgres::BridgeRows;
 
@@ -14,7 +17,7 @@ impl Hub {
     /// device registry (cutting off connections of devices no longer active here too),
     /// push subscriptions and held pushes. A deleted registration closes its devices'
     /// connections. A bridge connected to this process keeps its connection.
-    pub(crate) fn apply_remote(&self, bridge_id: &BridgeId, rows: BridgeRows) {
+    pub(crate) fn apply_remote(self: &Arc<Self>, bridge_id: &BridgeId, rows: BridgeRows) {
         let mut guard = self.lock();
         let state = &mut *guard;
         let Some(stored) = rows.bridge else {
@@ -63,5 +66,13 @@ impl Hub {
             }
         }
         state.cut_off_unpaired_clients(bridge_id, "a device revoked on another relay process");
+        // A push another node held while its device was connecting here.
+        self.deliver_held_to_connected(state, bridge_id);
+        // Where the bridge is, if that was announced before this node knew the bridge.
+        let early = state.early_presence.remove(bridge_id);
+        drop(guard);
+        if let Some(presence) = early {
+            self.apply_presence(bridge_id, presence);
+        }
     }
 }
