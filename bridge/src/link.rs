@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use terminull_protocol::blocks::{Block, now_ts};
-use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, RefusalReason, Reply};
+use terminull_protocol::control::{
+    BridgeMessage, Control, ControlError, ControlMessage, RefusalReason, Reply, ReplyResult,
+};
 use terminull_protocol::crypto::channel::{Channel, Sealer, session_keys};
 use terminull_protocol::crypto::envelope::{open_control, seal_block, seal_reply, verify_control};
 use terminull_protocol::crypto::handshake::accept_hello;
@@ -58,6 +60,9 @@ pub struct LinkContext {
     pub coalesce_chunks: bool,
     /// Chunks not sent on their own because they were joined into the one before.
     pub coalesced: Arc<std::sync::atomic::AtomicU64>,
+    /// The LAN server while one runs: where a device's `rtc_offer` is answered
+    /// ([`crate::lan::answer_offer`]).
+    pub lan: crate::lan::LanSlot,
 }
 
 /// The reasons of the latest refusals, newest last, at most [`Refusals::KEPT`].
@@ -158,6 +163,7 @@ impl OpenLink {
         let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound<AppKey>>(64);
         let (outbound_tx, outbound_rx) = LINK_QUEUE.open::<AppKey>();
         let mut answer = refusal::Answer::new(outbound_tx.clone());
+        let signalling = outbound_tx.clone();
         let inbound = futures::stream::poll_fn(move |cx| inbound_rx.poll_recv(cx));
         let peer = Peer::Device(device_id.clone());
         let dispatcher = tokio::spawn(connection::serve(ctx.service.clone(), peer, inbound, outbound_tx));
@@ -213,6 +219,20 @@ impl OpenLink {
                     answer.error(reason.id.clone(), reason.to_string());
                     continue;
                 }
+            };
+            // The LAN fast path's signalling is answered here: it needs the link's device.
+            let inbound = match inbound {
+                Inbound::Control { control: Control { id, message: ControlMessage::RtcOffer(offer) }, .. } => {
+                    let reply = match crate::lan::answer_offer(&ctx, &device_id, &offer.sdp) {
+                        Ok(sdp) => Reply::ok(id, ReplyResult::RtcAnswer { sdp }),
+                        Err(e) => Reply::error(id, e.code(), e.to_string()),
+                    };
+                    if signalling.send(Outbound::Message(BridgeMessage::Reply(reply))).await.is_err() {
+                        break LinkEnd::Closed;
+                    }
+                    continue;
+                }
+                inbound => inbound,
             };
             if let Err(mismatch) = refusal::same_session(&inbound, envelope.session_id.as_ref()) {
                 let id = match &inbound {
