@@ -227,7 +227,9 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
     };
     let authenticated = lan.authenticated.clone();
     let shared = Arc::new(lan.clone());
-    lan.ctx.lan.set(&shared, addr);
+    let slot = LanSlot::default();
+    slot.set(&shared, addr);
+    lan.ctx.rtc.set(Arc::new(slot));
     let app_signature = terminull_web::sign_shell(&lan.ctx.identity);
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))

@@ -521,7 +521,7 @@ pub fn context(
         refusals: Default::default(),
         coalesce_chunks: true,
         coalesced: Default::default(),
-        lan: Default::default(),
+        rtc: Default::default(),
     }
 }
 

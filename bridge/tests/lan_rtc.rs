@@ -173,7 +173,7 @@ async fn a_data_channel_offered_through_the_relay_carries_a_whole_echo_turn_on_t
     assert!(sdp.contains("a=ice-lite"), "the bridge is ICE-lite: {sdp}");
     page.rtc.sdp_api().accept_answer(pending, SdpAnswer::from_sdp_string(&sdp).unwrap()).unwrap();
     page.until_open().await;
-    assert_eq!(bridge.ctx.lan.peers(), 1);
+    assert_eq!(bridge.ctx.rtc.peers(), 1);
 
     // The device's own LAN client, through the shim, over the data channel.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -201,7 +201,7 @@ async fn a_data_channel_offered_through_the_relay_carries_a_whole_echo_turn_on_t
     drop(client);
     shim.abort();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while bridge.ctx.lan.peers() > 0 {
+    while bridge.ctx.rtc.peers() > 0 {
         assert!(Instant::now() < deadline, "the bridge kept the peer after the page went away");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -230,6 +230,6 @@ async fn an_offer_with_a_public_or_relayed_candidate_is_refused_naming_the_line(
     let big = ControlMessage::RtcOffer(RtcOffer { sdp: "v".repeat(terminull_protocol::rtc::MAX_SDP_BYTES + 1) });
     let refused = client.call(big, &mut Vec::new()).await.expect_err("refused");
     assert!(refused.to_string().contains("at most 16384"), "{refused}");
-    assert_eq!(bridge.ctx.lan.peers(), 0);
+    assert_eq!(bridge.ctx.rtc.peers(), 0);
     lan.stop();
 }

@@ -107,7 +107,7 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
                         // send or receive, and nothing routes to it.
                         ip(&format!("addr del {LAN_ADDR}/24 dev lan0"));
                         dropped = true;
-                        eprintln!("LAN address removed; data channels on the bridge: {}", bridge.ctx.lan.peers());
+                        eprintln!("LAN address removed; data channels on the bridge: {}", bridge.ctx.rtc.peers());
                         stdin.write_all(b"done\n").await.unwrap();
                     }
                     Some("restore-lan") => {

@@ -59,8 +59,8 @@ const OUTBOUND_HANDOFF: usize = 4;
 /// The largest UDP datagram read.
 const DATAGRAM: usize = 2048;
 
-/// Where a link finds the running LAN server (weakly: the server owns itself), and
-/// the data channels open now. Cheap to clone.
+/// The running LAN server (weakly: the server owns itself) and the data channels open
+/// now; the links reach it as their [`crate::link::RtcHook`]'s answer. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct LanSlot(Arc<Mutex<Slot>>);
 
@@ -111,6 +111,16 @@ impl LanSlot {
         }
         *n += 1;
         Ok(PeerGuard { slot: self.clone(), device: device.clone() })
+    }
+}
+
+impl crate::link::RtcAnswer for LanSlot {
+    fn answer(&self, _ctx: &LinkContext, device: &DeviceId, sdp: &str) -> Result<String, (ReplyErrorCode, String)> {
+        answer_offer(self, device, sdp).map_err(|e| (e.code(), e.to_string()))
+    }
+
+    fn peers(&self) -> usize {
+        LanSlot::peers(self)
     }
 }
 
@@ -186,11 +196,11 @@ fn lan_ip(addr: SocketAddr) -> IpAddr {
 /// Answers `device`'s SDP offer: checks it, binds a UDP socket on the LAN address,
 /// and starts the peer, which serves the channel once the page opens it. Returns the
 /// SDP answer.
-pub fn answer_offer(ctx: &LinkContext, device: &DeviceId, sdp: &str) -> Result<String, RtcAnswerError> {
-    let (lan, addr) = ctx.lan.get().ok_or(RtcAnswerError::NoLan)?;
+pub fn answer_offer(slot: &LanSlot, device: &DeviceId, sdp: &str) -> Result<String, RtcAnswerError> {
+    let (lan, addr) = slot.get().ok_or(RtcAnswerError::NoLan)?;
     let sdp = check_offer(sdp)?;
     let offer = SdpOffer::from_sdp_string(&sdp).map_err(|e| RtcAnswerError::Refused(e.to_string()))?;
-    let guard = ctx.lan.admit(device)?;
+    let guard = slot.admit(device)?;
     let ip = lan_ip(addr);
     let bind = |ip| {
         let socket = std::net::UdpSocket::bind(SocketAddr::new(ip, 0))?;
