@@ -4,11 +4,13 @@
 //! certificate of `relay/tests/fixtures/tls`, trusted by Chromium through its public
 //! key's hash) before the relay, which the bridge reaches directly (its client trusts
 //! only the public roots), and
-//! the bridge's LAN server listens on 10.77.0.1, an address on one end of a veth pair
-//! (a "LAN" with no way out). The page pairs through the relay, offers a data channel
+//! the bridge's LAN server listens on 0.0.0.0 and offers its address on the default
+//! route: 10.77.0.1, on one end of a veth pair (a "LAN" with no way out; the browser
+//! uses the same address). The page pairs through the relay, offers a data channel
 //! through its link and runs a slow echo turn on it; mid-turn the test removes the LAN
 //! address (the bridge's UDP socket and its route are gone), the page must go on
-//! through the relay, and when the address is back the page returns to the LAN. The
+//! through the relay, and when the LAN is back on another address (10.77.0.3: a new
+//! lease), the page learns it in the bridge's next answer and returns to the LAN. The
 //! page's blocks are then checked against the bridge's history: none lost, none twice.
 //! Screenshots under `target/tmp/browser-screenshots/lan-rtc/`.
 
@@ -31,6 +33,8 @@ use tokio_rustls::rustls::{self, ServerConfig};
 
 /// The LAN address of the bridge inside the namespace.
 const LAN_ADDR: &str = "10.77.0.1";
+/// Its address once the LAN is back (a new lease): the page must re-learn it.
+const NEW_LAN_ADDR: &str = "10.77.0.3";
 /// The SHA-256 of the test certificate's public key (`openssl x509 -pubkey | openssl pkey
 /// -pubin -outform der | openssl dgst -sha256 -binary | base64`), for Chromium's
 /// `--ignore-certificate-errors-spki-list`.
@@ -62,9 +66,11 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
     // The LAN: a veth pair, the bridge's address on one end.
     ip("link add lan0 type veth peer name lan1");
     ip(&format!("addr add {LAN_ADDR}/24 dev lan0"));
-    ip("addr add 10.77.0.2/24 dev lan1");
     ip("link set lan0 up");
     ip("link set lan1 up");
+    // The default route goes out on the LAN: a bridge listening on 0.0.0.0 offers the
+    // address it has there (looked up afresh on every offer).
+    ip("route add default dev lan0");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let data = tempfile::tempdir().unwrap();
@@ -72,7 +78,7 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
         let origin = tls_front(relay.http_url().trim_start_matches("http://").parse().unwrap()).await;
         let bridge = support::remote::paired_bridge().await;
         support::remote::connect_to_relay(&bridge, relay.ws_url());
-        let lan_listen = format!("{LAN_ADDR}:0").parse().unwrap();
+        let lan_listen = "0.0.0.0:0".parse().unwrap();
         let server = lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new(lan_listen)).await.unwrap();
         support::remote::until_registered(&relay, &bridge).await;
 
@@ -111,7 +117,9 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
                         stdin.write_all(b"done\n").await.unwrap();
                     }
                     Some("restore-lan") => {
-                        ip(&format!("addr add {LAN_ADDR}/24 dev lan0"));
+                        // Back, on another address.
+                        ip(&format!("addr add {NEW_LAN_ADDR}/24 dev lan0"));
+                        ip("route replace default dev lan0");
                         stdin.write_all(b"done\n").await.unwrap();
                     }
                     _ => report = Some(line),
