@@ -182,7 +182,9 @@ fn session_of(message: &ControlMessage) -> Option<&SessionId> {
         | ControlMessage::SearchSessions(_)
         // Answered at once; they cause no block.
         | ControlMessage::Files(_)
-        | ControlMessage::Git(_) => None,
+        | ControlMessage::Git(_)
+        // Answered by the device's link (crate::rtc).
+        | ControlMessage::RtcOffer(_) => None,
         ControlMessage::TerminalOpen(_)
         | ControlMessage::TerminalAttach(_)
         | ControlMessage::TerminalInput(_)

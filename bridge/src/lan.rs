@@ -16,13 +16,16 @@
 mod accept;
 mod limits;
 mod outbox;
+mod rtc;
+
+pub use rtc::{LanSlot, RtcAnswerError, answer_offer};
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message, WebSocket};
+use axum::extract::ws::Message;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -124,10 +127,39 @@ struct Lan {
     stopping: tokio::sync::watch::Receiver<bool>,
 }
 
+/// What a device connection runs over: a WebSocket of the LAN server, or a WebRTC
+/// data channel ([`rtc`]) that carries the same messages.
+pub(crate) trait DeviceSocket:
+    futures::Stream<Item = Result<Message, axum::Error>>
+    + futures::Sink<Message, Error = axum::Error>
+    + Unpin
+    + Send
+    + 'static
+{
+}
+
+impl<T> DeviceSocket for T where
+    T: futures::Stream<Item = Result<Message, axum::Error>>
+        + futures::Sink<Message, Error = axum::Error>
+        + Unpin
+        + Send
+        + 'static
+{
+}
+
+impl std::fmt::Debug for Lan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lan").field("listen", &self.config.listen).finish_non_exhaustive()
+    }
+}
+
 /// A running LAN server.
 #[derive(Debug)]
 pub struct RunningLan {
     addr: SocketAddr,
+    /// Held while it runs: the links' [`LanSlot`] points at it (weakly), so a device
+    /// can offer a data channel.
+    _shared: Arc<Lan>,
     authenticated: Arc<limits::Counter>,
     task: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -194,6 +226,10 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         stopping,
     };
     let authenticated = lan.authenticated.clone();
+    let shared = Arc::new(lan.clone());
+    let slot = LanSlot::default();
+    slot.set(&shared, addr);
+    lan.ctx.rtc.set(Arc::new(slot));
     let app_signature = terminull_web::sign_shell(&lan.ctx.identity);
     let router = Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -208,7 +244,7 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .with_state(lan);
     tracing::info!("LAN server listening on ws://{addr}");
     let task = tokio::spawn(accept::accept_loop(listener, router, config, stop.subscribe()));
-    Ok(RunningLan { addr, authenticated, task, stop })
+    Ok(RunningLan { addr, _shared: shared, authenticated, task, stop })
 }
 
 /// The largest pairing request body read.
@@ -285,7 +321,7 @@ async fn device_socket(
     upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| async move {
         let mut stopping = lan.stopping.clone();
         tokio::select! {
-            () = serve_device(lan.clone(), socket, peer.ip(), pending) => {}
+            () = serve_device(lan.clone(), socket, peer.ip(), pending, None) => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
     })
@@ -300,13 +336,21 @@ fn refusal(code: RelayErrorCode, message: impl Into<String>) -> RelayFrame {
 }
 
 /// Sends `frame` within the handshake deadline (a peer that does not read gets no more).
-async fn send_within(lan: &Lan, socket: &mut WebSocket, frame: &RelayFrame) -> bool {
+async fn send_within<S: DeviceSocket>(lan: &Lan, socket: &mut S, frame: &RelayFrame) -> bool {
     matches!(tokio::time::timeout(lan.config.auth_timeout, socket.send(frame_message(frame))).await, Ok(Ok(())))
 }
 
 /// One device connection: authenticate (within the handshake deadline, on the
 /// unauthenticated budget `pending`), then run its link on the authenticated budget.
-async fn serve_device(lan: Lan, mut socket: WebSocket, ip: IpAddr, pending: limits::Admitted) {
+/// `only`: the one device this connection may authenticate as (a data channel, which
+/// the device offered through its own link).
+async fn serve_device<S: DeviceSocket>(
+    lan: Lan,
+    mut socket: S,
+    ip: IpAddr,
+    pending: limits::Admitted,
+    only: Option<DeviceId>,
+) {
     let bridge_id = lan.ctx.identity.public().bridge_id();
     let challenge = terminull_protocol::crypto::random_bytes::<32>();
     let challenge_frame = RelayFrame::Challenge(Challenge { nonce: b64url(&challenge) });
@@ -343,6 +387,10 @@ async fn serve_device(lan: Lan, mut socket: WebSocket, ip: IpAddr, pending: limi
         let bytes = relay_auth_bytes("device", device_id.as_str(), bridge_id.as_str(), &challenge);
         device.verify(&bytes, &sig, "auth").map_err(|_| RelayErrorCode::BadSignature)
     });
+    let verified = match only {
+        Some(only) if only != device_id => Err(RelayErrorCode::UnknownDevice),
+        _ => verified,
+    };
     if auth.bridge_id != bridge_id || verified.is_err() {
         let code = verified.err().unwrap_or(RelayErrorCode::UnknownDevice);
         lan.ctx.refusals.record(format!("refused a LAN connection of device {device_id}: {code:?}"));
@@ -392,7 +440,7 @@ async fn serve_device(lan: Lan, mut socket: WebSocket, ip: IpAddr, pending: limi
 /// is bounded in bytes ([`LanConfig::max_queued_bytes`]).
 const LINK_HANDOFF: usize = 16;
 
-async fn run_device(lan: &Lan, socket: WebSocket, device_id: &DeviceId) {
+async fn run_device<S: DeviceSocket>(lan: &Lan, socket: S, device_id: &DeviceId) {
     let (sink, mut stream) = socket.split();
     let config = &lan.config;
     let (outbox, mut writer) =

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use terminull_protocol::blocks::{Block, now_ts};
-use terminull_protocol::control::{BridgeMessage, ControlError, ControlMessage, RefusalReason, Reply};
+use terminull_protocol::control::{
+    BridgeMessage, Control, ControlError, ControlMessage, RefusalReason, Reply, ReplyErrorCode, ReplyResult,
+};
 use terminull_protocol::crypto::channel::{Channel, Sealer, session_keys};
 use terminull_protocol::crypto::envelope::{open_control, seal_block, seal_reply, verify_control};
 use terminull_protocol::crypto::handshake::accept_hello;
@@ -58,6 +60,47 @@ pub struct LinkContext {
     pub coalesce_chunks: bool,
     /// Chunks not sent on their own because they were joined into the one before.
     pub coalesced: Arc<std::sync::atomic::AtomicU64>,
+    /// What answers a device's `rtc_offer`: the LAN server while one runs (it sets it).
+    pub rtc: RtcHook,
+}
+
+/// Answers a device's `rtc_offer` (docs/web-client.md, "The LAN as a data channel").
+pub trait RtcAnswer: Send + Sync + std::fmt::Debug {
+    /// The SDP answer, or the reply's error code and the sentence naming what is wrong.
+    fn answer(&self, ctx: &LinkContext, device: &DeviceId, sdp: &str) -> Result<String, (ReplyErrorCode, String)>;
+    /// Data channels open (or being opened) now.
+    fn peers(&self) -> usize;
+}
+
+/// Where the running LAN server puts its [`RtcAnswer`]; cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct RtcHook(Arc<Mutex<Option<Arc<dyn RtcAnswer>>>>);
+
+impl RtcHook {
+    /// Makes `answer` the one that answers from now on.
+    pub fn set(&self, answer: Arc<dyn RtcAnswer>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
+    }
+
+    fn get(&self) -> Option<Arc<dyn RtcAnswer>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Answers `device`'s offer; `not_supported` when no LAN server runs.
+    pub fn answer(&self, ctx: &LinkContext, device: &DeviceId, sdp: &str) -> Result<String, (ReplyErrorCode, String)> {
+        match self.get() {
+            Some(answer) => answer.answer(ctx, device, sdp),
+            None => Err((
+                ReplyErrorCode::NotSupported,
+                "this bridge runs no LAN server (`terminull up --lan`), so there is no LAN path to offer".into(),
+            )),
+        }
+    }
+
+    /// Data channels open (or being opened) now.
+    pub fn peers(&self) -> usize {
+        self.get().map_or(0, |answer| answer.peers())
+    }
 }
 
 /// The reasons of the latest refusals, newest last, at most [`Refusals::KEPT`].
@@ -158,6 +201,7 @@ impl OpenLink {
         let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound<AppKey>>(64);
         let (outbound_tx, outbound_rx) = LINK_QUEUE.open::<AppKey>();
         let mut answer = refusal::Answer::new(outbound_tx.clone());
+        let signalling = outbound_tx.clone();
         let inbound = futures::stream::poll_fn(move |cx| inbound_rx.poll_recv(cx));
         let peer = Peer::Device(device_id.clone());
         let dispatcher = tokio::spawn(connection::serve(ctx.service.clone(), peer, inbound, outbound_tx));
@@ -213,6 +257,20 @@ impl OpenLink {
                     answer.error(reason.id.clone(), reason.to_string());
                     continue;
                 }
+            };
+            // The LAN fast path's signalling is answered here: it needs the link's device.
+            let inbound = match inbound {
+                Inbound::Control { control: Control { id, message: ControlMessage::RtcOffer(offer) }, .. } => {
+                    let reply = match ctx.rtc.answer(&ctx, &device_id, &offer.sdp) {
+                        Ok(sdp) => Reply::ok(id, ReplyResult::RtcAnswer { sdp }),
+                        Err((code, message)) => Reply::error(id, code, message),
+                    };
+                    if signalling.send(Outbound::Message(BridgeMessage::Reply(reply))).await.is_err() {
+                        break LinkEnd::Closed;
+                    }
+                    continue;
+                }
+                inbound => inbound,
             };
             if let Err(mismatch) = refusal::same_session(&inbound, envelope.session_id.as_ref()) {
                 let id = match &inbound {

@@ -521,6 +521,7 @@ pub fn context(
         refusals: Default::default(),
         coalesce_chunks: true,
         coalesced: Default::default(),
+        rtc: Default::default(),
     }
 }
 

@@ -602,6 +602,11 @@ impl Service {
                 ReplyErrorCode::NotSupported,
                 "push_settings and presence are for a paired device's link (relay or LAN), not this connection",
             )),
+            // A device's link answers it before the dispatcher (crate::rtc).
+            ControlMessage::RtcOffer(_) => Err(error(
+                ReplyErrorCode::NotSupported,
+                "rtc_offer is for a paired device's link to a bridge with a LAN server, not this connection",
+            )),
             ControlMessage::Files(m) => {
                 let dir = self.session_dir(&m.session_id)?;
                 // Boxed: keeps the dispatcher's future small.

@@ -320,6 +320,15 @@ control_messages! {
     },
     /// List the open terminals.
     "list_terminals" => ListTerminals {},
+    // The LAN fast path (crate::rtc, docs/web-client.md).
+    /// Offer a WebRTC data channel to the bridge on the local network: the answer
+    /// (`rtc_answer`) carries the bridge's DTLS fingerprint and its current LAN
+    /// candidates. Only a paired device's link may send it.
+    "rtc_offer" => RtcOffer {
+        /// The page's SDP offer: one data channel, host candidates on local addresses
+        /// only, at most [`crate::rtc::MAX_SDP_BYTES`] bytes.
+        sdp: String,
+    },
 }
 
 /// Seconds a `presence` report counts for unless repeated (the app repeats it every
@@ -572,6 +581,12 @@ pub enum ReplyResult {
         cwd: Option<String>,
         /// The same as one shell line, quoted, with a `cd` first when `cwd` is known.
         command: String,
+    },
+    /// Answer to `rtc_offer`: the bridge's SDP, whose candidates are its current LAN
+    /// addresses.
+    RtcAnswer {
+        /// The SDP answer.
+        sdp: String,
     },
     /// Answer to `files`.
     Files {

@@ -33,6 +33,7 @@ pub mod ndjson;
 pub mod pacing;
 pub mod push;
 pub mod relay;
+pub mod rtc;
 pub mod samples;
 pub mod schema;
 pub mod session_list;

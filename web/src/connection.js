@@ -16,9 +16,18 @@ import { refreshLists, renderLists } from './lists.js';
 import { renderSwitcher } from './switcher.js';
 import { displayName } from './bridges.js';
 import { onSocketPush } from './notifications.js';
+import { offerChannel } from './rtc.js';
 
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
+/**
+ * The LAN data channel (docs/web-client.md, "The LAN as a data channel"): offered once
+ * the relay link is up; after a failure or a loss, again after this long, doubling to
+ * LAN_RETRY_MAX_MS (a path that just dropped is not taken back at once: hysteresis),
+ * and at once when the network changes.
+ */
+const LAN_RETRY_MS = 5000;
+const LAN_RETRY_MAX_MS = 60000;
 
 /** The host of a pairing's LAN address, or null. */
 function lanHost(bridge) {
@@ -64,7 +73,10 @@ export function markReachable() {
 function ctxConn(ctx, state, label) {
   ctx.connState = state;
   ctx.connLabel = label ?? state;
-  if (ctx === activeCtx()) setConn(state, label);
+  if (ctx === activeCtx()) {
+    setConn(state, label);
+    if (app.serverKind) setPath(app.serverKind, ctx.linkPath);
+  }
   renderSwitcher();
 }
 
@@ -108,49 +120,18 @@ export async function connect(ctx = activeCtx()) {
       }
     }
     const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/client`;
-    let link = null;
-    link = await openLink({
-      url,
-      identity: app.identity,
-      bridge: { bridgeId: ctx.bridge.bridgeId, keys: ctx.bridge.keys },
-      direct: app.serverKind === 'lan',
-      pushLast: ctx.pushLast,
-      onBlock: (sid, block, replay) => onBlock(sid, block, replay, ctx),
-      onReplayDone: () => {},
-      // The terminal view's hooks (app.terminals, set by main.js: xterm.js stays out of this module's graph).
-      onTerminal: (id, message) => app.terminals?.onTerminal(ctx, id, message),
-      onStatus: (status) => onStatus(ctx, status),
-      onPush: (notice, counter) => onPush(ctx, notice, counter),
-      onReject: (reason) => noteRejected(reason),
-      onRelayError: (frame) => {
-        if (frame.code !== 'unauthorized') toast(`relay: ${frame.message ?? frame.code}`, 'warn');
-      },
-      onClose: (reason, code) => {
-        if (ctx.link === link) {
-          ctx.link = null;
-          console.info(`link to ${ctx.id} closed: ${reason}`);
-          for (const s of ctx.sessions.values()) s.attachedOn = null;
-          if (code === VERSION_MISMATCH) versionMismatch(ctx, reason);
-          else scheduleReconnect(ctx);
-          if (ctx === activeCtx()) updateComposer(currentSession());
-        }
-      },
-    });
+    const link = await openPath(ctx, url, app.serverKind === 'lan');
     r.connecting = false;
     if (!live(ctx)) {
       link.close('the bridge was forgotten');
       return;
     }
-    ctx.link = link;
+    adopt(ctx, link, app.serverKind === 'lan' ? 'lan' : 'relay');
     r.backoff = BACKOFF_MIN_MS;
-    onStatus(ctx, link.status);
-    if (ctx === activeCtx()) updateComposer(currentSession());
-    // Re-attach every followed session, from the newest block held.
-    for (const s of ctx.sessions.values()) if (s.followed) attach(s);
-    app.terminals?.reattach(ctx, link);
     if (ctx === activeCtx()) refreshLists();
     else listSessions(ctx, link);
     refreshAgents(ctx, link);
+    if (app.serverKind === 'relay') tryLan(ctx);
   } catch (e) {
     r.connecting = false;
     console.warn(`connect ${ctx.id}: ${e.message ?? e}`);
@@ -172,6 +153,136 @@ export async function connect(ctx = activeCtx()) {
     }
     if (/bridge_offline/.test(String(e.message))) scheduleReconnect(ctx, 'bridge-offline', 'bridge offline');
     else scheduleReconnect(ctx);
+  }
+}
+
+/**
+ * Opens a link over `socket` (a LAN data channel) or to `url`, with this bridge's
+ * handlers; when it closes while it is the bridge's link, the link is reopened (the
+ * relay first, then the LAN again after LAN_RETRY_MS).
+ */
+function openPath(ctx, url, direct, socket = null) {
+  let link = null;
+  return openLink({
+    url,
+    WebSocket: socket ? function ChannelAsWebSocket() { return socket; } : undefined,
+    identity: app.identity,
+    bridge: { bridgeId: ctx.bridge.bridgeId, keys: ctx.bridge.keys },
+    direct,
+    pushLast: ctx.pushLast,
+    // Only the bridge's current link delivers: a block the old path still carries
+    // after a move is dropped (the new link resumed from the newest block held).
+    onBlock: (sid, block, replay) => {
+      if (ctx.link !== link && link) return;
+      // Which path carried how many blocks (window.terminull.pathBlocks, for the tests).
+      const counts = (app.pathBlocks ??= { lan: 0, relay: 0 });
+      counts[socket || app.serverKind === 'lan' ? 'lan' : 'relay'] += 1;
+      onBlock(sid, block, replay, ctx);
+    },
+    onReplayDone: () => {},
+    // The terminal view's hooks (app.terminals, set by main.js: xterm.js stays out of this module's graph).
+    onTerminal: (id, message) => {
+      if (ctx.link !== link && link) return;
+      app.terminals?.onTerminal(ctx, id, message);
+    },
+    onStatus: (status) => {
+      if (ctx.link === link || !link) onStatus(ctx, status);
+    },
+    onPush: (notice, counter) => onPush(ctx, notice, counter),
+    onReject: (reason) => noteRejected(reason),
+    onRelayError: (frame) => {
+      if (frame.code !== 'unauthorized') toast(`relay: ${frame.message ?? frame.code}`, 'warn');
+    },
+    onClose: (reason, code) => {
+      if (ctx.link !== link) return;
+      ctx.link = null;
+      console.info(`link to ${ctx.id} (${ctx.linkPath}) closed: ${reason}`);
+      if (ctx.linkPath === 'lan') lanLost(ctx);
+      ctx.linkPath = null;
+      for (const s of ctx.sessions.values()) s.attachedOn = null;
+      if (code === VERSION_MISMATCH) versionMismatch(ctx, reason);
+      else scheduleReconnect(ctx);
+      if (ctx === activeCtx()) updateComposer(currentSession());
+    },
+  }).then((opened) => {
+    link = opened;
+    return opened;
+  });
+}
+
+/** Makes `link` the bridge's link over `path` (`lan` or `relay`) and resumes every followed session on it by seq. */
+function adopt(ctx, link, path) {
+  ctx.link = link;
+  ctx.linkPath = path;
+  onStatus(ctx, link.status);
+  if (ctx === activeCtx()) updateComposer(currentSession());
+  // Re-attach every followed session, from the newest block held.
+  for (const s of ctx.sessions.values()) {
+    s.attachedOn = null;
+    if (s.followed) attach(s);
+  }
+  app.terminals?.reattach(ctx, link);
+}
+
+function lanLost(ctx) {
+  const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
+  lan.lostAt = Date.now();
+  // The relay takes over at once (scheduleReconnect's first delay is short).
+  ctx.reconnect.backoff = BACKOFF_MIN_MS;
+}
+
+/**
+ * On the relay's page, with the relay link up: offers a LAN data channel through it
+ * and, once a link runs on the channel, moves the bridge's link there (resuming by
+ * seq) and closes the relay link. A bridge without a LAN server answers
+ * `not_supported`: not offered again until the page reloads or the network changes.
+ */
+async function tryLan(ctx) {
+  const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
+  const relay = ctx.link;
+  if (!relay || ctx.linkPath !== 'relay' || lan.trying || lan.unsupported || lan.timer || !live(ctx)) return;
+  if (typeof globalThis.RTCPeerConnection !== 'function') return;
+  const wait = (lan.lostAt ?? 0) + lan.retry - Date.now();
+  if (wait > 0) {
+    lan.timer = setTimeout(() => {
+      lan.timer = null;
+      tryLan(ctx);
+    }, wait);
+    return;
+  }
+  lan.trying = true;
+  try {
+    const socket = await offerChannel(relay);
+    const link = await openPath(ctx, 'rtc:lan', true, socket).catch((e) => {
+      socket.close(1000, 'no link');
+      throw e;
+    });
+    if (ctx.link !== relay || !live(ctx)) {
+      link.close('not needed any more');
+      return;
+    }
+    lan.retry = LAN_RETRY_MS;
+    adopt(ctx, link, 'lan');
+    ctxConn(ctx, ctx.connState, ctx.connLabel);
+    relay.close('moved to the LAN');
+  } catch (e) {
+    if (e instanceof ControlError && e.code === 'not_supported') lan.unsupported = true;
+    console.info(`LAN path to ${ctx.id}: ${e.message ?? e}`);
+    lan.lostAt = Date.now();
+    lan.retry = Math.min(LAN_RETRY_MAX_MS, lan.retry * 2);
+    if (!lan.unsupported) tryLan(ctx);
+  } finally {
+    lan.trying = false;
+  }
+}
+
+/** The network changed: offer the LAN path again at once, everywhere. */
+export function networkChanged() {
+  for (const ctx of app.bridges.values()) {
+    if (!ctx.lan) continue;
+    clearTimeout(ctx.lan.timer);
+    ctx.lan = { retry: LAN_RETRY_MS };
+    tryLan(ctx);
   }
 }
 

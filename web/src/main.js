@@ -14,7 +14,7 @@ import { app, BridgeCtx, CURRENT_KEY } from './state.js';
 import { buildShell } from './shell.js';
 import { showView } from './views.js';
 import { pairingFragment, pairWith } from './pairing.js';
-import { connectAll, checkLink, detectServer, markReachable } from './connection.js';
+import { connectAll, checkLink, detectServer, markReachable, networkChanged } from './connection.js';
 import { setPath, toast } from './status.js';
 import { loadBridges } from './bridges.js';
 import { routeFromUrl } from './route.js';
@@ -63,7 +63,10 @@ async function main() {
     else flushAll();
   });
   window.addEventListener('pagehide', () => flushAll());
-  window.addEventListener('online', () => checkLink());
+  window.addEventListener('online', () => {
+    checkLink();
+    networkChanged();
+  });
   // Exposed for tests and debugging: read-only views of the state.
   window.terminull = {
     get deviceId() {
@@ -83,6 +86,10 @@ async function main() {
       return app.rejected;
     },
     seqs: (sid) => app.sessions.get(sid ?? app.current)?.transcript.seqs() ?? [],
+    /** Blocks received per path of the link (`lan`: the LAN data channel; `relay`: a WebSocket). */
+    get pathBlocks() {
+      return app.pathBlocks ?? { lan: 0, relay: 0 };
+    },
     /** Drops the WebSocket as a network failure would (tests the reconnect and resume). */
     dropConnection: () => app.link?.ws.close(),
     flush: () => flushAll(),

@@ -23,10 +23,13 @@ export function setConn(state, label) {
   el.title = state === 'connected' ? 'End-to-end encrypted link to the bridge' : '';
 }
 
-export function setPath(kind) {
+export function setPath(kind, link = null) {
   app.serverKind = kind;
-  app.ui.path.textContent = kind === 'lan' ? 'LAN' : kind === 'relay' ? 'relay' : '';
+  // On the relay's page the link may run on the LAN data channel (docs/web-client.md).
+  const direct = kind === 'relay' && link === 'lan';
+  app.ui.path.textContent = kind === 'lan' ? 'LAN' : direct ? 'LAN direct' : kind === 'relay' ? 'via relay' : '';
   app.ui.path.dataset.kind = kind ?? '';
+  app.ui.path.dataset.link = direct ? 'lan' : kind ?? '';
 }
 
 /** Counts a message from the network that failed to verify, open or render; the badge shows the count. */

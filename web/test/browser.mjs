@@ -207,7 +207,7 @@ async function main() {
   await waitConnected();
   const path = await step('the path shown', async () => {
     const text = (await page.textContent(T('path'))).trim();
-    const want = expectPath === 'lan' ? 'LAN' : 'relay';
+    const want = expectPath === 'lan' ? 'LAN' : 'via relay';
     if (text !== want) throw new Error(`the page shows path "${text}", expected "${want}"`);
     return expectPath;
   });

@@ -167,7 +167,7 @@ test('the page renders every block type and drives a session through a relay', {
     await page.waitForSelector(T('short-code'));
     assert.equal((await page.textContent(T('short-code'))).trim(), state.shortCode);
     await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`);
-    assert.equal((await page.textContent(T('path'))).trim(), 'relay');
+    assert.equal((await page.textContent(T('path'))).trim(), 'via relay');
     await page.waitForSelector(T('external-empty'));
 
     // New session with a model.

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{Message, WebSocket};
+use axum::extract::ws::Message;
 use futures::SinkExt;
 use futures::stream::SplitSink;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -56,8 +56,8 @@ fn cost(message: &Message, max_bytes: usize) -> u32 {
 impl Outbox {
     /// Starts the writer over `sink`: at most `max_bytes` and `max_frames` queued, each
     /// write (or flush) given `write_timeout`.
-    pub(super) fn start(
-        sink: SplitSink<WebSocket, Message>,
+    pub(super) fn start<S: super::DeviceSocket>(
+        sink: SplitSink<S, Message>,
         max_bytes: usize,
         max_frames: usize,
         write_timeout: Duration,
@@ -92,8 +92,8 @@ impl Outbox {
     }
 }
 
-async fn write(
-    mut sink: SplitSink<WebSocket, Message>,
+async fn write<S: super::DeviceSocket>(
+    mut sink: SplitSink<S, Message>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
     deadline: Duration,
 ) -> WriterEnd {

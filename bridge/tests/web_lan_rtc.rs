@@ -1,0 +1,201 @@
+//! The app from the relay's https origin keeps the LAN as its fast path, in Debian's
+//! Chromium at a phone's size (`web/test/lan-rtc.mjs`), inside a private network
+//! namespace: the relay's https origin is a TLS front on 127.0.0.1 (the test
+//! certificate of `relay/tests/fixtures/tls`, trusted by Chromium through its public
+//! key's hash) before the relay, which the bridge reaches directly (its client trusts
+//! only the public roots), and
+//! the bridge's LAN server listens on 0.0.0.0 and offers its address on the default
+//! route: 10.77.0.1, on one end of a veth pair (a "LAN" with no way out; the browser
+//! uses the same address). The page pairs through the relay, offers a data channel
+//! through its link and runs a slow echo turn on it; mid-turn the test removes the LAN
+//! address (the bridge's UDP socket and its route are gone), the page must go on
+//! through the relay, and when the LAN is back on another address (10.77.0.3: a new
+//! lease), the page learns it in the bridge's next answer and returns to the LAN. The
+//! page's blocks are then checked against the bridge's history: none lost, none twice.
+//! Screenshots under `target/tmp/browser-screenshots/lan-rtc/`.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::browser::{available, web_dir};
+use terminull_bridge::lan::{self, LanConfig};
+use terminull_protocol::blocks::Block;
+use terminull_protocol::ids::SessionId;
+use terminull_relay::{Relay, RelayConfig};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, ServerConfig};
+
+/// The LAN address of the bridge inside the namespace.
+const LAN_ADDR: &str = "10.77.0.1";
+/// Its address once the LAN is back (a new lease): the page must re-learn it.
+const NEW_LAN_ADDR: &str = "10.77.0.3";
+/// The SHA-256 of the test certificate's public key (`openssl x509 -pubkey | openssl pkey
+/// -pubin -outform der | openssl dgst -sha256 -binary | base64`), for Chromium's
+/// `--ignore-certificate-errors-spki-list`.
+const TEST_CERT_SPKI: &str = "HG+yUi65SchNN8Hx8lkngFki6fwb/Ww7cGO80zGbcMA=";
+
+fn ip(args: &str) {
+    let status = std::process::Command::new("ip").args(args.split(' ')).status().expect("ip runs");
+    assert!(status.success(), "ip {args}: {status}");
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Report {
+    ok: bool,
+    session_id: String,
+    seqs: Vec<u64>,
+    paths: Vec<String>,
+    blocks: serde_json::Value,
+    lan_after_return: u64,
+    screenshots: Vec<String>,
+}
+
+#[test]
+fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_and_returns() {
+    const NAME: &str = "the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_and_returns";
+    if !available(true) || !terminull_netns::body_runs_here(NAME) {
+        return;
+    }
+    support::remote::logs();
+    // The LAN: a veth pair, the bridge's address on one end.
+    ip("link add lan0 type veth peer name lan1");
+    ip(&format!("addr add {LAN_ADDR}/24 dev lan0"));
+    ip("link set lan0 up");
+    ip("link set lan1 up");
+    // The default route goes out on the LAN: a bridge listening on 0.0.0.0 offers the
+    // address it has there (looked up afresh on every offer).
+    ip("route add default dev lan0");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let data = tempfile::tempdir().unwrap();
+        let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
+        let origin = tls_front(relay.http_url().trim_start_matches("http://").parse().unwrap()).await;
+        let bridge = support::remote::paired_bridge().await;
+        support::remote::connect_to_relay(&bridge, relay.ws_url());
+        let lan_listen = "0.0.0.0:0".parse().unwrap();
+        let server = lan::start(bridge.ctx.clone(), bridge.home(), LanConfig::new(lan_listen)).await.unwrap();
+        support::remote::until_registered(&relay, &bridge).await;
+
+        let link =
+            support::remote::offer_link(&bridge.home(), Some(origin.replace("https://", "wss://")), None, 300).to_url(&origin);
+        let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots").join("lan-rtc");
+        let _ = std::fs::remove_dir_all(&shots);
+        std::fs::create_dir_all(&shots).unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new("node")
+            .arg(web_dir().join("test/lan-rtc.mjs"))
+            .args(["--link", &link, "--spki", TEST_CERT_SPKI, "--screenshots"])
+            .arg(&shots)
+            .arg("--cwd")
+            .arg(cwd.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs");
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut report = None;
+        let mut dropped = false;
+        let run = async {
+            while let Some(line) = lines.next_line().await.expect("the script's output") {
+                let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                match value["event"].as_str() {
+                    Some("drop-lan") => {
+                        // The LAN address goes away: the bridge's UDP socket can no longer
+                        // send or receive, and nothing routes to it.
+                        ip(&format!("addr del {LAN_ADDR}/24 dev lan0"));
+                        dropped = true;
+                        eprintln!("LAN address removed; data channels on the bridge: {}", bridge.ctx.rtc.peers());
+                        stdin.write_all(b"done\n").await.unwrap();
+                    }
+                    Some("restore-lan") => {
+                        // Back, on another address.
+                        ip(&format!("addr add {NEW_LAN_ADDR}/24 dev lan0"));
+                        ip("route replace default dev lan0");
+                        stdin.write_all(b"done\n").await.unwrap();
+                    }
+                    _ => report = Some(line),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(400), run).await.expect("the browser script finished in time");
+        let status = child.wait().await.unwrap();
+        let last = report.expect("a JSON report line");
+        assert!(status.success(), "the browser script failed ({status}): {last}");
+        let report: Report = serde_json::from_str(&last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
+        assert!(report.ok && dropped, "{last}");
+        assert_eq!(report.paths, ["LAN direct", "via relay", "LAN direct"]);
+        let (lan_blocks, relay_blocks) =
+            (report.blocks["lan"].as_u64().unwrap_or(0), report.blocks["relay"].as_u64().unwrap_or(0));
+        assert!(lan_blocks > 0 && relay_blocks > 0, "blocks per path: {}", report.blocks);
+        assert!(report.lan_after_return > 0, "no block came over the LAN after it returned: {}", report.blocks);
+        let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
+        assert_page_complete(&report.seqs, &history);
+        eprintln!(
+            "blocks over the LAN data channel: {lan_blocks} ({} after it returned), through the relay: {relay_blocks}; screenshots {:?}",
+            report.lan_after_return, report.screenshots
+        );
+        server.stop();
+        relay.shutdown().await;
+    });
+}
+
+/// A TLS front for the relay at `relay` (the test certificate): the page's https
+/// origin. Returns `https://127.0.0.1:port`.
+async fn tls_front(relay: std::net::SocketAddr) -> String {
+    let fixtures = support::workspace().join("relay/tests/fixtures/tls");
+    let certs =
+        CertificateDer::pem_file_iter(fixtures.join("cert.pem")).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
+    let key = PrivateKeyDer::from_pem_file(fixtures.join("key.pem")).unwrap();
+    let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("https://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut upstream) = tokio::net::TcpStream::connect(relay).await else { return };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
+            });
+        }
+    });
+    origin
+}
+
+/// Every block of the history once on the page, in order, except streamed chunks a
+/// later block of the same id superseded (as `web_client.rs` checks).
+fn assert_page_complete(seqs: &[u64], history: &[Block]) {
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
+    let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
+    assert!(seqs.iter().all(|s| known.contains(s)), "the page shows blocks the bridge never wrote: {seqs:?}");
+    for (i, block) in history.iter().enumerate() {
+        let seq = block.seq.unwrap();
+        if seqs.contains(&seq) {
+            continue;
+        }
+        let key = block.kind.replace_key().map(|(k, id)| (k.to_string(), id.to_string()));
+        let superseded = key.is_some()
+            && history[i + 1..].iter().any(|later| {
+                later.kind.replace_key().map(|(k, id)| (k.to_string(), id.to_string())) == key
+                    && seqs.contains(&later.seq.unwrap())
+            });
+        assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
+    }
+    assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
+}
