@@ -16,8 +16,10 @@
 #   the tests' output goes to $TERMINULL_DRIFT_LOGS (default a temporary directory).
 #   Exits 1 when any agent's tests fail against its newest release.
 #   Needs npm, python3 (venv), cargo, the package registries and unshare -n (as the live
-#   tests do). LIVE_FILTER (default: the agent's whole live suite) narrows the tests,
-#   e.g. LIVE_FILTER=plain_answer.
+#   tests do). LIVE_FILTER (default: the agent's whole live suite) narrows the tests to
+#   those whose names hold one of its words after the agent's prefix, e.g.
+#   LIVE_FILTER="plain_answer tool_round_trip". LIVE_TEST_BIN: an already built live test
+#   executable (target/debug/deps/live-*) to run instead of `cargo test`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 npm_pin() { node -e 'const p=require(process.argv[1]); console.log(p.dependencies[process.argv[2]])' "${2:-$root/tests/agents/package.json}" "$1"; }
@@ -127,10 +129,16 @@ while read -r agent exe package pin prefix; do
         status=1
         continue
     fi
-    filter="$prefix${LIVE_FILTER:-}"
+    filters=()
+    for f in ${LIVE_FILTER:-}; do filters+=("$prefix$f"); done
+    [ ${#filters[@]} -eq 0 ] && filters=("$prefix")
     set +e
-    (cd "$root" && TERMINULL_LIVE_AGENTS=1 TERMINULL_AGENTS_DIR="$dir" TERMINULL_EXPECT_AGENT_VERSION="$newest" \
-        timeout 3600 cargo test -p terminull-agent-tests --test live -- "$filter") >>"$log" 2>&1
+    export TERMINULL_LIVE_AGENTS=1 TERMINULL_AGENTS_DIR="$dir" TERMINULL_EXPECT_AGENT_VERSION="$newest"
+    if [ -n "${LIVE_TEST_BIN:-}" ]; then
+        (cd "$root/tests/agents" && timeout 3600 "$LIVE_TEST_BIN" "${filters[@]}") >>"$log" 2>&1
+    else
+        (cd "$root" && timeout 3600 cargo test -p terminull-agent-tests --test live -- "${filters[@]}") >>"$log" 2>&1
+    fi
     code=$?
     set -e
     summary="$(grep -E '^test result:' "$log" | tail -1 | sed -E 's/^test result: (ok|FAILED)\. ([0-9]+) passed; ([0-9]+) failed; ([0-9]+) ignored.*/\1: \2 passed, \3 failed, \4 ignored/')"

@@ -369,6 +369,7 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
         agent_session_id: sid.clone().into(),
         cwd: ws.clone(),
         app_pubkey: String::new(),
+        pin: false,
     });
     let mut kept = Vec::new();
     let ReplyResult::SessionStarted { session_id } = call(&mut rig, attach, &mut kept).await? else {
