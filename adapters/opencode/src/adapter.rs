@@ -469,10 +469,10 @@ mod tests {
     use terminull_adapter_sdk::adapter::declaration;
 
     #[test]
-    fn the_command_line_is_the_acp_subcommand() {
+    fn the_command_line_is_the_acp_subcommand_with_its_errors_on_stderr() {
         let l = launch(PathBuf::from("/opt/opencode"));
         assert_eq!(l.program, PathBuf::from("/opt/opencode"));
-        assert_eq!(l.args, vec![std::ffi::OsString::from("acp")]);
+        assert_eq!(l.args, ["acp", "--print-logs", "--log-level", "ERROR"].map(std::ffi::OsString::from));
         assert!(l.env.is_empty(), "the environment is passed through unchanged");
     }
 
