@@ -301,11 +301,12 @@ pub trait Adapter: Sized + 'static {
         async { Err(AdapterError::not_supported("release")) }
     }
 
-    /// Is the agent installed here. Default: `which CLI_BINARY` + `--version`.
+    /// Is the agent installed here. Default: `which CLI_BINARY` + `--version`, given 25 s
+    /// (a CLI's first `--version` on a loaded machine took over 10 s; the bridge waits 30 s).
     fn detect() -> impl Future<Output = DetectResult> {
         async {
             match Self::CLI_BINARY {
-                Some(binary) => crate::detect::detect_cli(binary, Duration::from_secs(10)).await,
+                Some(binary) => crate::detect::detect_cli(binary, Duration::from_secs(25)).await,
                 None => DetectResult { installed: true, version: None, path: None, reason: None },
             }
         }

@@ -595,6 +595,7 @@ impl Service {
                 }
                 let mut meta = new_session_meta(m.agent, m.cwd)?;
                 meta.agent_session_id = Some(m.agent_session_id);
+                meta.pinned = m.pin;
                 meta.origin = origin;
                 self.create_and_follow(meta, Launch::Attach).await
             }

@@ -85,9 +85,14 @@ impl Rig {
 
     /// Binds a session to the terminal's conversation `conversation`; returns its id.
     async fn attach_external(&mut self, conversation: &str) -> String {
+        self.attach_external_pinned(conversation, false).await
+    }
+
+    /// `attach_external` with its `pin` choice.
+    async fn attach_external_pinned(&mut self, conversation: &str, pin: bool) -> String {
         let ws = self.ws.display().to_string();
         let started = self
-            .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": conversation, "cwd": ws, "app_pubkey": "k"}))
+            .call(json!({"type": "attach_external", "agent": "handoff-echo", "agent_session_id": conversation, "cwd": ws, "app_pubkey": "k", "pin": pin}))
             .await;
         let ReplyResult::SessionStarted { session_id } = started else { panic!("{started:?}") };
         session_id.as_str().to_owned()
@@ -254,6 +259,26 @@ async fn a_parked_session_starts_no_agent_while_the_terminal_owns_it_then_drains
     // Nothing of the terminal's arrived twice.
     let mirrored_twice = rig.seen.iter().filter(|b| text_is(b, "terminal turn 2")).count();
     assert_eq!(mirrored_twice, 1);
+    drop(rig.home);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_session_resumes_the_chosen_conversation_not_the_directorys_newest() {
+    let mut rig = Rig::start().await;
+    rig.set("head", "conv-1");
+    rig.set("owned", "4242");
+    rig.terminal_writes("terminal turn 1");
+    let s = rig.attach_external_pinned("conv-1", true).await;
+    rig.until("parked", parked).await;
+    assert!(rig.meta(&s)["pinned"].as_bool().unwrap_or(false), "the choice is kept in meta.json");
+    rig.say(&s, "for the chosen one").await;
+    rig.until("one queued", |b| matches!(&b.kind, BlockKind::SessionState(n) if n.queued == 1)).await;
+    // Another conversation started in the same directory is now its newest; the terminal exits.
+    rig.set("head", "conv-other");
+    std::fs::remove_file(rig.state("owned")).unwrap();
+    rig.until("live", live).await;
+    rig.until("the reply", |b| text_is(b, "You said: for the chosen one (conversation conv-1)")).await;
+    assert_eq!(rig.agent_log(), ["start conv-1", "send for the chosen one"]);
     drop(rig.home);
 }
 

@@ -188,6 +188,12 @@ control_messages! {
         cwd: String,
         /// The app's X25519 public key for this session.
         app_pubkey: String,
+        /// `true`: when the terminal lets go, terminull resumes exactly
+        /// `agent_session_id`, never the directory's newest conversation. By default
+        /// (`false`) it follows the lineage head (`latest_sid_for_cwd`), since a
+        /// terminal's resume may have minted a new id.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pin: bool,
     },
     /// Release an idle session so the terminal can take it over; the bridge answers
     /// with the command to run there.

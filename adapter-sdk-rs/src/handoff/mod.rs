@@ -34,7 +34,7 @@ pub use jsonl::{
 };
 pub use procs::{
     ProcInfo, ProcessTable, find_native_owner, find_native_owner_where, find_owner_anywhere, is_probe, native_owner,
-    native_owner_where, owned_by_cli, owned_where, same_dir,
+    native_owner_where, owned_by_cli, owned_where, same_dir, within_dir,
 };
 
 use serde_json::Value;

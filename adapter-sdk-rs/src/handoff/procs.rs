@@ -198,8 +198,16 @@ pub fn same_dir(a: &Path, b: &Path) -> bool {
     a == b || canon(a) == canon(b)
 }
 
+/// `dir` is `root` or lies under it (whole path components, after resolving symlinks
+/// when possible): a CLI started in a subdirectory of a session's directory may write
+/// into its conversation (it can resume it by id), so it counts as an owner.
+pub fn within_dir(dir: &Path, root: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    dir.starts_with(root) || canon(dir).starts_with(canon(root))
+}
+
 /// The native agent process driving `cwd`: a process whose program name is one of
-/// `names`, whose working directory is `cwd`, that is not terminull's own (see
+/// `names`, whose working directory is `cwd` or a directory under it ([`within_dir`]), that is not terminull's own (see
 /// [`ProcessTable::is_terminulls`]) and that `accept` accepts (an adapter narrows by
 /// its arguments, e.g. a `--version` probe is no owner). The lowest pid wins, for a
 /// stable answer.
@@ -222,7 +230,7 @@ pub fn native_owner_where(
     self_pid: u32,
     is_agent: impl Fn(&ProcInfo) -> bool,
 ) -> Option<u32> {
-    owner_among(table, self_pid, |p| p.cwd.as_deref().is_some_and(|d| same_dir(d, cwd)) && is_agent(p))
+    owner_among(table, self_pid, |p| p.cwd.as_deref().is_some_and(|d| within_dir(d, cwd)) && is_agent(p))
 }
 
 /// The lowest pid (for a stable answer) of the processes `is_owner` accepts that are not
@@ -284,6 +292,19 @@ mod tests {
         assert_eq!(native_owner(&table, &["claude"], Path::new("/nobody"), 999, |_| true), None);
         let without_native = ProcessTable::from_procs(table.iter().filter(|p| p.pid != 11).cloned());
         assert_eq!(native_owner(&without_native, &["claude"], Path::new("/w"), 999, |_| true), None);
+    }
+
+    #[test]
+    fn a_native_cli_in_a_subdirectory_owns_the_directory_and_one_in_a_sibling_or_parent_does_not() {
+        let table = ProcessTable::from_procs([
+            proc(1, 0, &["init"], "/", false),
+            proc(11, 1, &["claude"], "/w/sub/deep", false),
+        ]);
+        assert_eq!(native_owner(&table, &["claude"], Path::new("/w"), 999, |_| true), Some(11), "under /w");
+        assert_eq!(native_owner(&table, &["claude"], Path::new("/w/sub"), 999, |_| true), Some(11));
+        assert_eq!(native_owner(&table, &["claude"], Path::new("/w/sub/deep/er"), 999, |_| true), None, "a parent");
+        assert_eq!(native_owner(&table, &["claude"], Path::new("/w/su"), 999, |_| true), None, "whole components");
+        assert!(within_dir(Path::new("/w"), Path::new("/w")) && !within_dir(Path::new("/wx"), Path::new("/w")));
     }
 
     #[test]

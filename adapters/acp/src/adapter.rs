@@ -67,7 +67,8 @@ impl<P: AcpProfile> AcpAdapter<P> {
         if self.conn.is_some() {
             return Ok(());
         }
-        let conn = Connection::start(&self.launch, &self.settings.cwd, P::DISPLAY_NAME).await?;
+        let mut conn = Connection::start(&self.launch, &self.settings.cwd, P::DISPLAY_NAME).await?;
+        conn.watch_stderr(P::NOTICES.stderr);
         self.prompt_caps = conn.info.agent_capabilities.prompt_capabilities.clone();
         self.load_session = conn.info.agent_capabilities.load_session;
         self.conn = Some(conn);
@@ -393,7 +394,7 @@ impl<P: AcpProfile> Adapter for AcpAdapter<P> {
             lease,
             conn: None,
             session_id: None,
-            mapper: Mapper::new(P::REWRITE_THOUGHT),
+            mapper: Mapper::new(P::REWRITE_THOUGHT).with_message_notices(P::NOTICES.message),
             notice: None,
             notices: 0,
             mode,

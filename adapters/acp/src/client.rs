@@ -36,6 +36,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use crate::mapping::{Mapper, PromptEnd};
+use crate::notice::{NoticeMatch, no_notice};
 use crate::profile::Launch;
 use crate::schema::{self, InitializeResult, PermissionParams, SessionScoped, SessionUpdate, method};
 
@@ -57,6 +58,9 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const MAX_HELD_UPDATES: usize = 4096;
 /// Messages read ahead while a permission request waits for the user.
 const MAX_BACKLOG: usize = 4096;
+/// Stderr lines of the agent held for the notice watcher (more are dropped).
+const STDERR_LINES: usize = 256;
+
 /// How long to wait for an agent whose stdout closed to be reaped.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -95,6 +99,11 @@ pub struct Connection {
     /// What the agent said in `initialize`.
     pub info: InitializeResult,
     name: String,
+    /// The agent's stderr lines (bounded; lines beyond it are dropped).
+    stderr: mpsc::Receiver<String>,
+    stderr_open: bool,
+    /// Recognises the retry and failure notices among them.
+    stderr_notice: NoticeMatch,
 }
 
 /// How a prompt went, before the mapper closes the turn.
@@ -140,7 +149,9 @@ impl Connection {
         let mut cmd = Command::new(&launch.program);
         cmd.args(&launch.args).envs(launch.env.iter().map(|(k, v)| (k, v))).current_dir(cwd);
         tracing::info!(program = %launch.program.display(), args = ?launch.args, "starting {name}");
-        let (process, (peer, incoming, tasks)) = AgentProcess::spawn_rpc(cmd, SpawnOptions::default(), name)
+        let (stderr_tx, stderr) = mpsc::channel(STDERR_LINES);
+        let options = SpawnOptions { stderr_lines: Some(stderr_tx), ..SpawnOptions::default() };
+        let (process, (peer, incoming, tasks)) = AgentProcess::spawn_rpc(cmd, options, name)
             .map_err(|e| AdapterError::agent(format!("cannot start {name}: {e}")))?;
         let mut conn = Connection {
             process,
@@ -151,6 +162,9 @@ impl Connection {
             stdout_closed: false,
             info: InitializeResult::default(),
             name: name.to_owned(),
+            stderr,
+            stderr_open: true,
+            stderr_notice: no_notice,
         };
         let params = json!({
             "protocolVersion": schema::PROTOCOL_VERSION,
@@ -181,6 +195,12 @@ impl Connection {
             )));
         }
         Ok(conn)
+    }
+
+    /// Reads the agent's stderr during turns for the notices `stderr_notice` recognises
+    /// (see [`crate::notice`]).
+    pub fn watch_stderr(&mut self, stderr_notice: NoticeMatch) {
+        self.stderr_notice = stderr_notice;
     }
 
     /// The agent's own name and version (`agentInfo`).
@@ -394,6 +414,8 @@ impl Connection {
         let mut cancel_deadline: Option<Instant> = None;
         let mut outcome =
             PromptOutcome { end: PromptEnd::CancelTimedOut, interrupted: false, lost: false, bridge_gone: false };
+        // What the agent wrote on stderr between turns is not this turn's.
+        while self.stderr.try_recv().is_ok() {}
         while answer.is_none() {
             enum Next {
                 Interrupt,
@@ -401,6 +423,7 @@ impl Connection {
                 Answer(Result<Value, CallError>),
                 Message(Incoming),
                 Closed,
+                Stderr(Option<String>),
             }
             let next = match self.backlog.pop_front() {
                 Some(message) => Next::Message(message),
@@ -415,6 +438,7 @@ impl Connection {
                             Some(m) => Next::Message(m),
                             None => Next::Closed,
                         },
+                        line = self.stderr.recv(), if self.stderr_open => Next::Stderr(line),
                     }
                 }
             };
@@ -439,6 +463,17 @@ impl Connection {
                 }
                 Next::Answer(a) => answer = Some(a),
                 Next::Closed => self.stdout_closed = true,
+                Next::Stderr(None) => self.stderr_open = false,
+                Next::Stderr(Some(line)) => {
+                    if let Some(notice) = (self.stderr_notice)(&line) {
+                        for block in mapper.notice(notice) {
+                            if !emit(turn, block).await {
+                                outcome.bridge_gone = true;
+                                return outcome;
+                            }
+                        }
+                    }
+                }
                 Next::Message(message) => {
                     let routed = self.route(message).await;
                     let keep_going = self

@@ -11,6 +11,7 @@
 //!
 //! - [`schema`]: tolerant serde types for the slice of ACP v1 spoken here;
 //! - [`mapping`]: the pure state machine from ACP updates to blocks;
+//! - [`notice`]: an agent's retry and failure notices outside ACP's structure;
 //! - [`client`]: one agent process as a JSON-RPC peer, and where the known ACP bug
 //!   classes (early and late updates, junk on stdout, foreign sessions, unoffered
 //!   methods) are absorbed;
@@ -25,6 +26,7 @@ pub mod adapter;
 pub mod client;
 pub mod generic;
 pub mod mapping;
+pub mod notice;
 pub mod profile;
 pub mod schema;
 

@@ -30,6 +30,7 @@ use terminull_protocol::blocks::{
 };
 use terminull_protocol::ids::ToolCallId;
 
+use crate::notice::{Notice, NoticeMatch, no_notice};
 use crate::schema::{
     AvailableCommand, ContentChunk, PermissionParams, PlanUpdate, PromptResult, SessionUpdate, ToolCallFields,
     UsageUpdate, content_text,
@@ -127,6 +128,14 @@ pub struct Mapper {
     /// Token counts the turn's message chunks carried (`_meta.usage`), summed.
     turn_usage: Option<Usage>,
     last_cost: Option<f64>,
+    /// Recognises the agent's retry and failure notices in message text.
+    message_notice: NoticeMatch,
+    /// The turn's retry `progress`, while it is not done.
+    retry: Option<Progress>,
+    /// Retry notices this turn.
+    retries: u64,
+    /// The agent said it gave up on the model (its answer is that message).
+    gave_up: Option<String>,
 }
 
 impl Mapper {
@@ -146,6 +155,51 @@ impl Mapper {
             session_usage: Usage::default(),
             turn_usage: None,
             last_cost: None,
+            message_notice: no_notice,
+            retry: None,
+            retries: 0,
+            gave_up: None,
+        }
+    }
+
+    /// Message chunks that `message_notice` recognises are retry or failure notices,
+    /// not text (see [`crate::notice`]).
+    pub fn with_message_notices(mut self, message_notice: NoticeMatch) -> Self {
+        self.message_notice = message_notice;
+        self
+    }
+
+    /// Maps one notice of the running turn (from its message text or its stderr): a
+    /// retry is the turn's `progress` (current = the failed attempt, total = the
+    /// attempts when known), replaced at each retry; giving up makes the turn end in
+    /// error with that message.
+    pub fn notice(&mut self, notice: Notice) -> Vec<BlockKind> {
+        let mut out = Vec::new();
+        self.close_streams(&mut out);
+        match notice {
+            Notice::Retrying { attempt, total, why } => {
+                self.retries += 1;
+                let attempt = attempt.unwrap_or(self.retries);
+                let of = total.map(|t| format!(" of {t}")).unwrap_or_default();
+                let message = cut(&format!("Model call failed (attempt {attempt}{of}): {why}; retrying"), 2000);
+                let id = self.retry.as_ref().map_or_else(|| format!("{}-retry", self.prefix), |p| p.id.to_string());
+                let progress = Progress { id: id.into(), message, current: Some(attempt), total, done: false };
+                out.push(BlockKind::Progress(progress.clone()));
+                self.retry = Some(progress);
+            }
+            Notice::GaveUp(message) => {
+                self.gave_up = Some(truncate(message, limits::OUTPUT_BYTES));
+            }
+        }
+        out
+    }
+
+    /// Ends the retry `progress`, if one is open, saying how it ended.
+    fn settle_retry(&mut self, message: String, out: &mut Vec<BlockKind>) {
+        if let Some(mut progress) = self.retry.take() {
+            progress.message = message;
+            progress.done = true;
+            out.push(BlockKind::Progress(progress));
         }
     }
 
@@ -154,6 +208,9 @@ impl Mapper {
     pub fn begin_turn(&mut self, prefix: impl Into<String>) {
         self.prefix = prefix.into();
         self.next_block = 0;
+        self.retry = None;
+        self.retries = 0;
+        self.gave_up = None;
         self.text = None;
         self.thought = None;
         self.tools.clear();
@@ -213,6 +270,7 @@ impl Mapper {
             SessionUpdate::UserMessageChunk(_) => {}
             SessionUpdate::ToolCall(fields) => {
                 self.close_streams(&mut out);
+                self.model_answered(&mut out);
                 self.tool(fields, true, &mut out);
             }
             SessionUpdate::ToolCallUpdate(fields) => {
@@ -349,12 +407,15 @@ impl Mapper {
         if let Some(u) = &turn_usage {
             self.session_usage.add(u);
         }
+        let gave_up = self.gave_up.take();
         let (reason, usage, error) = match end {
             _ if interrupted => (EndReason::Interrupted, turn_usage, None),
-            PromptEnd::Answered(result) => {
-                let (reason, error) = stop_reason(&result.stop_reason);
-                (reason, turn_usage, error)
-            }
+            PromptEnd::Answered(result) => match (stop_reason(&result.stop_reason), gave_up) {
+                ((EndReason::Completed, None), Some(message)) => {
+                    (EndReason::Error, turn_usage, Some(error_block(message, "model_error")))
+                }
+                ((reason, error), _) => (reason, turn_usage, error),
+            },
             PromptEnd::Failed { message } => {
                 let error = error_block(truncate(message, limits::OUTPUT_BYTES), "agent_error");
                 (EndReason::Error, turn_usage, Some(error))
@@ -371,6 +432,12 @@ impl Mapper {
         };
         let mut out = Vec::new();
         self.close_streams(&mut out);
+        let retries = self.retries;
+        let settled = match reason {
+            EndReason::Error => format!("Model call failed {retries} time(s); the agent gave up"),
+            _ => format!("Model call failed {retries} time(s); the turn ended"),
+        };
+        self.settle_retry(settled, &mut out);
         self.close_tools(reason, &mut out);
         let message = error.as_ref().map(|e| e.message.clone());
         if let Some(error) = error {
@@ -404,6 +471,11 @@ impl Mapper {
         }
         // An empty chunk (Qwen Code's usage carrier) neither opens nor ends a block.
         let Some(text) = content_text(&chunk.content).filter(|t| !t.is_empty()) else { return };
+        if !thought && let Some(notice) = (self.message_notice)(&text) {
+            out.extend(self.notice(notice));
+            return;
+        }
+        self.model_answered(out);
         // The other kind of stream ends here.
         let other = if thought { self.text.take() } else { self.thought.take() };
         if let Some(mut open) = other
@@ -448,6 +520,14 @@ impl Mapper {
             return;
         }
         out.push(open.streamer.push(&delta));
+    }
+
+    /// The model produced something: a retry in progress is over.
+    fn model_answered(&mut self, out: &mut Vec<BlockKind>) {
+        if self.retry.is_some() {
+            let retries = self.retries;
+            self.settle_retry(format!("Model call succeeded after {retries} failed attempt(s)"), out);
+        }
     }
 
     fn close_streams(&mut self, out: &mut Vec<BlockKind>) {

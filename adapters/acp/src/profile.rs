@@ -13,6 +13,7 @@ use terminull_adapter_sdk::settings::program_on_path;
 use terminull_protocol::adapter::DetectResult;
 
 use crate::mapping::{ChunkRewrite, keep_chunk};
+use crate::notice::Notices;
 
 /// The init params an ACP adapter usually accepts.
 pub const DEFAULT_INIT_PARAMS: &[InitParam] = &[
@@ -102,6 +103,10 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
     /// Rewrites each thought chunk (default: unchanged).
     const REWRITE_THOUGHT: ChunkRewrite = keep_chunk;
 
+    /// The agent's retry and failure notices that ACP does not mark as such: in its
+    /// message text or on its stderr (default: none; see [`crate::notice`]).
+    const NOTICES: Notices = Notices::NONE;
+
     /// The handoff hooks the profile implements (default: none). `release` is the
     /// host's (it lets the agent process go); the others are the profile's functions
     /// profile's [`handoff`](Self::handoff).
@@ -119,7 +124,9 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
         async {
             match Self::CLI_BINARY {
                 Some(binary) => {
-                    let mut detected = detect_cli(binary, std::time::Duration::from_secs(10)).await;
+                    // 25 s: Copilot CLI's first run in a fresh HOME unpacks its package (5.6 s measured on a
+                    // loaded machine) and Hermes imports for seconds; the bridge waits 30 s.
+                    let mut detected = detect_cli(binary, std::time::Duration::from_secs(25)).await;
                     detected.version = detected.version.map(|v| parse_version(&v).unwrap_or(v));
                     detected
                 }

@@ -38,6 +38,10 @@ use crate::command::{Continue, PermissionMode, Settings, check_effort, check_val
 use crate::events::parse_event;
 use crate::handoff::DroidSessions;
 use crate::mapping::{Action, TurnMapper, bounded};
+use crate::retries::{LogWatch, log_path, retry_of};
+
+/// How often droid's log is read for retries during a turn.
+const LOG_POLL: Duration = Duration::from_millis(500);
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
@@ -214,6 +218,9 @@ impl Droid {
         process.close_stdin();
 
         let mut mapper = TurnMapper::new(mint_id("droid"), self.session.id().map(str::to_owned));
+        // droid tells of its retries only in its log (crate::retries).
+        let mut log = std::env::var_os("HOME").map(|home| LogWatch::start(log_path(std::path::Path::new(&home))));
+        let mut log_tick = tokio::time::interval(LOG_POLL);
         let startup_deadline = Instant::now() + STARTUP_TIMEOUT;
         let mut failed_deadline: Option<Instant> = None;
         loop {
@@ -226,6 +233,7 @@ impl Droid {
                 () = turn.interrupted() => Next::Interrupt,
                 () = sleep_until(startup_deadline), if !mapper.started() => Next::StartupTimedOut,
                 () = sleep_until(failed_at), if failed_deadline.is_some() => Next::Failed,
+                _ = log_tick.tick(), if log.is_some() && !mapper.ended() => Next::LogTick,
                 line = lines.recv() => match line {
                     Some(Ok(value)) => Next::Line(value),
                     Some(Err(bad)) => {
@@ -253,6 +261,12 @@ impl Droid {
                         }
                     );
                     return Ok(Run::NoOutput { detail, silent: true });
+                }
+                Next::LogTick => {
+                    let lines = log.as_mut().map(LogWatch::poll).unwrap_or_default();
+                    let session = mapper.session_id().map(str::to_owned);
+                    let retries = lines.iter().filter_map(|line| retry_of(line, session.as_deref()));
+                    retries.flat_map(|(attempt, why)| mapper.on_retry(attempt, &why)).collect()
                 }
                 Next::Failed => {
                     tracing::debug!("droid reported its failure; not waiting for its exit");
@@ -303,6 +317,7 @@ impl Droid {
 /// What the turn's reading loop does next.
 enum Next {
     Interrupt,
+    LogTick,
     StartupTimedOut,
     Failed,
     Line(serde_json::Value),

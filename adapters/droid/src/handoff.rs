@@ -22,7 +22,7 @@ use terminull_adapter_sdk::AdapterError;
 use terminull_adapter_sdk::handoff::replayed::{self, ToolCallItem};
 use terminull_adapter_sdk::handoff::{
     AgentHome, Described, ProcInfo, SessionFiles, SessionIds, TITLE_CHARS, dashed_dir_name, file_here_or_below,
-    find_owner_anywhere, is_probe, jsonl_files, newest_first, same_dir, str_at, title_of,
+    find_owner_anywhere, is_probe, jsonl_files, newest_first, str_at, title_of, within_dir,
 };
 use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{
@@ -73,8 +73,8 @@ pub fn drives(p: &ProcInfo, cwd: &Path, sid: Option<&str>) -> bool {
     let argv = &p.argv;
     let dir_flag = argv.windows(2).find(|w| w[0] == "--cwd").map(|w| PathBuf::from(&w[1]));
     let in_dir = match &dir_flag {
-        Some(dir) => same_dir(dir, cwd),
-        None => p.cwd.as_deref().is_some_and(|d| same_dir(d, cwd)),
+        Some(dir) => within_dir(dir, cwd),
+        None => p.cwd.as_deref().is_some_and(|d| within_dir(d, cwd)),
     };
     let named = argv
         .windows(2)

@@ -6,6 +6,7 @@
 //!
 //! - [`events`]: serde types for the lines `droid exec -o stream-json` prints.
 //! - [`mapping`]: the pure state machine from those events to blocks.
+//! - [`retries`]: droid's retries of a failing model call, read from its log.
 //! - [`command`]: the turn's argv, from the session's settings.
 //! - [`adapter`]: the [`Droid`] adapter (the only part that does I/O).
 
@@ -14,5 +15,6 @@ pub mod command;
 pub mod events;
 pub mod handoff;
 pub mod mapping;
+pub mod retries;
 
 pub use adapter::Droid;

@@ -15,6 +15,7 @@
 //! | `tool_call` | `tool_call` running (id `<prefix>-<call id>`, title from the `summary`, command or path) |
 //! | `tool_result` | `tool_call` done / error + `tool_result` with `value` |
 //! | `completion` | the `finalText` as `text` when no assistant message came; `session_end` completed with the usage |
+//! | a failed model call in droid's log ([`crate::retries`]) | `progress` `Model call failed (attempt n): …; retrying`, one id per turn, `done` once the model answers or the turn ends |
 //! | `error` | `error`, recoverable (code `model_error` from `agent_loop`, `agent_error` from `cli`) |
 //! | end of output without `completion` | `session_end` error with the first error's message, or `error` (code `agent_exited`) with the exit status and stderr ([`TurnMapper::on_exit`]) |
 //!
@@ -31,7 +32,7 @@ pub use terminull_adapter_sdk::bounds::bounded;
 use terminull_adapter_sdk::bounds::{bounded_input, first_line};
 use terminull_adapter_sdk::tools::ToolCallTracker;
 use terminull_protocol::BlockKind;
-use terminull_protocol::blocks::{EndReason, ErrorBlock, SessionEnd, StreamedText, Usage};
+use terminull_protocol::blocks::{EndReason, ErrorBlock, Progress, SessionEnd, StreamedText, Usage};
 
 use crate::events::{AnthropicUsage, Event};
 
@@ -73,6 +74,10 @@ pub struct TurnMapper {
     /// its last word before it exits.
     failed: bool,
     ended: bool,
+    /// The turn's retry `progress` while the model has not answered
+    /// ([`TurnMapper::on_retry`]).
+    retry: Option<Progress>,
+    retries: u64,
 }
 
 impl TurnMapper {
@@ -90,6 +95,32 @@ impl TurnMapper {
             first_error: None,
             failed: false,
             ended: false,
+            retry: None,
+            retries: 0,
+        }
+    }
+
+    /// droid's log says a model call of this turn failed (attempt `attempt`) and droid
+    /// retries it: the turn's retry `progress`, replaced at each attempt and done once
+    /// the model answers or the turn ends (crate::retries).
+    pub fn on_retry(&mut self, attempt: u64, why: &str) -> Vec<Action> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.retries += 1;
+        let id = self.retry.as_ref().map_or_else(|| format!("{}-retry", self.prefix), |p| p.id.to_string());
+        let message = bounded(&format!("Model call failed (attempt {attempt}): {why}; retrying"), MAX_ERROR_BYTES);
+        let progress = Progress { id: id.into(), message, current: Some(attempt), total: None, done: false };
+        self.retry = Some(progress.clone());
+        vec![Action::Emit(BlockKind::Progress(progress))]
+    }
+
+    /// Ends the retry `progress`, if one is open, with `message`.
+    fn settle_retry(&mut self, message: String, out: &mut Vec<Action>) {
+        if let Some(mut progress) = self.retry.take() {
+            progress.message = message;
+            progress.done = true;
+            out.push(Action::Emit(BlockKind::Progress(progress)));
         }
     }
 
@@ -123,6 +154,16 @@ impl TurnMapper {
             return Vec::new();
         }
         let mut out = Vec::new();
+        if matches!(
+            event,
+            Event::AssistantMessage { .. }
+                | Event::Reasoning { .. }
+                | Event::ToolCall { .. }
+                | Event::Completion { .. }
+        ) {
+            let retries = self.retries;
+            self.settle_retry(format!("Model call succeeded after {retries} failed attempt(s)"), &mut out);
+        }
         match event {
             Event::Init { session_id, model } => {
                 tracing::debug!(?model, %session_id, "droid run started");
@@ -243,6 +284,12 @@ impl TurnMapper {
     }
 
     fn end(&mut self, reason: EndReason, usage: Option<Usage>, message: Option<String>, out: &mut Vec<Action>) {
+        let retries = self.retries;
+        let settled = match reason {
+            EndReason::Error => format!("Model call failed {retries} time(s); droid gave up"),
+            _ => format!("Model call failed {retries} time(s); the turn ended"),
+        };
+        self.settle_retry(settled, out);
         self.ended = true;
         out.push(Action::End(SessionEnd { reason, usage, message }));
     }

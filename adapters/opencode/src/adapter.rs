@@ -25,6 +25,7 @@ use terminull_acp::Launch;
 use terminull_acp::adapter::{prompt_content, working_dir};
 use terminull_acp::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT, describe_error};
 use terminull_acp::mapping::{Mapper, keep_chunk};
+use terminull_acp::notice::{Notice, log_field};
 use terminull_acp::schema::{PromptCapabilities, SessionUpdate, method};
 use terminull_adapter_sdk::child::{AgentProcess, Lines, SpawnOptions};
 use terminull_adapter_sdk::prelude::*;
@@ -89,8 +90,24 @@ impl Wanted {
 
 /// The command line: `<program> acp`. The working directory is set on the process
 /// (and sent again in `session/new`); the environment is inherited unchanged.
+/// `<cli> acp --print-logs --log-level ERROR`: the CLI's errors on stderr, where each
+/// failed model call is logged (and nothing in the ACP stream says so); see
+/// [`stderr_notice`].
 pub fn launch(program: PathBuf) -> Launch {
-    Launch { program, args: vec!["acp".into()], env: Vec::new() }
+    let args = ["acp", "--print-logs", "--log-level", "ERROR"].map(Into::into).to_vec();
+    Launch { program, args, env: Vec::new() }
+}
+
+/// A failed model call of the main agent, as the CLI logs it on stderr
+/// (`level=ERROR … message="stream error" … small=false … error.error="AI_APICallError: …"`):
+/// the CLI retries it (OpenCode 1.18 five times over about a minute) without a word in
+/// its ACP stream. The title agent's calls (`small=true`) are not the turn's.
+pub fn stderr_notice(line: &str) -> Option<Notice> {
+    if log_field(line, "message")? != "stream error" || log_field(line, "small") == Some("true") {
+        return None;
+    }
+    let why = log_field(line, "error.error").unwrap_or("the model call failed");
+    Some(Notice::Retrying { attempt: None, total: None, why: why.to_owned() })
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -207,6 +224,7 @@ impl<F: Flavor> OpenCodeFamily<F> {
     /// failure the CLI is shut down. Returns the session id and its settings.
     async fn connect(&mut self, resume: Option<&str>) -> Result<(String, SessionOptions), AdapterError> {
         let mut conn = Connection::start(&self.launch, &self.cwd, F::DISPLAY_NAME).await?;
+        conn.watch_stderr(stderr_notice);
         self.prompt_caps = conn.info.agent_capabilities.prompt_capabilities.clone();
         let opened = match open_session::<F>(&mut conn, &self.cwd, resume, &mut self.mapper).await {
             Ok((session_id, offered)) => {
@@ -429,15 +447,32 @@ impl<F: Flavor> ListModels for OpenCodeFamily<F> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failed_model_call_of_the_main_agent_on_stderr_is_a_retry_notice() {
+        let main = r#"timestamp=2026-12-02T06:23:55.481Z level=ERROR run=2cd1b875 message="stream error" providerID=mock modelID=mock-model session.id=ses_1 small=false agent=build mode=primary error.error="AI_APICallError: scripted failure""#;
+        assert_eq!(
+            super::stderr_notice(main),
+            Some(super::Notice::Retrying {
+                attempt: None,
+                total: None,
+                why: "AI_APICallError: scripted failure".into()
+            })
+        );
+        let title = main.replace("small=false", "small=true");
+        assert_eq!(super::stderr_notice(&title), None, "the title agent's call is not the turn's");
+        let other = r#"timestamp=2026-12-02T06:25:08.666Z level=ERROR message=process session.id=ses_1 error="scripted failure""#;
+        assert_eq!(super::stderr_notice(other), None);
+    }
+
     use super::*;
     use crate::flavor::OpenCode;
     use terminull_adapter_sdk::adapter::declaration;
 
     #[test]
-    fn the_command_line_is_the_acp_subcommand() {
+    fn the_command_line_is_the_acp_subcommand_with_its_errors_on_stderr() {
         let l = launch(PathBuf::from("/opt/opencode"));
         assert_eq!(l.program, PathBuf::from("/opt/opencode"));
-        assert_eq!(l.args, vec![std::ffi::OsString::from("acp")]);
+        assert_eq!(l.args, ["acp", "--print-logs", "--log-level", "ERROR"].map(std::ffi::OsString::from));
         assert!(l.env.is_empty(), "the environment is passed through unchanged");
     }
 

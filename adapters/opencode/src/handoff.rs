@@ -31,8 +31,10 @@ use terminull_protocol::adapter::{
 use terminull_protocol::blocks::{Block, EndReason, StreamedText, ToolCall, ToolStatus};
 use tokio::process::Command;
 
-/// How long one `<cli> db` query may take.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one `<cli> db` query may take: Kilo 7.7 offline first stalls about 12 s on
+/// its gateway's model fetches, and took over 20 s on a loaded machine; below the
+/// bridge's 30 s deadline for a hook.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(25);
 /// The most bytes of a query's output read.
 const QUERY_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// The most parts one mirror call reads (the rest comes with the next).

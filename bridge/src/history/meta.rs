@@ -83,6 +83,10 @@ pub struct SessionMeta {
     /// The title was set by the user (`rename_session`): the agent's titles no longer replace it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub renamed: bool,
+    /// Attached with `pin` (`attach_external`): the session resumes exactly its
+    /// `agent_session_id` and never follows the directory's newest conversation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
     /// The newest message made one line, for lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
@@ -120,6 +124,7 @@ impl SessionMeta {
             agent_session_id: None,
             title: None,
             renamed: false,
+            pinned: false,
             preview: None,
             last_activity: None,
             archived: false,

@@ -125,9 +125,10 @@ impl Actor {
         }
     }
 
-    /// The terminal let go: re-resolve the lineage head, go live, drain the queue.
+    /// The terminal let go: re-resolve the lineage head (unless the session is pinned to
+    /// the conversation the user chose), go live, drain the queue.
     pub(super) async fn attach(&mut self) {
-        if self.has_hook(HandoffHook::LatestSidForCwd) {
+        if self.has_hook(HandoffHook::LatestSidForCwd) && !self.spec.meta.pinned {
             let params = proto::LatestSidForCwdParams { cwd: self.spec.meta.cwd.clone() };
             match self.hook::<proto::LatestSidForCwd>(&params).await {
                 Ok(r) => {

@@ -70,7 +70,7 @@ pub enum Lines {
 }
 
 /// Options for [`AgentProcess::spawn`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SpawnOptions {
     /// How stdout is decoded.
     pub lines: Lines,
@@ -90,6 +90,10 @@ pub struct SpawnOptions {
     /// true: an adapter's CLI is what replay tests play back. The bridge turns it off for
     /// the adapters it hosts.
     pub record: bool,
+    /// Where each stderr line goes too (besides the tail), when set: sent with
+    /// `try_send`, so a full or closed channel drops the line and never blocks the child.
+    /// An adapter watches it for what a CLI says only there (retry notices). Default none.
+    pub stderr_lines: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 impl Default for SpawnOptions {
@@ -101,6 +105,7 @@ impl Default for SpawnOptions {
             stderr_tail_lines: 200,
             stderr_tail_bytes: 64 * 1024,
             record: true,
+            stderr_lines: None,
         }
     }
 }
@@ -273,8 +278,14 @@ impl AgentProcess {
         let tap = if opts.record { Tap::start(&args) } else { None };
 
         let tail = Arc::new(Mutex::new(StderrTail::new(opts.stderr_tail_lines, opts.stderr_tail_bytes)));
-        let stderr_task =
-            tokio::spawn(drain_stderr(stderr, opts.stderr_tail_bytes, tail.clone(), program.clone(), pid));
+        let stderr_task = tokio::spawn(drain_stderr(
+            stderr,
+            opts.stderr_tail_bytes,
+            tail.clone(),
+            opts.stderr_lines.clone(),
+            program.clone(),
+            pid,
+        ));
 
         let process = AgentProcess {
             child,
@@ -660,6 +671,7 @@ async fn drain_stderr<R: AsyncRead + Unpin>(
     stderr: R,
     max_line: usize,
     tail: Arc<Mutex<StderrTail>>,
+    forward: Option<tokio::sync::mpsc::Sender<String>>,
     program: String,
     pid: u32,
 ) {
@@ -674,6 +686,10 @@ async fn drain_stderr<R: AsyncRead + Unpin>(
             }
         };
         tracing::debug!(program = %program, pid, stderr = %line);
+        if let Some(forward) = &forward {
+            // Full or closed: the watcher misses this line, the child goes on.
+            let _ = forward.try_send(line.clone());
+        }
         lock(&tail).push(line);
     }
 }

@@ -153,6 +153,21 @@ async fn stderr_tail_is_bounded_in_lines_and_holds_the_last_ones() {
 }
 
 #[tokio::test]
+async fn stderr_lines_are_forwarded_to_a_watcher_and_dropped_when_it_is_full() {
+    let script = r#"i=1; while [ $i -le 5 ]; do echo "err line $i" >&2; i=$((i+1)); done"#;
+    let (tx, mut lines) = tokio::sync::mpsc::channel(3);
+    let options = SpawnOptions { stderr_lines: Some(tx), ..SpawnOptions::default() };
+    let (mut p, _rx) = AgentProcess::spawn(sh(script), options).unwrap();
+    p.wait().await.unwrap();
+    let mut seen = Vec::new();
+    while let Ok(line) = lines.try_recv() {
+        seen.push(line);
+    }
+    assert_eq!(seen, ["err line 1", "err line 2", "err line 3"], "the watcher's channel holds 3; the rest are dropped");
+    assert!(p.stderr_tail().ends_with("err line 5"), "the tail has every line");
+}
+
+#[tokio::test]
 async fn stderr_tail_is_bounded_in_bytes_and_marks_over_long_lines() {
     let script = r#"
         head -c 500 /dev/zero | tr '\0' y >&2; echo >&2

@@ -280,10 +280,11 @@ fn opencode_config(model_url: &str) -> String {
     )
 }
 
-/// Hermes' config: a custom OpenAI-compatible endpoint, no retries of a failed call.
+/// Hermes' config: a custom OpenAI-compatible endpoint; three attempts per model call
+/// (the retry scenarios: `mock:flaky` fails twice, then answers).
 fn hermes_config(model_url: &str) -> String {
     format!(
-        "model:\n  default: mock-model\n  provider: custom\n  base_url: {model_url}/v1\n  api_key: sk-mock\nagent:\n  api_max_retries: 0\n"
+        "model:\n  default: mock-model\n  provider: custom\n  base_url: {model_url}/v1\n  api_key: sk-mock\nagent:\n  api_max_retries: 3\n"
     )
 }
 
@@ -355,9 +356,17 @@ pub fn update_fixtures() -> bool {
     std::env::var(UPDATE_ENV).is_ok_and(|v| v == "1")
 }
 
+/// Overrides the version the live tests expect of the CLI under test
+/// (`scripts/check-agent-versions.sh --live` runs one agent's tests against its newest
+/// release this way).
+pub const EXPECT_VERSION_ENV: &str = "TERMINULL_EXPECT_AGENT_VERSION";
+
 /// The pinned version of `agent`'s CLI, from tests/agents/package.json or
-/// tests/agents/hermes-requirements.txt.
+/// tests/agents/hermes-requirements.txt (or [`EXPECT_VERSION_ENV`] when set).
 pub fn pinned_version(agent: Agent) -> String {
+    if let Some(version) = std::env::var(EXPECT_VERSION_ENV).ok().filter(|v| !v.is_empty()) {
+        return version;
+    }
     let dir = crate::workspace::root().join("tests/agents");
     match agent.pin() {
         Pin::Npm(package) => {

@@ -57,6 +57,8 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         }
         (Agent::OpenCode, None) => words(&["opencode", "run", "--format", "json", prompt]),
         (Agent::OpenCode, Some(id)) => words(&["opencode", "run", "--format", "json", "--session", id, prompt]),
+        (Agent::Kilo, None) => words(&["kilo", "run", "--format", "json", prompt]),
+        (Agent::Kilo, Some(id)) => words(&["kilo", "run", "--format", "json", "--session", id, prompt]),
         (Agent::Pi, None) => words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", prompt]),
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
@@ -92,10 +94,11 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         Agent::Gemini => {
             argv.extend(["-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"].map(str::to_owned));
         }
-        Agent::OpenCode => {
-            // `opencode --session <id>` is the TUI; `opencode run --session <id> <prompt>` the same, headless.
-            ensure!(argv.len() == 3 && argv[1] == "--session", "unexpected opencode command {argv:?}");
-            argv = ["opencode", "run", "--format", "json", "--session", &argv[2], prompt].map(str::to_owned).to_vec();
+        Agent::OpenCode | Agent::Kilo => {
+            // `opencode --session <id>` is the TUI; `opencode run --session <id> <prompt>` the same,
+            // headless (Kilo, its fork, alike).
+            ensure!(argv.len() == 3 && argv[1] == "--session", "unexpected {} command {argv:?}", agent.cli());
+            argv = [agent.cli(), "run", "--format", "json", "--session", &argv[2], prompt].map(str::to_owned).to_vec();
         }
         other => bail!("no live handoff test for {}", other.id()),
     }
@@ -216,7 +219,7 @@ fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
         _ => {
             let key = match agent {
                 Agent::Codex => "thread_id",
-                Agent::OpenCode => "sessionID",
+                Agent::OpenCode | Agent::Kilo => "sessionID",
                 _ => "session_id",
             };
             lines.into_iter().find_map(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
@@ -366,6 +369,7 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
         agent_session_id: sid.clone().into(),
         cwd: ws.clone(),
         app_pubkey: String::new(),
+        pin: false,
     });
     let mut kept = Vec::new();
     let ReplyResult::SessionStarted { session_id } = call(&mut rig, attach, &mut kept).await? else {

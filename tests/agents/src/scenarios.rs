@@ -39,11 +39,17 @@ pub enum Scenario {
     /// its result still holds the command's output (Gemini CLI, whose default
     /// interactive shell reported none).
     ShellDefaults,
+    /// The model fails twice (`mock:flaky`), the CLI retries: the app sees a `progress`
+    /// saying so, done once the model answers; the turn completes with the answer.
+    Retry,
+    /// The model always fails (`mock:error`), the CLI retries and gives up: retry
+    /// `progress`, then an `error` and `session_end` error; the next turn works.
+    RetryGiveUp,
 }
 
 impl Scenario {
     /// Every scenario.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Plain,
         Scenario::ToolRoundTrip,
         Scenario::Permission,
@@ -52,6 +58,8 @@ impl Scenario {
         Scenario::ModelError,
         Scenario::Long,
         Scenario::ShellDefaults,
+        Scenario::Retry,
+        Scenario::RetryGiveUp,
     ];
 
     /// The fixture's file stem.
@@ -65,6 +73,8 @@ impl Scenario {
             Scenario::ModelError => "model-error",
             Scenario::Long => "long",
             Scenario::ShellDefaults => "shell-defaults",
+            Scenario::Retry => "retry",
+            Scenario::RetryGiveUp => "retry-give-up",
         }
     }
 
@@ -94,6 +104,10 @@ impl Scenario {
             Scenario::ShellDefaults => agent == Agent::Gemini,
             Scenario::Sandbox => agent == Agent::Codex,
             Scenario::ModelError => !matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid | Agent::Copilot),
+            // The CLIs that retry a failed model call on their own (docs/agents.md).
+            Scenario::Retry | Scenario::RetryGiveUp => {
+                matches!(agent, Agent::OpenCode | Agent::Hermes | Agent::Droid | Agent::Copilot)
+            }
             _ => true,
         }
     }
@@ -102,11 +116,13 @@ impl Scenario {
 /// Whether a live run of `scenario` is kept as a fixture and replayed. Not Pi's long
 /// answer: pi repeats the whole message so far in every streamed event, so its 64 KiB
 /// answer is a 56 MB recording (the live test still runs it).
-/// Nor the shell with default settings: a replay has no settings to leave out.
+/// Nor the shell with default settings: a replay has no settings to leave out. Nor the
+/// retries: Hermes and OpenCode tell of them on stderr and droid in its log, which a
+/// recording does not hold (their parsing is unit-tested in each adapter).
 pub fn is_replayed(agent: Agent, scenario: Scenario) -> bool {
     scenario.applies_to(agent)
         && !(agent == Agent::Pi && scenario == Scenario::Long)
-        && scenario != Scenario::ShellDefaults
+        && !matches!(scenario, Scenario::ShellDefaults | Scenario::Retry | Scenario::RetryGiveUp)
 }
 
 /// What a scenario run produced.
@@ -312,6 +328,21 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             let blocks = turn(rig, seen, "mock:tool please run it", plain).await?;
             check_tool_round_trip(&blocks)?;
         }
+        Scenario::Retry => {
+            let blocks = turn(rig, seen, "mock:flaky hello", plain).await?;
+            check_completed(&blocks)?;
+            check_retry_progress(&blocks, "succeeded")?;
+            ensure!(final_text(&blocks).as_deref() == Some(PLAIN_TEXT), "the answer after the retries");
+        }
+        Scenario::RetryGiveUp => {
+            let failed = turn(rig, seen, "mock:error now", plain).await?;
+            check_turn_contract(&failed)?;
+            check_retry_progress(&failed, "failed")?;
+            ensure!(end_reason(&failed) == Some(EndReason::Error), "the turn ended in error");
+            ensure!(failed.iter().any(|b| matches!(b.kind, BlockKind::Error(_))), "an error block says why");
+            let after = turn(rig, seen, "mock:plain again", plain).await?;
+            check_completed(&after)?;
+        }
         Scenario::Long => {
             let blocks = turn(rig, seen, "mock:long story", plain).await?;
             check_completed(&blocks)?;
@@ -319,6 +350,25 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
             ensure!(text.len() >= 50_000, "the long answer arrived whole: {} bytes", text.len());
         }
     }
+    Ok(())
+}
+
+/// The turn shows the CLI's retries: a `progress` `Model call failed (attempt n…): …;
+/// retrying` (not done), then the same id done, its message saying how it ended (`how`:
+/// `succeeded`, or `failed` when the CLI gave up).
+fn check_retry_progress(blocks: &[Block], how: &str) -> anyhow::Result<()> {
+    let progress: Vec<_> = blocks
+        .iter()
+        .filter_map(|b| match &b.kind {
+            BlockKind::Progress(p) if p.id.as_str().ends_with("-retry") => Some(p),
+            _ => None,
+        })
+        .collect();
+    let retrying = progress.iter().filter(|p| !p.done && p.message.contains("retrying")).count();
+    ensure!(retrying >= 1, "a retry progress while the CLI retries: {progress:?}");
+    ensure!(progress.iter().all(|p| p.current.is_some_and(|n| n >= 1)), "each names its attempt: {progress:?}");
+    let last = progress.last().context("retry progress")?;
+    ensure!(last.done && last.message.contains(how), "the retry progress ends done, {how}: {last:?}");
     Ok(())
 }
 

@@ -103,6 +103,8 @@ agent_tests! { live_handoff;
     #[ignore = "intermittent: Gemini CLI 0.61's ACP session/load at times finds no session of the directory (docs/session-handoff.md, known limits); run with --ignored"]
     gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Gemini;
     opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::OpenCode;
+    #[ignore = "slow here: the adapter reads Kilo's store through `kilo db`, which took over the bridge's 30 s hook deadline on a 2-core machine at load 20 (scan_external_sessions: no response within 30s); run with --ignored"]
+    kilo_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Kilo;
 }
 
 agent_tests! { live;
@@ -162,4 +164,12 @@ agent_tests! { live;
     copilot_write_is_denied_then_allowed_through_permission_requests_live: Agent::Copilot, Scenario::Permission;
     copilot_interrupt_mid_stream_ends_the_turn_interrupted_live: Agent::Copilot, Scenario::Interrupt;
     copilot_long_answer_streams_whole_live: Agent::Copilot, Scenario::Long;
+    hermes_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::Hermes, Scenario::Retry;
+    hermes_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::Hermes, Scenario::RetryGiveUp;
+    opencode_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::OpenCode, Scenario::Retry;
+    opencode_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::OpenCode, Scenario::RetryGiveUp;
+    droid_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::Droid, Scenario::Retry;
+    droid_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::Droid, Scenario::RetryGiveUp;
+    copilot_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::Copilot, Scenario::Retry;
+    copilot_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::Copilot, Scenario::RetryGiveUp;
 }

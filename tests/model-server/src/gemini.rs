@@ -98,7 +98,7 @@ pub(crate) async fn call(
     let response = match action {
         "countTokens" => Json(json!({"totalTokens": conv.input_tokens})).into_response(),
         "generateContent" | "streamGenerateContent" => {
-            let (scenario, outcome) = script::select(&conv, &state.config);
+            let (scenario, outcome) = state.select(&conv);
             summary.scenario = Some(scenario);
             match outcome {
                 Outcome::Error => error_response(),

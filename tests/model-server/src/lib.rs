@@ -55,6 +55,8 @@ pub struct Config {
     pub long_bytes: usize,
     /// Model ids listed by `GET /v1/models`.
     pub models: Vec<String>,
+    /// How many calls of the `flaky` scenario fail before the model answers.
+    pub flaky_failures: u64,
 }
 
 impl Default for Config {
@@ -67,6 +69,7 @@ impl Default for Config {
             slow_chunks: 20,
             long_bytes: 64 * 1024,
             models: vec!["mock-model".into(), "mock-claude".into()],
+            flaky_failures: 2,
         }
     }
 }
@@ -114,6 +117,8 @@ pub(crate) struct AppState {
     pub config: Config,
     log: Mutex<Vec<RequestRecord>>,
     ids: AtomicU64,
+    /// Calls of the `flaky` scenario so far.
+    flaky_calls: AtomicU64,
     /// Turns true at `POST /__release`; held answers wait for it.
     released: tokio::sync::watch::Sender<bool>,
 }
@@ -122,6 +127,21 @@ impl AppState {
     /// A fresh id suffix, unique within this server.
     pub fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The scenario and outcome of a model call: [`script::select`], except that the
+    /// first [`Config::flaky_failures`] `flaky` calls of this server that offer tools fail.
+    pub(crate) fn select(&self, conv: &script::Conversation) -> (Scenario, script::Outcome) {
+        let (scenario, outcome) = script::select(conv, &self.config);
+        // Only the main calls (those that offer tools) fail: a title or other side call
+        // made with the same prompt would otherwise take the failures the test is after.
+        if scenario == Scenario::Flaky
+            && !conv.tools.is_empty()
+            && self.flaky_calls.fetch_add(1, Ordering::Relaxed) < self.config.flaky_failures
+        {
+            return (scenario, script::Outcome::Error);
+        }
+        (scenario, outcome)
     }
 
     fn record(&self, mut record: RequestRecord) {
@@ -195,7 +215,7 @@ impl ScriptedCall {
     ) -> Result<Self, Box<Response>> {
         let body = parse_body(state, method, uri, api, body)?;
         let conv = conversation(&body);
-        let (scenario, outcome) = script::select(&conv, &state.config);
+        let (scenario, outcome) = state.select(&conv);
         let mut summary = CallSummary::of(api, &body, &conv);
         summary.scenario = Some(scenario);
         Ok(Self { body, conv, outcome, summary })
@@ -325,6 +345,7 @@ pub fn router(config: Config) -> Router {
         config,
         log: Mutex::new(Vec::new()),
         ids: AtomicU64::new(0),
+        flaky_calls: AtomicU64::new(0),
         released: tokio::sync::watch::Sender::new(false),
     });
     Router::new()

@@ -33,14 +33,20 @@ pub enum Scenario {
     /// `POST /__release` (at most [`crate::HOLD_LIMIT`] later): a turn that lasts exactly
     /// as long as the test needs, however loaded the machine.
     Held,
+    /// The first [`Config::flaky_failures`] calls of the server that select it and offer
+    /// tools (the main calls, not a title request) fail like
+    /// [`Scenario::Error`]; every later one is answered like [`Scenario::Plain`] (a model
+    /// that recovers while the CLI retries).
+    Flaky,
     /// The answer after a tool result: thinking and a text quoting the tool output.
     FollowUp,
 }
 
 impl Scenario {
     /// All scenarios that can be chosen by keyword, in the order they are checked.
-    pub const KEYWORDED: [Scenario; 8] = [
+    pub const KEYWORDED: [Scenario; 9] = [
         Scenario::Error,
+        Scenario::Flaky,
         Scenario::Slow,
         Scenario::Held,
         Scenario::Long,
@@ -61,6 +67,7 @@ impl Scenario {
             Scenario::Error => "mock:error",
             Scenario::Slow => "mock:slow",
             Scenario::Held => "mock:held",
+            Scenario::Flaky => "mock:flaky",
             Scenario::FollowUp => "(a tool result is the last message)",
         }
     }
@@ -76,6 +83,7 @@ impl Scenario {
             Scenario::Error => "error",
             Scenario::Slow => "slow",
             Scenario::Held => "held",
+            Scenario::Flaky => "flaky",
             Scenario::FollowUp => "follow_up",
         }
     }
@@ -260,7 +268,8 @@ pub(crate) fn select(conv: &Conversation, config: &Config) -> (Scenario, Outcome
         keyed.unwrap_or(if find_shell_tool(&conv.tools).is_some() { Scenario::Tool } else { Scenario::Plain });
     let outcome = match scenario {
         Scenario::Error => Outcome::Error,
-        Scenario::Plain | Scenario::FollowUp => Outcome::Reply(plain(conv)),
+        // Whether this call of a flaky model fails is the server's to decide (it counts them).
+        Scenario::Plain | Scenario::FollowUp | Scenario::Flaky => Outcome::Reply(plain(conv)),
         Scenario::Tool => Outcome::Reply(shell_call(conv, &config.shell_command)),
         Scenario::Write => Outcome::Reply(write_call(conv, config)),
         Scenario::Patch => Outcome::Reply(shell_call(conv, &patch_command())),

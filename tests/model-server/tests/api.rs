@@ -709,3 +709,20 @@ async fn binary_prints_its_address() {
     assert_eq!(request(addr, "GET", "/", None).await.status, 200);
     child.kill().await.expect("kill");
 }
+
+#[tokio::test]
+async fn a_flaky_model_fails_its_first_calls_then_answers_plainly() {
+    let addr = start_with(Config { flaky_failures: 2, ..Config::default() }).await;
+    let mut statuses = Vec::new();
+    let tools = [("bash".to_owned(), json!({"type": "object", "properties": {"command": {"type": "string"}}}))];
+    let title = post(addr, "/v1/chat/completions", chat_body("mock:flaky", &[], false)).await;
+    assert_eq!(title.status, 200, "a call without tools (a title) is answered and not counted");
+    for _ in 0..3 {
+        statuses.push(post(addr, "/v1/chat/completions", chat_body("mock:flaky", &tools, false)).await.status);
+    }
+    assert_eq!(statuses, [500, 500, 200], "two failures, then the answer");
+    let r = post(addr, "/v1/messages", anthropic_body("mock:flaky", &[], false)).await;
+    assert_eq!(r.json()["content"], json!([{"type": "text", "text": PLAIN_TEXT}]), "every later call is answered");
+    let recs = records(addr).await;
+    assert!(recs.iter().all(|r| r.scenario.as_deref() == Some("flaky")), "{recs:?}");
+}

@@ -477,3 +477,78 @@ fn a_permission_under_an_unknown_id_is_about_the_only_open_call() {
     }
     assert_eq!(mapper.permission(&params).tool_call_id, None);
 }
+
+fn notice_of(text: &str) -> Option<crate::notice::Notice> {
+    use crate::notice::Notice;
+    match text {
+        "RETRY" => Some(Notice::Retrying { attempt: None, total: None, why: "HTTP 500".into() }),
+        t if t.starts_with("GAVE UP") => Some(Notice::GaveUp(t.into())),
+        _ => None,
+    }
+}
+
+fn progress(blocks: &[BlockKind]) -> Vec<(&str, &str, Option<u64>, bool)> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            BlockKind::Progress(p) => Some((p.id.as_str(), p.message.as_str(), p.current, p.done)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn noticed_turn(updates: Vec<Value>, stderr_after: usize, stderr: usize) -> Vec<BlockKind> {
+    let mut mapper = Mapper::new(keep_chunk).with_message_notices(notice_of);
+    mapper.begin_turn("t");
+    let mut out = Vec::new();
+    for (i, u) in updates.into_iter().enumerate() {
+        if i == stderr_after {
+            for attempt in 1..=stderr {
+                let why = "from stderr".to_owned();
+                let n = crate::notice::Notice::Retrying { attempt: Some(attempt as u64), total: Some(3), why };
+                out.extend(mapper.notice(n));
+            }
+        }
+        out.extend(mapper.update(update(u)));
+    }
+    out.extend(mapper.end_turn(answered("end_turn"), false));
+    assert_contract(&out);
+    out
+}
+
+#[test]
+fn retry_notices_in_message_text_are_one_progress_done_once_the_model_answers() {
+    let blocks = noticed_turn(vec![message("RETRY"), message("RETRY"), message("Hello")], usize::MAX, 0);
+    assert_eq!(
+        progress(&blocks),
+        [
+            ("t-retry", "Model call failed (attempt 1): HTTP 500; retrying", Some(1), false),
+            ("t-retry", "Model call failed (attempt 2): HTTP 500; retrying", Some(2), false),
+            ("t-retry", "Model call succeeded after 2 failed attempt(s)", Some(2), true),
+        ]
+    );
+    assert_eq!(final_texts(&blocks), ["Hello"], "the notices are not text");
+    let BlockKind::SessionEnd(e) = blocks.last().unwrap() else { panic!() };
+    assert_eq!(e.reason, EndReason::Completed);
+}
+
+#[test]
+fn giving_up_in_message_text_ends_the_turn_in_error_with_that_message() {
+    let blocks = noticed_turn(vec![message("RETRY"), message("GAVE UP: HTTP 500")], usize::MAX, 0);
+    assert_eq!(types(&blocks), ["progress", "progress", "error", "session_end"]);
+    assert_eq!(progress(&blocks)[1], ("t-retry", "Model call failed 1 time(s); the agent gave up", Some(1), true));
+    let BlockKind::Error(error) = &blocks[2] else { panic!() };
+    assert_eq!((error.message.as_str(), error.code.as_deref()), ("GAVE UP: HTTP 500", Some("model_error")));
+    let BlockKind::SessionEnd(e) = blocks.last().unwrap() else { panic!() };
+    assert_eq!((e.reason, e.message.as_deref()), (EndReason::Error, Some("GAVE UP: HTTP 500")));
+}
+
+#[test]
+fn stderr_retry_notices_carry_the_agents_attempt_and_total() {
+    let blocks = noticed_turn(vec![thought("ok"), message("Hello")], 0, 2);
+    let shown = progress(&blocks);
+    assert_eq!(shown[0], ("t-retry", "Model call failed (attempt 1 of 3): from stderr; retrying", Some(1), false));
+    assert_eq!(shown[1].2, Some(2));
+    assert!(shown[2].3, "done once the model thinks");
+    assert_eq!(types(&blocks)[3], "thinking");
+}
