@@ -20,7 +20,6 @@ use terminull_relay::{Relay, RelayConfig};
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
 struct Report {
-    ok: bool,
     axe: serde_json::Value,
     screenshots: Vec<String>,
 }
@@ -60,16 +59,7 @@ fn every_card_of_the_demo_adapter_renders_per_kind_and_passes_axe_core_in_chromi
             .arg("--cwd")
             .arg(cwd.path())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-            .await
-            .expect("the browser script finished in time")
-            .expect("node runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-        let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-        let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok, "{stdout}");
+        let report: Report = support::browser::run_script(command, Duration::from_secs(300)).await;
         for screen in ["pairing", "chat-dark", "chat-light", "chat-all-open", "session-list"] {
             assert_eq!(report.axe[screen]["serious_or_critical"], 0, "axe-core on {screen}: {}", report.axe);
         }

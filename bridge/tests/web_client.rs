@@ -25,7 +25,6 @@ use terminull_relay::{Relay, RelayConfig};
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
 struct Report {
-    ok: bool,
     session_id: String,
     seqs: Vec<u64>,
     path: String,
@@ -46,16 +45,7 @@ async fn run_browser(link: &str, expect_path: &str) -> Report {
         .arg("--cwd")
         .arg(cwd.path())
         .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(240), command.output())
-        .await
-        .expect("the browser script finished in time")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-    let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-    let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-    assert!(report.ok, "{stdout}");
+    let report: Report = support::browser::run_script(command, Duration::from_secs(240)).await;
     eprintln!("{expect_path}: screenshots {:?}", report.screenshots);
     report
 }

@@ -25,7 +25,6 @@ use terminull_protocol::control::{ControlMessage, ReplyResult, SessionRequest};
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
 struct Report {
-    ok: bool,
     screenshots: Vec<String>,
 }
 
@@ -133,16 +132,7 @@ fn the_files_and_changes_tabs_browse_highlight_diff_stage_commit_and_show_a_hook
             .arg("--expect")
             .arg(expect_file.path())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-            .await
-            .expect("the browser script finished in time")
-            .expect("node runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-        let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-        let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok, "{stdout}");
+        let report: Report = support::browser::run_script(command, Duration::from_secs(300)).await;
         eprintln!("files: screenshots {:?}", report.screenshots);
 
         // The repository after what the page did.

@@ -26,7 +26,6 @@ use terminull_relay::{Relay, RelayConfig};
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
 struct Report {
-    ok: bool,
     renamed: String,
     archived: String,
     deleted: String,
@@ -163,16 +162,7 @@ fn twenty_sessions_are_listed_searched_renamed_archived_and_deleted_and_the_pick
             .arg("--cwd")
             .arg(cwd.path())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-            .await
-            .expect("the browser script finished in time")
-            .expect("node runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-        let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-        let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok, "{stdout}");
+        let report: Report = support::browser::run_script(command, Duration::from_secs(300)).await;
         eprintln!("list: screenshots {:?}", report.screenshots);
 
         // The bridge's side of what the page did.

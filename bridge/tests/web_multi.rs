@@ -23,7 +23,6 @@ use terminull_relay::{Relay, RelayConfig};
 /// What the browser script reports.
 #[derive(Debug, serde::Deserialize)]
 struct Report {
-    ok: bool,
     bridges: Vec<String>,
     sessions: Sessions,
     screenshots: Vec<String>,
@@ -75,16 +74,7 @@ fn two_bridges_on_one_relay_are_paired_switched_and_one_forgotten_in_one_page_in
             .arg("--cwd")
             .arg(cwd.path())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-            .await
-            .expect("the browser script finished in time")
-            .expect("node runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-        let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-        let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok, "{stdout}");
+        let report: Report = support::browser::run_script(command, Duration::from_secs(300)).await;
         eprintln!("multi: screenshots {:?}", report.screenshots);
         assert_eq!(report.bridges, [first.record.bridge_id.to_string(), second.record.bridge_id.to_string()]);
         // Each session ran on the bridge it was started on, and only there.

@@ -105,16 +105,7 @@ async fn run_browser(
     if off {
         command.arg("--off");
     }
-    let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-        .await
-        .expect("the browser script finished in time")
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
-    let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
-    let report: Report = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-    assert!(report.ok, "{stdout}");
+    let report: Report = support::browser::run_script(command, Duration::from_secs(300)).await;
     eprintln!("terminal: screenshots {:?}", report.screenshots);
     report
 }

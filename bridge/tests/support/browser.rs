@@ -28,3 +28,24 @@ pub fn available(chromium: bool) -> bool {
     eprintln!("skipped: {missing:?} missing (scripts/install-test-deps.sh installs them)");
     false
 }
+
+/// Runs a browser script (`command`: `node web/test/….mjs` and its arguments) for at
+/// most `limit` and returns its report: the last line of its stdout that is a JSON
+/// object. Panics with everything the script printed unless it exits 0 and that
+/// report says `"ok": true`.
+pub async fn run_script<R: serde::de::DeserializeOwned>(
+    mut command: tokio::process::Command,
+    limit: std::time::Duration,
+) -> R {
+    let output = tokio::time::timeout(limit, command.kill_on_drop(true).output())
+        .await
+        .expect("the browser script finished in time")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the browser script failed ({}):\n{stdout}\n{stderr}", output.status);
+    let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).expect("a JSON report line");
+    let report: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
+    assert_eq!(report["ok"], true, "{stdout}");
+    serde_json::from_value(report).unwrap_or_else(|e| panic!("report `{last}`: {e}"))
+}
