@@ -211,13 +211,24 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
             eprintln!("ACCEPTED by the bridge: {name}");
         }
     };
-    let settle = || tokio::time::sleep(Duration::from_millis(300));
+    // Waits for the bridge to log a refusal beyond `before`: a case is judged by that
+    // event, not by a pause (300 ms was once too short on a loaded 2-core machine). The
+    // 10 s is a hang guard; a case still unrefused after it counts as accepted.
+    let settle = |before: u64| {
+        let refusals = refusals.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while refusals.count() <= before && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
     let session_request = relay.last_from_client(|f| matches!(f, RelayFrame::Control(c) if c.session_id.is_none()));
     let RelayFrame::Control(request_envelope) = session_request.clone() else { unreachable!() };
     // 7. A replayed session_request (same connection).
     let before = refusals.count();
     relay.to_bridge.send(session_request.clone()).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("replayed session_request", before, &mut accepted, &mut tried);
     // 8. A forged signature, and a stripped one.
     for forge in [true, false] {
@@ -225,7 +236,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
         let mut env = request_envelope.clone();
         env.sig = if forge { flip_b64(&env.sig) } else { String::new() };
         relay.to_bridge.send(RelayFrame::Control(env)).unwrap();
-        settle().await;
+        settle(before).await;
         bridge_case(
             if forge { "forged control signature" } else { "stripped control signature" },
             before,
@@ -238,7 +249,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     let mut env = request_envelope.clone();
     env.body = flip_b64(&env.body);
     relay.to_bridge.send(RelayFrame::Control(env)).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("tampered control body", before, &mut accepted, &mut tried);
     // 9b. A session's control with the envelope's session_id and token removed.
     let before = refusals.count();
@@ -246,7 +257,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     let RelayFrame::Control(mut stripped) = session_control else { unreachable!() };
     (stripped.session_id, stripped.token) = (None, None);
     relay.to_bridge.send(RelayFrame::Control(stripped)).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("session control with the envelope's session_id removed", before, &mut accepted, &mut tried);
     // Each of 7–9b was answered: a sealed `refused` reply reached the device.
     let mut refused_replies = 0;
@@ -284,12 +295,12 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     .unwrap();
     injected.conn = Some(900);
     relay.to_bridge.send(RelayFrame::Control(injected)).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("session_request from an unpaired key", before, &mut accepted, &mut tried);
     // 11. The paired device's id with the relay's own key.
     let before = refusals.count();
     relay.to_bridge.send(hello_from(&stranger, paired.device_identity.public().device_id(), 901)).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("link_hello impersonating the paired device", before, &mut accepted, &mut tried);
     // 12. A pairing attempt without the secret: guessed secret, and the real offer's id with a wrong secret.
     let offer = support::remote::offer_link(&paired.home(), None, None, 60);
@@ -301,7 +312,7 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
             request.pairing_id = pairing::pairing_id(&offer.secret);
         }
         relay.to_bridge.send(RelayFrame::PairRequest(PairRequestFrame { request_id: 7, request })).unwrap();
-        settle().await;
+        settle(before).await;
         bridge_case("pairing without the secret", before, &mut accepted, &mut tried);
     }
     assert!(paired.ctx.devices.active(&stranger.public().device_id()).is_none(), "the stranger is not paired");
@@ -312,11 +323,11 @@ async fn every_attack_of_a_hostile_relay_is_refused_logged_and_runs_no_agent() {
     let RelayFrame::LinkHello(mut replayed_hello) = recorded_hello else { unreachable!() };
     replayed_hello.conn = Some(902);
     relay.to_bridge.send(RelayFrame::LinkHello(replayed_hello)).unwrap();
-    settle().await;
+    settle(before).await;
     bridge_case("replayed link_hello of a revoked device", before, &mut accepted, &mut tried);
     let before = refusals.count();
     support::remote::request_echo_session(&connection.tx, None, cwd.path()).await;
-    settle().await;
+    settle(before).await;
     bridge_case("session_request of a revoked device", before, &mut accepted, &mut tried);
 
     // No agent ran for any of it.
