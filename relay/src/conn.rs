@@ -35,6 +35,9 @@ pub(crate) mod close_code {
     pub const NORMAL: u16 = 1000;
     /// The relay is shutting down, or a newer connection replaced this one.
     pub const GOING_AWAY: u16 = 1001;
+    /// "Service restart": reconnect (through any relay node) and resume; a device is told
+    /// this when its bridge's link went through another node that moved or stopped.
+    pub const SERVICE_RESTART: u16 = 1012;
     /// The peer broke a rule (authentication, rate, malformed frames).
     pub const POLICY: u16 = 1008;
     /// A message was larger than the relay accepts.

@@ -25,6 +25,20 @@ fn node_config(dir: &std::path::Path, store: &str, bus: &str) -> RelayConfig {
     c
 }
 
+/// One Postgres, one NATS and `N` relay nodes joined by them, each node with its own
+/// data directory (kept alive with the returned value).
+async fn cluster<const N: usize>() -> (Postgres, Nats, [tempfile::TempDir; N], [RunningRelay; N]) {
+    let (pg, nats) = (Postgres::start(), Nats::start());
+    let store = pg.url("postgres");
+    let dirs: [tempfile::TempDir; N] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
+    let mut nodes = Vec::with_capacity(N);
+    for dir in &dirs {
+        nodes.push(start(node_config(dir.path(), &store, &nats.url())).await);
+    }
+    let Ok(nodes) = nodes.try_into() else { unreachable!("N nodes were started") };
+    (pg, nats, dirs, nodes)
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
@@ -87,12 +101,8 @@ async fn link(bridge: &mut FakeBridge, ws: &mut Ws, device: &Identity) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_on_other_nodes_reach_the_bridge_in_order_and_pair_push_and_resume_across_nodes() {
-    let (pg, nats) = (Postgres::start(), Nats::start());
+    let (pg, _nats, _dirs, [n1, n2, n3]) = cluster().await;
     let store = pg.url("postgres");
-    let dirs: [tempfile::TempDir; 3] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
-    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
-    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
-    let n3 = start(node_config(dirs[2].path(), &store, &nats.url())).await;
     let [bridge_key, phone, laptop] = std::array::from_fn(|_| Identity::generate());
     let bridge_id = bridge_key.public().bridge_id();
     let records = vec![device_record(&phone, "phone", false)];
@@ -259,11 +269,7 @@ async fn stream(bridge: &mut FakeBridge, ws: &mut Ws, conn: u64, session: &str, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_paused_for_10_s_stops_no_cross_node_stream_and_pairing_recovers_after_sigcont() {
-    let (pg, nats) = (Postgres::start(), Nats::start());
-    let store = pg.url("postgres");
-    let dirs: [tempfile::TempDir; 2] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
-    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
-    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
+    let (pg, _nats, _dirs, [n1, n2]) = cluster().await;
     let [bridge_key, phone, tablet] = std::array::from_fn(|_| Identity::generate());
     let bridge_id = bridge_key.public().bridge_id();
     let mut bridge =
@@ -336,11 +342,7 @@ async fn a_database_paused_for_10_s_stops_no_cross_node_stream_and_pairing_recov
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_gracefully_announces_its_bridges_leaving_and_other_nodes_close_their_links() {
-    let (pg, nats) = (Postgres::start(), Nats::start());
-    let store = pg.url("postgres");
-    let dirs: [tempfile::TempDir; 2] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
-    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
-    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
+    let (_pg, _nats, _dirs, [n1, n2]) = cluster().await;
     let [bridge_key, phone] = std::array::from_fn(|_| Identity::generate());
     let bridge_id = bridge_key.public().bridge_id();
     let mut bridge =
@@ -357,11 +359,7 @@ async fn a_node_stopped_gracefully_announces_its_bridges_leaving_and_other_nodes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_goes_silent_is_taken_for_dead_and_its_bridges_offline_elsewhere() {
-    let (pg, nats) = (Postgres::start(), Nats::start());
-    let store = pg.url("postgres");
-    let dirs: [tempfile::TempDir; 2] = std::array::from_fn(|_| tempfile::tempdir().unwrap());
-    let n1 = start(node_config(dirs[0].path(), &store, &nats.url())).await;
-    let n2 = start(node_config(dirs[1].path(), &store, &nats.url())).await;
+    let (_pg, _nats, _dirs, [n1, n2]) = cluster().await;
     let [bridge_key, phone] = std::array::from_fn(|_| Identity::generate());
     let bridge_id = bridge_key.public().bridge_id();
     let bridge =

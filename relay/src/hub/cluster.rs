@@ -28,8 +28,6 @@ pub(super) struct RemotePairing {
 
 /// What a device whose link ended because its bridge moved is told (close 1012).
 const MOVED: &str = "the bridge reconnected through another relay node; reconnect and resume";
-/// WebSocket close code "service restart": reconnect.
-const SERVICE_RESTART: u16 = 1012;
 
 impl State {
     /// Ends every link to `bridge_id` on this node (the bridge's connection they were
@@ -41,7 +39,7 @@ impl State {
         let conns: Vec<ConnId> = bridge.clients.iter().copied().collect();
         for conn in conns {
             tracing::info!(%bridge_id, conn, "closing a device connection whose bridge moved to another node");
-            self.drop_client(conn, Some(Kill::close(SERVICE_RESTART, MOVED)));
+            self.drop_client(conn, Some(Kill::close(close_code::SERVICE_RESTART, MOVED)));
         }
     }
 

@@ -806,7 +806,17 @@ impl Hub {
         state.stopping = true;
         let bye = || Kill::close(close_code::GOING_AWAY, "the relay is shutting down");
         for client in state.clients.values() {
-            client.handle.kill(bye());
+            // A device on another node keeps its own node: told to reconnect and resume,
+            // as when this node's announcement that its bridges left reaches that node
+            // first (the two race; both must say the same).
+            let kill = match client.remote {
+                Some(_) => Kill::close(
+                    close_code::SERVICE_RESTART,
+                    "the bridge's relay node is shutting down; reconnect and resume",
+                ),
+                None => bye(),
+            };
+            client.handle.kill(kill);
         }
         state.clients.clear();
         let now = unix_now();
