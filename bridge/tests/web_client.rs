@@ -81,6 +81,13 @@ fn page_key(block: &Block) -> Option<(String, String)> {
         .then(|| ("tool_call".to_owned(), value["id"].as_str().unwrap_or_default().to_owned()))
 }
 
+/// The page paired as the phone it says it is (an Android user agent), not as "Linux".
+fn assert_paired_as_android(home: &terminull_bridge::home::Home) {
+    let (devices, _) = terminull_bridge::devices::DeviceRegistry::open(home).snapshot();
+    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+    assert!(names.contains(&"Web app (Android)"), "the bridge's devices are named {names:?}");
+}
+
 /// The runtime for a browser test's body, or `None` when the body does not run in
 /// this process (no browser here, or this is the process that re-runs the test in a
 /// private network namespace).
@@ -108,6 +115,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
         assert_eq!(report.path, "lan");
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
         assert_page_complete(&report.seqs, &history);
+        assert_paired_as_android(&bridge.home());
         server.stop();
     });
 }
@@ -148,6 +156,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
         assert_eq!(report.path, "relay");
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
         assert_page_complete(&report.seqs, &history);
+        assert_paired_as_android(&bridge.home());
         relay.shutdown().await;
     });
 }

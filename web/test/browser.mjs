@@ -195,7 +195,11 @@ async function main() {
   const origin = new URL(args.link).origin;
 
   const shortCode = await step('pair by opening the link', async () => {
-    await page.goto(args.link, { waitUntil: 'domcontentloaded' });
+    const response = await page.goto(args.link, { waitUntil: 'domcontentloaded' });
+    // The page may talk to its own origin only (docs/web-client.md): no `ws:`/`wss:` to any host.
+    const csp = (await response.allHeaders())['content-security-policy'] ?? '';
+    const connect = csp.split(';').map((d) => d.trim()).find((d) => d.startsWith('connect-src')) ?? '';
+    if (connect !== "connect-src 'self'") throw new Error(`the page's CSP says "${connect}" (all: ${csp})`);
     const el = await page.waitForSelector(T('short-code'), { timeout: STEP_TIMEOUT });
     const code = (await el.textContent()).trim();
     if (!/^\d{3} \d{3}$/.test(code)) throw new Error(`the short code is "${code}"`);
@@ -354,6 +358,14 @@ async function main() {
     await page.waitForSelector(`${T('session-item')}[data-session-id="${sessionId}"]`, { timeout: STEP_TIMEOUT });
   });
   await shot('11-sessions.png');
+
+  await step('the pairing link opened again says to pair again', async () => {
+    await page.goto(args.link, { waitUntil: 'domcontentloaded' });
+    await waitFor('the refusal', async () => /Pairing failed/.test((await page.textContent('.pair-msg').catch(() => '')) ?? ''));
+    const said = await page.textContent('.pair-msg');
+    if (!said.includes('Run `terminull pair` on the computer again')) throw new Error(`a reused link says "${said}"`);
+  });
+  await shot('12-link-reused.png');
 
   const rejected = await page.evaluate(() => window.terminull.rejected);
   if (rejected) throw new Error(`the page refused ${rejected} message(s) from the network`);

@@ -282,6 +282,15 @@ test('the page renders every block type and drives a session through a relay', {
     });
     assert.equal(resumes[1].since_seq, 19);
     await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`);
+
+    // A bridge restart starts the adapter again and its history gains a second
+    // agent_info for the same agent: not news, so still one "Session started".
+    const started = () =>
+      page.$$eval(`${T('block')}[data-block-type="agent_info"]`, (els) => els.filter((e) => !e.hidden).map((e) => e.textContent));
+    assert.equal((await started()).length, 1);
+    bridge.emit('s-1', { ...all[0], seq: 20, ts: 1767225702 });
+    await until('the second agent_info', async () => (await page.$$(`${T('block')}[data-block-type="agent_info"]`)).length === 2);
+    assert.deepEqual(await started(), ['Session started · Claude Code · 2.1.3 · opus']);
     assert.deepEqual(pageErrors, []);
     assert.deepEqual(failures, []);
   } finally {
