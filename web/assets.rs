@@ -122,12 +122,36 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 img-src 'self' data:; connect-src 'self'; worker-src 'self'; manifest-src 'self'; base-uri 'none'; \
 form-action 'none'; frame-ancestors 'none'";
 
-fn respond(asset: Asset) -> Response {
+/// The origin (`ws[s]://host[:port]`) of a relay's WebSocket URL, or `None` when `url`
+/// is not a plain `ws:`/`wss:` URL (nothing that could widen the policy beyond it).
+pub fn relay_origin(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme != "ws" && scheme != "wss" {
+        return None;
+    }
+    let host = rest.split(['/', '?', '#']).next()?;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']');
+    (!host.is_empty() && host.len() <= 255 && host.chars().all(allowed)).then(|| format!("{scheme}://{host}"))
+}
+
+/// [`CONTENT_SECURITY_POLICY`], letting the page also connect to `relay` (the bridge's
+/// LAN page falls back to the relay its pairing named, docs/web-client.md "One
+/// pairing, both paths"); the default policy when `relay` is not a plain WebSocket URL.
+pub fn content_security_policy(relay: Option<&str>) -> String {
+    match relay.and_then(relay_origin) {
+        Some(origin) => {
+            CONTENT_SECURITY_POLICY.replace("connect-src 'self';", &format!("connect-src 'self' {origin};"))
+        }
+        None => CONTENT_SECURITY_POLICY.to_owned(),
+    }
+}
+
+fn respond(asset: Asset, csp: &HeaderValue) -> Response {
     let mut response = (StatusCode::OK, asset.bytes).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp.clone());
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -136,15 +160,19 @@ fn respond(asset: Asset) -> Response {
 
 /// The app's routes, plus `GET /v1/server` answering `{"kind": kind}` so the page
 /// can show whether it reached the bridge on the LAN (`"lan"`) or through a relay
-/// (`"relay"`).
-pub fn routes<S: Clone + Send + Sync + 'static>(kind: &'static str) -> Router<S> {
+/// (`"relay"`). `relay`: the relay the LAN page may fall back to
+/// ([`content_security_policy`]); `None` on the relay itself.
+pub fn routes<S: Clone + Send + Sync + 'static>(kind: &'static str, relay: Option<&str>) -> Router<S> {
+    let csp = HeaderValue::from_str(&content_security_policy(relay))
+        .unwrap_or_else(|_| HeaderValue::from_static(CONTENT_SECURITY_POLICY));
     let mut router = Router::new();
     for &path in PATHS {
+        let csp = csp.clone();
         router = router.route(
             path,
             get(move || async move {
                 match asset(path) {
-                    Some(asset) => respond(asset),
+                    Some(asset) => respond(asset, &csp),
                     None => StatusCode::NOT_FOUND.into_response(),
                 }
             }),
@@ -162,6 +190,18 @@ pub fn routes<S: Clone + Send + Sync + 'static>(kind: &'static str) -> Router<S>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lan_page_may_connect_to_its_relays_origin_and_nothing_else() {
+        let csp = content_security_policy(Some("wss://relay.example:8443/v1?x=1"));
+        assert!(csp.contains("connect-src 'self' wss://relay.example:8443;"), "{csp}");
+        assert_eq!(relay_origin("ws://127.0.0.1:9000"), Some("ws://127.0.0.1:9000".into()));
+        for hostile in ["https://relay.example", "wss://a.example; script-src *", "wss://", "ws://a b", "javascript:x"]
+        {
+            assert_eq!(content_security_policy(Some(hostile)), CONTENT_SECURITY_POLICY, "{hostile}");
+        }
+        assert_eq!(content_security_policy(None), CONTENT_SECURITY_POLICY);
+    }
 
     #[test]
     fn the_page_is_served_at_the_root_and_at_the_pairing_links_path() {

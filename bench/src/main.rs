@@ -21,6 +21,7 @@ mod sections;
 mod setup;
 mod streaming;
 mod util;
+mod web;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -70,6 +71,9 @@ enum Section {
     Streaming,
     /// Daemon and adapter RSS.
     Memory,
+    /// The web app in Chromium: the list's first render, tap → first text, scrolling
+    /// (needs Debian's Chromium and `web/node_modules`).
+    Web,
 }
 
 /// The helper processes this binary runs of itself.
@@ -144,7 +148,22 @@ async fn run(cli: Cli) -> Result<()> {
     };
     let tools = Tools::locate(cli.bin_dir.clone())?;
     let sections = if cli.only.is_empty() {
-        vec![Section::Adapter, Section::Transport, Section::Relay, Section::Resume, Section::Streaming, Section::Memory]
+        let mut all = vec![
+            Section::Adapter,
+            Section::Transport,
+            Section::Relay,
+            Section::Resume,
+            Section::Streaming,
+            Section::Memory,
+        ];
+        // The browser runs only where it is installed, and never in the structure test's
+        // tiny mode unless asked for (`--only web`).
+        match (cli.tiny, web::missing()) {
+            (false, None) => all.push(Section::Web),
+            (false, Some(why)) => println!("web section skipped: {why}"),
+            (true, _) => {}
+        }
+        all
     } else {
         cli.only.clone()
     };
@@ -179,6 +198,7 @@ async fn run(cli: Cli) -> Result<()> {
             (Section::Resume, _, _, _) => sections::resume(&tools, &scale, cwd.path()).await,
             (Section::Streaming, Some(b), _, _) => streaming::streaming(&tools, b, &scale, cwd.path()).await,
             (Section::Memory, _, _, _) => sections::memory(&tools, &scale, cwd.path()).await,
+            (Section::Web, _, _, _) => web::web(&tools, &scale, cwd.path()).await,
             _ => Err(anyhow::anyhow!("the prerequisites of {section:?} were not started")),
         };
         let got = got.with_context(|| format!("section {section:?}"))?;

@@ -57,6 +57,12 @@ pub struct Scale {
     pub sessions: Vec<usize>,
     /// Iterations of the one-core crypto measurement.
     pub crypto_ops: usize,
+    /// Echo sessions (one turn each) in the web app's list.
+    pub web_sessions: usize,
+    /// History blocks of the big session the web app opens and scrolls.
+    pub web_big_blocks: u64,
+    /// Reloads of the list (and twice as many taps on Send) in the web app.
+    pub web_rounds: usize,
 }
 
 impl Scale {
@@ -75,6 +81,9 @@ impl Scale {
             stream_chunk: 20,
             sessions: vec![10, 100],
             crypto_ops: 20_000,
+            web_sessions: 20,
+            web_big_blocks: 11_000,
+            web_rounds: 5,
         }
     }
 
@@ -107,6 +116,9 @@ impl Scale {
             stream_chunk: 20,
             sessions: vec![2],
             crypto_ops: 100,
+            web_sessions: 2,
+            web_big_blocks: 500,
+            web_rounds: 1,
             ..Self::full()
         }
     }
@@ -627,7 +639,7 @@ fn forwarding_row(hop: &str, measure: String, rate: f64, floor: f64) -> Row {
 
 /// Writes a session of `n` blocks under `home`; returns its id and the `ts` of its
 /// last turn's first block (a typical reconnect's `since_ts`).
-fn write_history(home: &Path, n: u64, cwd: &Path) -> Result<(SessionId, f64)> {
+pub fn write_history(home: &Path, n: u64, cwd: &Path) -> Result<(SessionId, f64)> {
     let store = HistoryStore::open(Home::at(home).sessions())?.with_sync_policy(SyncPolicy::Never);
     let session = SessionId(format!("s-{n:032x}"));
     let mut log = store.create(SessionMeta::new(session.clone(), AgentId("echo".into()), cwd.display().to_string()))?;

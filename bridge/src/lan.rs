@@ -85,6 +85,10 @@ pub struct LanConfig {
     pub pair_requests_per_minute: u32,
     /// Pairing requests accepted per minute from one IP address.
     pub pair_requests_per_minute_per_ip: u32,
+    /// The relay this bridge is registered with (its WebSocket URL), if any: the web
+    /// app this server serves may fall back to it when the LAN server cannot be
+    /// reached, so its origin joins the page's `connect-src`.
+    pub relay: Option<String>,
 }
 
 impl LanConfig {
@@ -108,6 +112,7 @@ impl LanConfig {
             max_malformed_frames: 32,
             pair_requests_per_minute: 60,
             pair_requests_per_minute_per_ip: 10,
+            relay: None,
         }
     }
 }
@@ -236,7 +241,7 @@ pub async fn start(ctx: LinkContext, home: Home, config: LanConfig) -> std::io::
         .route("/v1/client", get(device_socket))
         .route("/v1/bridges/{bridge_id}/pair", post(pair))
         // The phone web app: the pairing link opens it on this server.
-        .merge(terminull_web::routes("lan"))
+        .merge(terminull_web::routes("lan", config.relay.as_deref()))
         // Its signature over that app's code, for the app's service worker.
         .merge(terminull_web::signature_route(app_signature))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint on this bridge") })

@@ -18,7 +18,6 @@ use support::browser::{available, web_dir};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use terminull_protocol::blocks::Block;
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
 
@@ -48,37 +47,6 @@ async fn run_browser(link: &str, expect_path: &str) -> Report {
     let report: Report = support::browser::run_script(command, Duration::from_secs(240)).await;
     eprintln!("{expect_path}: screenshots {:?}", report.screenshots);
     report
-}
-
-/// The page holds every block of the session's history, once, in order — except
-/// streamed chunks that a later block of the same id superseded (a resume re-sends
-/// only the newest) and tool-call updates, which the page shows as one card.
-fn assert_page_complete(seqs: &[u64], history: &[Block]) {
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
-    let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
-    assert!(seqs.iter().all(|s| known.contains(s)), "the page shows blocks the bridge never wrote: {seqs:?}");
-    for (i, block) in history.iter().enumerate() {
-        let seq = block.seq.unwrap();
-        if seqs.contains(&seq) {
-            continue;
-        }
-        let key = page_key(block);
-        let superseded = key.is_some()
-            && history[i + 1..].iter().any(|later| page_key(later) == key && seqs.contains(&later.seq.unwrap()));
-        assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
-    }
-    assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
-}
-
-/// What a later block replaces this one by on the page: the protocol's replace key
-/// (streamed text, thinking, progress), or a tool call's id (its status updates).
-fn page_key(block: &Block) -> Option<(String, String)> {
-    if let Some((kind, id)) = block.kind.replace_key() {
-        return Some((kind.to_string(), id.to_string()));
-    }
-    let value = serde_json::to_value(block).ok()?;
-    (value["type"] == "tool_call")
-        .then(|| ("tool_call".to_owned(), value["id"].as_str().unwrap_or_default().to_owned()))
 }
 
 /// The page paired as the phone it says it is (an Android user agent), not as "Linux".
@@ -114,7 +82,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_over_the_lan_in_chromium() {
         let report = run_browser(&link, "lan").await;
         assert_eq!(report.path, "lan");
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
-        assert_page_complete(&report.seqs, &history);
+        support::browser::assert_page_complete(&report.seqs, &history);
         assert_paired_as_android(&bridge.home());
         server.stop();
     });
@@ -155,7 +123,7 @@ fn the_phone_app_pairs_and_drives_the_bridge_through_the_relay_in_chromium() {
         let report = run_browser(&link, "relay").await;
         assert_eq!(report.path, "relay");
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
-        assert_page_complete(&report.seqs, &history);
+        support::browser::assert_page_complete(&report.seqs, &history);
         assert_paired_as_android(&bridge.home());
         relay.shutdown().await;
     });

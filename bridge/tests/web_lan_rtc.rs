@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use support::browser::{available, web_dir};
 use terminull_bridge::lan::{self, LanConfig};
-use terminull_protocol::blocks::Block;
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -138,7 +137,7 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
         assert!(lan_blocks > 0 && relay_blocks > 0, "blocks per path: {}", report.blocks);
         assert!(report.lan_after_return > 0, "no block came over the LAN after it returned: {}", report.blocks);
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
-        assert_page_complete(&report.seqs, &history);
+        support::browser::assert_page_complete(&report.seqs, &history);
         eprintln!(
             "blocks over the LAN data channel: {lan_blocks} ({} after it returned), through the relay: {relay_blocks}; screenshots {:?}",
             report.lan_after_return, report.screenshots
@@ -176,26 +175,4 @@ async fn tls_front(relay: std::net::SocketAddr) -> String {
         }
     });
     origin
-}
-
-/// Every block of the history once on the page, in order, except streamed chunks a
-/// later block of the same id superseded (as `web_client.rs` checks).
-fn assert_page_complete(seqs: &[u64], history: &[Block]) {
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
-    let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
-    assert!(seqs.iter().all(|s| known.contains(s)), "the page shows blocks the bridge never wrote: {seqs:?}");
-    for (i, block) in history.iter().enumerate() {
-        let seq = block.seq.unwrap();
-        if seqs.contains(&seq) {
-            continue;
-        }
-        let key = block.kind.replace_key().map(|(k, id)| (k.to_string(), id.to_string()));
-        let superseded = key.is_some()
-            && history[i + 1..].iter().any(|later| {
-                later.kind.replace_key().map(|(k, id)| (k.to_string(), id.to_string())) == key
-                    && seqs.contains(&later.seq.unwrap())
-            });
-        assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
-    }
-    assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
 }

@@ -54,7 +54,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/v1/push/subscriptions", post(subscribe).delete(unsubscribe))
         .route("/v1/push/vapid", get(vapid))
         // The phone web app, served here so a phone needs nothing installed.
-        .merge(terminull_web::routes("relay"))
+        .merge(terminull_web::routes("relay", None))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint on this relay") })
         .method_not_allowed_fallback(|| async {
             error(StatusCode::METHOD_NOT_ALLOWED, "this endpoint does not accept that method")

@@ -29,6 +29,18 @@ const BACKOFF_MAX_MS = 5000;
 const LAN_RETRY_MS = 5000;
 const LAN_RETRY_MAX_MS = 60000;
 
+/** The relay's device endpoint from a pairing (`ws[s]://host[:port]/v1/client`), or null. */
+export function relayClientUrl(bridge) {
+  try {
+    if (typeof bridge?.relay !== 'string') return null;
+    const u = new URL(bridge.relay);
+    if (u.protocol !== 'ws:' && u.protocol !== 'wss:') return null;
+    return `${u.protocol}//${u.host}/v1/client`;
+  } catch {
+    return null;
+  }
+}
+
 /** The host of a pairing's LAN address, or null. */
 function lanHost(bridge) {
   try {
@@ -119,19 +131,19 @@ export async function connect(ctx = activeCtx()) {
         return;
       }
     }
-    const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/client`;
-    const link = await openPath(ctx, url, app.serverKind === 'lan');
+    const { link, path } = await openFirst(ctx);
     r.connecting = false;
     if (!live(ctx)) {
       link.close('the bridge was forgotten');
       return;
     }
-    adopt(ctx, link, app.serverKind === 'lan' ? 'lan' : 'relay');
+    adopt(ctx, link, path);
     r.backoff = BACKOFF_MIN_MS;
     if (ctx === activeCtx()) refreshLists();
     else listSessions(ctx, link);
     refreshAgents(ctx, link);
     if (app.serverKind === 'relay') tryLan(ctx);
+    else if (path === 'relay') returnToLanServer(ctx);
   } catch (e) {
     r.connecting = false;
     console.warn(`connect ${ctx.id}: ${e.message ?? e}`);
@@ -156,6 +168,73 @@ export async function connect(ctx = activeCtx()) {
   }
 }
 
+/** This page's own server's device endpoint (the relay's, or the bridge's LAN server). */
+function ownUrl() {
+  return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/v1/client`;
+}
+
+/**
+ * The first link of a connect: this page's own server; on the bridge's LAN page, the
+ * relay its pairing named when the LAN server does not answer — or first, when the
+ * LAN link was lost moments ago (a phone leaving the Wi-Fi would wait out the
+ * handshake timeout on the LAN first). One pairing, both paths (docs/web-client.md).
+ */
+async function openFirst(ctx) {
+  const relay = app.serverKind === 'lan' ? relayClientUrl(ctx.bridge) : null;
+  if (!relay) return { link: await openPath(ctx, ownUrl(), app.serverKind === 'lan'), path: app.serverKind === 'lan' ? 'lan' : 'relay' };
+  const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
+  const recentlyLost = lan.lostAt != null && Date.now() - lan.lostAt < lan.retry;
+  if (!recentlyLost) {
+    try {
+      return { link: await openPath(ctx, ownUrl(), true), path: 'lan' };
+    } catch (e) {
+      console.info(`LAN server of ${ctx.id}: ${e.message ?? e}; trying its relay`);
+      lan.lostAt = Date.now();
+    }
+  }
+  return { link: await openPath(ctx, relay, false), path: 'relay' };
+}
+
+/**
+ * On the bridge's LAN page with the link on the relay: opens the LAN server again
+ * after the hysteresis wait (LAN_RETRY_MS, doubling to LAN_RETRY_MAX_MS on each
+ * failure) and, once a link runs there, moves the bridge's link to it (resuming by
+ * seq) and closes the relay link.
+ */
+async function returnToLanServer(ctx) {
+  const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
+  const relay = ctx.link;
+  if (!relay || ctx.linkPath !== 'relay' || lan.trying || lan.timer || !live(ctx)) return;
+  const wait = (lan.lostAt ?? 0) + lan.retry - Date.now();
+  if (wait > 0) {
+    lan.timer = setTimeout(() => {
+      lan.timer = null;
+      returnToLanServer(ctx);
+    }, wait);
+    return;
+  }
+  lan.trying = true;
+  try {
+    const link = await openPath(ctx, ownUrl(), true);
+    if (ctx.link !== relay || !live(ctx)) {
+      link.close('not needed any more');
+      return;
+    }
+    lan.retry = LAN_RETRY_MS;
+    lan.lostAt = null;
+    adopt(ctx, link, 'lan');
+    ctxConn(ctx, ctx.connState, ctx.connLabel);
+    relay.close('back on the LAN');
+  } catch (e) {
+    console.info(`LAN server of ${ctx.id}: ${e.message ?? e}`);
+    lan.lostAt = Date.now();
+    lan.retry = Math.min(LAN_RETRY_MAX_MS, lan.retry * 2);
+    returnToLanServer(ctx);
+  } finally {
+    lan.trying = false;
+  }
+}
+
 /**
  * Opens a link over `socket` (a LAN data channel) or to `url`, with this bridge's
  * handlers; when it closes while it is the bridge's link, the link is reopened (the
@@ -176,7 +255,7 @@ function openPath(ctx, url, direct, socket = null) {
       if (ctx.link !== link && link) return;
       // Which path carried how many blocks (window.terminull.pathBlocks, for the tests).
       const counts = (app.pathBlocks ??= { lan: 0, relay: 0 });
-      counts[socket || app.serverKind === 'lan' ? 'lan' : 'relay'] += 1;
+      counts[direct ? 'lan' : 'relay'] += 1;
       onBlock(sid, block, replay, ctx);
     },
     onReplayDone: () => {},
@@ -276,13 +355,14 @@ async function tryLan(ctx) {
   }
 }
 
-/** The network changed: offer the LAN path again at once, everywhere. */
+/** The network changed: try the LAN path again at once, everywhere. */
 export function networkChanged() {
   for (const ctx of app.bridges.values()) {
     if (!ctx.lan) continue;
     clearTimeout(ctx.lan.timer);
     ctx.lan = { retry: LAN_RETRY_MS };
-    tryLan(ctx);
+    if (app.serverKind === 'lan') returnToLanServer(ctx);
+    else tryLan(ctx);
   }
 }
 

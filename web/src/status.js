@@ -26,10 +26,12 @@ export function setConn(state, label) {
 export function setPath(kind, link = null) {
   app.serverKind = kind;
   // On the relay's page the link may run on the LAN data channel (docs/web-client.md).
+  // On the bridge's LAN page it may run through the relay its pairing named.
   const direct = kind === 'relay' && link === 'lan';
-  app.ui.path.textContent = kind === 'lan' ? 'LAN' : direct ? 'LAN direct' : kind === 'relay' ? 'via relay' : '';
+  const relayed = (kind === 'lan' && link === 'relay') || (kind === 'relay' && link !== 'lan');
+  app.ui.path.textContent = kind === 'lan' && !relayed ? 'LAN' : direct ? 'LAN direct' : relayed ? 'via relay' : '';
   app.ui.path.dataset.kind = kind ?? '';
-  app.ui.path.dataset.link = direct ? 'lan' : kind ?? '';
+  app.ui.path.dataset.link = direct ? 'lan' : relayed ? 'relay' : kind ?? '';
 }
 
 /** Counts a message from the network that failed to verify, open or render; the badge shows the count. */

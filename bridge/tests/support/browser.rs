@@ -49,3 +49,34 @@ pub async fn run_script<R: serde::de::DeserializeOwned>(
     assert_eq!(report["ok"], true, "{stdout}");
     serde_json::from_value(report).unwrap_or_else(|e| panic!("report `{last}`: {e}"))
 }
+
+/// The page holds every block of the session's history, once, in order — except
+/// streamed chunks that a later block of the same id superseded (a resume re-sends
+/// only the newest) and tool-call updates, which the page shows as one card.
+pub fn assert_page_complete(seqs: &[u64], history: &[terminull_protocol::blocks::Block]) {
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "the page's seqs are not strictly increasing: {seqs:?}");
+    let known: std::collections::HashSet<u64> = history.iter().filter_map(|b| b.seq).collect();
+    assert!(seqs.iter().all(|s| known.contains(s)), "the page shows blocks the bridge never wrote: {seqs:?}");
+    for (i, block) in history.iter().enumerate() {
+        let seq = block.seq.unwrap();
+        if seqs.contains(&seq) {
+            continue;
+        }
+        let key = page_key(block);
+        let superseded = key.is_some()
+            && history[i + 1..].iter().any(|later| page_key(later) == key && seqs.contains(&later.seq.unwrap()));
+        assert!(superseded, "the page lost seq {seq} ({}); it shows {seqs:?}", block.block_type());
+    }
+    assert_eq!(seqs.last(), history.last().and_then(|b| b.seq).as_ref(), "the page is missing the newest blocks");
+}
+
+/// What a later block replaces this one by on the page: the protocol's replace key
+/// (streamed text, thinking, progress), or a tool call's id (its status updates).
+pub fn page_key(block: &terminull_protocol::blocks::Block) -> Option<(String, String)> {
+    if let Some((kind, id)) = block.kind.replace_key() {
+        return Some((kind.to_string(), id.to_string()));
+    }
+    let value = serde_json::to_value(block).ok()?;
+    (value["type"] == "tool_call")
+        .then(|| ("tool_call".to_owned(), value["id"].as_str().unwrap_or_default().to_owned()))
+}

@@ -80,7 +80,10 @@ pub(crate) fn up(
         let lan_server = match (&lan_listen, &ctx) {
             (Some(listen), Some(ctx)) => {
                 let addr: std::net::SocketAddr = listen.parse().with_context(|| format!("LAN address `{listen}`"))?;
-                let config = terminull_bridge::lan::LanConfig::new(addr);
+                let config = terminull_bridge::lan::LanConfig {
+                    relay: relay_url.clone(),
+                    ..terminull_bridge::lan::LanConfig::new(addr)
+                };
                 let server = terminull_bridge::lan::start(ctx.clone(), home.clone(), config)
                     .await
                     .with_context(|| format!("binding the LAN server on {addr}"))?;
