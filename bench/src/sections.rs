@@ -82,7 +82,7 @@ impl Scale {
             sessions: vec![10, 100],
             crypto_ops: 20_000,
             web_sessions: 20,
-            web_big_blocks: 11_000,
+            web_big_blocks: 13_000,
             web_rounds: 5,
         }
     }

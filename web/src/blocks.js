@@ -151,15 +151,32 @@ async function answerPermission(s, block, optionId) {
   }
 }
 
+// Whether the reader is at the end, read once per frame: a replay appends hundreds of
+// blocks in one task, and reading the layout after each append forced a layout of the
+// whole transcript every time (opening a 2,000-block session took seconds). Read
+// before this frame's appends, it is also the right question: "was the reader
+// following the end?". A scroll forgets it.
+let atEnd = null;
+let endScroll = false;
+globalThis.addEventListener?.('scroll', () => (atEnd = null), { passive: true, capture: true });
+
 export function isAtEnd() {
-  const el = document.scrollingElement ?? document.documentElement;
-  return el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  if (atEnd === null) {
+    const el = document.scrollingElement ?? document.documentElement;
+    atEnd = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    requestAnimationFrame(() => (atEnd = null));
+  }
+  return atEnd;
 }
 
 export function scrollToEnd(force = false) {
   if (!force && !isAtEnd()) return;
+  if (endScroll) return; // one scroll per frame, after every append of the frame
+  endScroll = true;
   requestAnimationFrame(() => {
+    endScroll = false;
     const el = document.scrollingElement ?? document.documentElement;
     el.scrollTop = el.scrollHeight;
+    atEnd = true;
   });
 }

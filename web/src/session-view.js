@@ -66,6 +66,17 @@ function titleOf(s) {
   return dir ? `${agent} · ${dir}` : agent;
 }
 
+// The composer reads the whole transcript (is a turn running? who drives?): once per
+// frame, not once per block of a replay (a 2,000-block session made that quadratic).
+let composerFrame = null;
+function composerSoon(s) {
+  if (composerFrame !== null) return;
+  composerFrame = requestAnimationFrame(() => {
+    composerFrame = null;
+    if (app.current === s.id && app.view === 'session') updateComposer(s);
+  });
+}
+
 /** One block from bridge `ctx`'s link (live or replayed) for session `sid`: held, saved, rendered if shown. */
 export function onBlock(sid, block, replay, ctx = activeCtx()) {
   const s = sessionFor(sid, undefined, ctx);
@@ -86,7 +97,7 @@ export function onBlock(sid, block, replay, ctx = activeCtx()) {
   if (block.type === 'permission_request' || block.type === 'session_end') renderSwitcher();
   if (shown) {
     if (block.type === 'agent_info') app.ui.title.textContent = titleOf(s);
-    updateComposer(s);
+    composerSoon(s);
   }
   if (block.type === 'session_end' || block.type === 'session_state') flushQueue(s);
 }

@@ -190,8 +190,10 @@ export class Transcript {
 
   /** The session's agent_info, if held. */
   agentInfo() {
-    for (const b of this.blocks()) if (b.type === 'agent_info') return b;
-    return null;
+    // The first by seq, without sorting every block held.
+    let first = null;
+    for (const [seq, b] of this.bySeq) if (b.type === 'agent_info' && (!first || seq < first.seq)) first = b;
+    return first;
   }
 
   /**
