@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use futures::{SinkExt, StreamExt};
 use terminull_protocol::blocks::{Block, BlockKind, StreamedText};
 use terminull_protocol::jsonrpc::{Message, Notification};
-use terminull_relay::{Relay, RelayConfig};
+use terminull_relay::{Relay, RelayConfig, StoreLocation};
 use tokio::sync::mpsc;
 
 use crate::util::{stdin_closed, unix_nanos};
@@ -35,15 +35,23 @@ pub fn bench_relay_config(data: PathBuf) -> RelayConfig {
     config.admissions_per_sec = 1_000_000;
     config.admission_burst = 1_000_000;
     config.client_queue_bytes = 1024 * 1024 * 1024;
+    // The cluster section registers a few dozen bridges, all from 127.0.0.1.
+    config.new_bridges_per_ip = 10_000;
     config.idle_timeout = Duration::from_secs(600);
     config.ping_interval = Duration::from_secs(120);
     config.auth_timeout = Duration::from_secs(60);
     config
 }
 
-/// `relay-child`: the real relay on 127.0.0.1, port 0.
-pub async fn relay_child(data: PathBuf) -> Result<()> {
-    let relay = Relay::start(bench_relay_config(data)).await.context("starting the relay")?;
+/// `relay-child`: the real relay on 127.0.0.1, port 0; a node of a cluster when given
+/// a Postgres `store` and a NATS `bus`.
+pub async fn relay_child(data: PathBuf, store: Option<String>, bus: Option<String>) -> Result<()> {
+    let mut config = bench_relay_config(data);
+    if let Some(url) = store {
+        config.store = StoreLocation::Postgres { url };
+    }
+    config.bus = bus;
+    let relay = Relay::start(config).await.context("starting the relay")?;
     ready(&relay.ws_url())?;
     stdin_closed().await;
     relay.shutdown().await;

@@ -15,6 +15,7 @@
 // A benchmark's output is its table.
 #![allow(clippy::print_stdout)]
 
+mod cluster;
 mod helpers;
 mod report;
 mod sections;
@@ -71,6 +72,9 @@ enum Section {
     Streaming,
     /// Daemon and adapter RSS.
     Memory,
+    /// Relay nodes on one Postgres and one NATS: same-node vs cross-node forwarding, and
+    /// the aggregate with 1, 2 and 3 nodes (needs `postgres` and `nats-server`).
+    Cluster,
     /// The web app in Chromium: the list's first render, tap → first text, scrolling
     /// (needs Debian's Chromium and `web/node_modules`).
     Web,
@@ -85,6 +89,12 @@ enum Helper {
         /// Its data directory.
         #[arg(long)]
         data: PathBuf,
+        /// A Postgres store (a cluster node).
+        #[arg(long)]
+        store: Option<String>,
+        /// The NATS bus joining the nodes.
+        #[arg(long)]
+        bus: Option<String>,
     },
     /// The bare WebSocket forwarder.
     #[command(hide = true)]
@@ -133,7 +143,7 @@ fn main() -> Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async move {
         match cli.helper {
-            Some(Helper::RelayChild { data }) => helpers::relay_child(data).await,
+            Some(Helper::RelayChild { data, store, bus }) => helpers::relay_child(data, store, bus).await,
             Some(Helper::ForwarderChild) => helpers::forwarder_child().await,
             _ => run(cli).await,
         }
@@ -158,6 +168,11 @@ async fn run(cli: Cli) -> Result<()> {
         ];
         // The browser runs only where it is installed, and never in the structure test's
         // tiny mode unless asked for (`--only web`).
+        match (cli.tiny, cluster::missing()) {
+            (false, None) => all.push(Section::Cluster),
+            (false, Some(why)) => println!("cluster section skipped: {why}"),
+            (true, _) => {}
+        }
         match (cli.tiny, web::missing()) {
             (false, None) => all.push(Section::Web),
             (false, Some(why)) => println!("web section skipped: {why}"),
@@ -198,6 +213,7 @@ async fn run(cli: Cli) -> Result<()> {
             (Section::Resume, _, _, _) => sections::resume(&tools, &scale, cwd.path()).await,
             (Section::Streaming, Some(b), _, _) => streaming::streaming(&tools, b, &scale, cwd.path()).await,
             (Section::Memory, _, _, _) => sections::memory(&tools, &scale, cwd.path()).await,
+            (Section::Cluster, _, _, _) => cluster::cluster(&tools, &scale).await,
             (Section::Web, _, _, _) => web::web(&tools, &scale, cwd.path()).await,
             _ => Err(anyhow::anyhow!("the prerequisites of {section:?} were not started")),
         };

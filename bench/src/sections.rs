@@ -159,7 +159,7 @@ async fn blocks_turn(
     Ok((rate(&times), percentiles(blocks.iter().map(|b| b.1).collect())))
 }
 
-fn latency_rows(hop: &str, lat: Percentiles, floor_name: &str, floor: Percentiles) -> Vec<Row> {
+pub(crate) fn latency_rows(hop: &str, lat: Percentiles, floor_name: &str, floor: Percentiles) -> Vec<Row> {
     vec![
         Row::new(hop, "latency p50, unloaded", lat.p50_us, "µs").floor(floor_name, floor.p50_us),
         Row::new(hop, "latency p99, unloaded", lat.p99_us, "µs").floor(floor_name, floor.p99_us),
@@ -312,7 +312,7 @@ pub fn sealed_batch(bridge: &Identity, conn: u64, blocks: usize) -> Result<Strin
     Ok(serde_json::to_string(&RelayFrame::Batch(sign_batch(bridge, conn, sealed_blocks(blocks)?)))?)
 }
 
-type Ws = WebSocketStream<Stream>;
+pub(crate) type Ws = WebSocketStream<Stream>;
 
 fn is_block(message: &Message) -> bool {
     matches!(message, Message::Text(t) if t.as_str().contains("\"type\":\"block\""))
@@ -328,7 +328,7 @@ const FLOOD_WINDOW: u64 = 4096;
 /// until `blocks` have gone, at most [`FLOOD_WINDOW`] in flight, while a task counts the
 /// `block` frames arriving on `rx`; returns blocks/s (first send to last receipt) and
 /// `rx` back.
-async fn flood(tx: &mut Ws, rx: Ws, frame: &str, per_frame: u64, blocks: u64) -> Result<(f64, Ws)> {
+pub(crate) async fn flood(tx: &mut Ws, rx: Ws, frame: &str, per_frame: u64, blocks: u64) -> Result<(f64, Ws)> {
     let per_frame = per_frame.max(1);
     let sends = blocks.div_ceil(per_frame);
     let blocks = sends * per_frame;
@@ -386,7 +386,7 @@ async fn flood(tx: &mut Ws, rx: Ws, frame: &str, per_frame: u64, blocks: u64) ->
 }
 
 /// One frame at a time: send on `tx`, wait for it on `rx`; latencies in µs.
-async fn round_trips(tx: &mut Ws, rx: &mut Ws, frame: &str, rounds: u64) -> Result<Percentiles> {
+pub(crate) async fn round_trips(tx: &mut Ws, rx: &mut Ws, frame: &str, rounds: u64) -> Result<Percentiles> {
     let message = Message::text(frame.to_owned());
     let mut lat = Vec::with_capacity(rounds as usize);
     for _ in 0..rounds {
@@ -486,7 +486,7 @@ pub async fn bridge_to_client(
     Ok(rows)
 }
 
-async fn read_frame(ws: &mut Ws) -> Result<RelayFrame> {
+pub(crate) async fn read_frame(ws: &mut Ws) -> Result<RelayFrame> {
     loop {
         match tokio::time::timeout(Duration::from_secs(30), ws.next()).await.context("no frame in 30 s")? {
             Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t)?),
@@ -496,12 +496,12 @@ async fn read_frame(ws: &mut Ws) -> Result<RelayFrame> {
     }
 }
 
-async fn send_frame(ws: &mut Ws, frame: &RelayFrame) -> Result<()> {
+pub(crate) async fn send_frame(ws: &mut Ws, frame: &RelayFrame) -> Result<()> {
     ws.send(Message::text(serde_json::to_string(frame)?)).await?;
     Ok(())
 }
 
-fn challenge(frame: RelayFrame) -> Result<Vec<u8>> {
+pub(crate) fn challenge(frame: RelayFrame) -> Result<Vec<u8>> {
     match frame {
         RelayFrame::Challenge(c) => Ok(from_b64url("nonce", &c.nonce)?),
         other => bail!("expected challenge, got {}", other.frame_type()),
@@ -511,7 +511,7 @@ fn challenge(frame: RelayFrame) -> Result<Vec<u8>> {
 /// A bridge speaking the relay protocol directly: registers `device` and sends
 /// pre-sealed, pre-signed `batch` frames, so the relay's own cost is measured without a
 /// bridge's.
-async fn raw_bridge(url: &str, bridge: &Identity, device: &Identity) -> Result<Ws> {
+pub(crate) async fn raw_bridge(url: &str, bridge: &Identity, device: &Identity) -> Result<Ws> {
     let mut ws = net::websocket(&format!("{url}/v1/bridge")).await?;
     let nonce = challenge(read_frame(&mut ws).await?)?;
     let public = bridge.public();
@@ -539,10 +539,11 @@ async fn raw_bridge(url: &str, bridge: &Identity, device: &Identity) -> Result<W
     }
 }
 
-/// A device connection, authenticated (idle from here on). `small`: with a 4 KiB read
+/// A device connection, authenticated (idle from here on), and whether the relay said
+/// its bridge is online. `small`: with a 4 KiB read
 /// buffer (tungstenite zero-fills its 128 KiB default on the first read), so thousands
 /// of idle connections do not cost this process gigabytes.
-async fn raw_device(url: &str, bridge: &Identity, device: &Identity, small: bool) -> Result<Ws> {
+pub(crate) async fn raw_device(url: &str, bridge: &Identity, device: &Identity, small: bool) -> Result<(Ws, bool)> {
     let url = format!("{url}/v1/client");
     let mut ws = if small {
         let (_, stream) = net::connect(&url).await?;
@@ -558,7 +559,7 @@ async fn raw_device(url: &str, bridge: &Identity, device: &Identity, small: bool
     send_frame(&mut ws, &RelayFrame::Auth(Auth { bridge_id, device_id, sig, protocol_version: PROTOCOL_VERSION }))
         .await?;
     match read_frame(&mut ws).await? {
-        RelayFrame::RelayStatus(_) => Ok(ws),
+        RelayFrame::RelayStatus(status) => Ok((ws, status.bridge_online)),
         other => bail!("the relay answered auth with {other:?}"),
     }
 }
@@ -577,7 +578,7 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
     let bridge = Arc::new(Identity::generate());
     let device = Arc::new(Identity::generate());
     let mut bws = raw_bridge(&url, &bridge, &device).await?;
-    let mut dws = raw_device(&url, &bridge, &device, false).await?;
+    let (mut dws, _) = raw_device(&url, &bridge, &device, false).await?;
     let bridge_id = bridge.public().bridge_id();
     let (hello, _) = terminull_protocol::crypto::handshake::DeviceHandshake::start(&device, bridge_id.as_str());
     send_frame(&mut dws, &RelayFrame::LinkHello(hello)).await?;
@@ -604,7 +605,7 @@ pub async fn relay(tools: &Tools, scale: &Scale, floor: Forwarder) -> Result<Vec
         let opened: Vec<Result<Ws>> = futures::stream::iter(0..more)
             .map(|_| {
                 let (url, bridge, device) = (url.clone(), bridge.clone(), device.clone());
-                async move { raw_device(&url, &bridge, &device, true).await }
+                async move { raw_device(&url, &bridge, &device, true).await.map(|(ws, _)| ws) }
             })
             .buffer_unordered(64)
             .collect()

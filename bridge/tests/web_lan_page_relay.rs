@@ -5,8 +5,10 @@
 //! page, with a link naming both; a slow echo turn begins on the LAN, the test stops
 //! the LAN server mid-turn, and the page must go on through the relay as the same
 //! device (no second pairing), then return to the LAN once the server is back on the
-//! same address. The page's blocks are checked against the bridge's history: none
-//! lost, none twice. Screenshots under `target/tmp/browser-screenshots/lan-page-relay/`.
+//! same address. Then the page takes its pairing to the relay's own page (another
+//! origin, another store) through its carry link: connected there as the same
+//! device, with no pairing. The page's blocks are checked against the bridge's
+//! history: none lost, none twice; the bridge holds one web device. Screenshots under `target/tmp/browser-screenshots/lan-page-relay/`.
 
 mod support;
 
@@ -28,6 +30,7 @@ struct Report {
     paths: Vec<String>,
     blocks: serde_json::Value,
     lan_after_return: u64,
+    relay_page_path: String,
     screenshots: Vec<String>,
 }
 
@@ -110,8 +113,8 @@ fn a_device_paired_on_the_lan_page_goes_on_through_the_relay_when_the_lan_goes_a
         let history = support::remote::history(bridge.bridge_home.path(), &SessionId(report.session_id.clone()));
         assert_page_complete(&report.seqs, &history);
         eprintln!(
-            "blocks on the LAN: {lan_blocks} ({} after it returned), through the relay: {relay_blocks}; screenshots {:?}",
-            report.lan_after_return, report.screenshots
+            "blocks on the LAN: {lan_blocks} ({} after it returned), through the relay: {relay_blocks}; the relay's page: {}; screenshots {:?}",
+            report.lan_after_return, report.relay_page_path, report.screenshots
         );
         if let Some(s) = server {
             s.stop();

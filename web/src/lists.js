@@ -5,6 +5,7 @@
 import { app, activeCtx } from './state.js';
 import { h, clear } from './dom.js';
 import { toast } from './status.js';
+import { carryLink } from './carry.js';
 import { showView } from './views.js';
 import { sessionFor } from './sessions.js';
 import { openSession, openSessionView } from './session-view.js';
@@ -41,8 +42,29 @@ export async function refreshLists() {
   if (ctx === activeCtx() && app.view === 'home') renderLists();
 }
 
+/**
+ * On the bridge's LAN page, when its pairing named a relay: the link that takes this
+ * pairing to the relay's page (installable, notifications, works away from home).
+ */
+function renderCarry() {
+  const ui = app.ui;
+  const ctx = activeCtx();
+  const href = app.serverKind === 'lan' && ctx ? carryLink(app.identity, ctx.bridge) : null;
+  ui.carry.hidden = !href;
+  // The lists render often: the link stays the same element while it says the same.
+  if ((ui.carry.dataset.href ?? '') === (href ?? '')) return;
+  ui.carry.dataset.href = href ?? '';
+  clear(ui.carry);
+  if (!href) return;
+  ui.carry.append(
+    'Away from home, to install the app or to get notifications, use the relay’s page. It keeps this pairing:',
+    h('a', { href, testid: 'carry-link', rel: 'noreferrer' }, `Open on ${new URL(href).host} ›`),
+  );
+}
+
 export function renderLists() {
   const ui = app.ui;
+  renderCarry();
   clear(ui.sessionList);
   clear(ui.externalList);
   const counts = renderSessionRows(ui.sessionList, ui.externalList);

@@ -24,6 +24,7 @@ import { showHome } from './lists.js';
 import { loadSession, attach } from './sessions.js';
 import { openSessionView } from './session-view.js';
 import { startIntegrity } from './integrity.js';
+import { takeCarried } from './carry.js';
 import { installNotifications, pendingIntent, handleIntent } from './notifications.js';
 import { attachTerminal, leaveTerminal, onTerminal, reattachTerminal, terminalDebug } from './terminal-view.js';
 import { refreshTerminals } from './terminal-list.js';
@@ -39,6 +40,11 @@ async function main() {
   } catch (e) {
     console.warn(`the stored identity is unreadable: ${e.message}`);
   }
+  // A pairing carried here from the bridge's LAN page (web/src/carry.js): this device's
+  // identity and that bridge, before anything reads the store.
+  const carried = await takeCarried(app.store, app.identity);
+  if (carried?.identity) app.identity = carried.identity;
+  if (carried?.message) toast(carried.message, 'warn');
   if (!app.identity) {
     app.identity = c.generateIdentity();
     await app.store.set('identity', c.identitySecrets(app.identity));

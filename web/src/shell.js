@@ -56,10 +56,12 @@ export function buildShell() {
   ui.banner = h('div', { class: 'banner', hidden: true });
   ui.sessionList = h('ul', { class: 'session-list' });
   ui.externalList = h('ul', { class: 'session-list external' });
+  ui.carry = h('p', { class: 'app-note carry', testid: 'carry', hidden: true });
   ui.viewHome = h(
     'section',
     { class: 'view view-home', hidden: true },
     ui.banner,
+    ui.carry,
     h('button', { type: 'button', class: 'primary wide', testid: 'new-session', onclick: () => showNewSession() }, '+ New session'),
     h('div', { class: 'list-head' }, h('h2', null, 'Sessions'), h('button', { type: 'button', class: 'link-btn tap', testid: 'session-refresh', onclick: () => refreshLists() }, 'Refresh')),
     buildListTools(renderLists, openListed, switchTo),

@@ -100,7 +100,29 @@ async function main() {
     await run.shot('05-turns-complete.png');
     const counts = await page.evaluate(() => window.terminull.pathBlocks);
     const seqs = (await blocks()).map((b) => b.seq).sort((a, b) => a - b);
+
+    // The pairing taken to the relay's page (its own origin and store): the same device, no pairing there.
+    const relayPath = await run.step("the pairing carried to the relay's page", async () => {
+      const device = await page.evaluate(() => window.terminull.deviceId);
+      await page.click('button.back');
+      const link = await page.waitForSelector(T('carry-link'), { timeout: STEP_TIMEOUT });
+      await run.shot('06-carry-offered.png');
+      const href = await link.getAttribute('href');
+      if (!href.includes('#carry=') || new URL(href).origin === new URL(args.link).origin) throw new Error(`the carry link is ${href}`);
+      await page.click(T('carry-link'));
+      await page.waitForURL((u) => u.origin === new URL(href).origin, { timeout: STEP_TIMEOUT });
+      await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: STEP_TIMEOUT });
+      if (page.url().includes('carry=')) throw new Error(`the secrets stayed in the address bar: ${page.url()}`);
+      if (await page.isVisible(T('short-code'))) throw new Error('the relay page paired again');
+      const there = await page.evaluate(() => window.terminull.deviceId);
+      if (there !== device) throw new Error(`the relay page is device ${there}, the LAN page was ${device}`);
+      await page.waitForSelector(`${T('session-item')}[data-session-id="${sessionId}"]`, { timeout: STEP_TIMEOUT });
+      const shown = await pathShown();
+      if (shown !== 'via relay' && shown !== 'LAN direct') throw new Error(`the relay page's path is "${shown}"`);
+      return shown;
+    });
+    await run.shot('07-relay-page.png');
     if (run.pageErrors.length) throw new Error(`page errors: ${run.pageErrors.join(' | ')}`);
-    console.log(JSON.stringify({ ok: true, session_id: sessionId, seqs, paths, blocks: counts, lan_after_return: counts.lan - atReturn, screenshots: run.screenshots }));
+    console.log(JSON.stringify({ ok: true, session_id: sessionId, seqs, paths, relay_page_path: relayPath, blocks: counts, lan_after_return: counts.lan - atReturn, screenshots: run.screenshots }));
   });
 }
