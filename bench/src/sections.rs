@@ -63,6 +63,8 @@ pub struct Scale {
     pub web_big_blocks: u64,
     /// Reloads of the list (and twice as many taps on Send) in the web app.
     pub web_rounds: usize,
+    /// Blocks of the web app's throughput turn on each path.
+    pub web_stream_blocks: u64,
 }
 
 impl Scale {
@@ -84,6 +86,7 @@ impl Scale {
             web_sessions: 20,
             web_big_blocks: 13_000,
             web_rounds: 5,
+            web_stream_blocks: 1_000,
         }
     }
 
@@ -119,6 +122,7 @@ impl Scale {
             web_sessions: 2,
             web_big_blocks: 500,
             web_rounds: 1,
+            web_stream_blocks: 20,
             ..Self::full()
         }
     }

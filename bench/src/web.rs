@@ -19,15 +19,17 @@ use terminull_protocol::samples::realistic_session;
 use crate::report::Row;
 use crate::sections::{Scale, write_history};
 use crate::setup::{self, Bridge, Tools};
-use crate::util::median;
+use crate::util::{Helper, median};
 
 const HOP: &str = "web app (Chromium, 390×844, LAN)";
+const RELAY_HOP: &str = "web app (Chromium, 390×844, via relay)";
 
 /// What `budgets.mjs` prints.
 #[derive(Debug, Deserialize)]
 struct Report {
     list: ListFigures,
     tap: TapFigures,
+    relay_tap: TapFigures,
     open: OpenFigures,
     scroll: ScrollFigures,
     floor: ScrollFigures,
@@ -45,6 +47,8 @@ struct TapFigures {
     tap_ms: f64,
     tap_max_ms: f64,
     turns: u32,
+    stream_blocks: u64,
+    stream_ms: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,7 +94,12 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     let (big, _) = write_history(home.path(), scale.web_big_blocks, cwd)?;
     let big_turns =
         realistic_session(scale.web_big_blocks).iter().filter(|b| matches!(b.kind, BlockKind::SessionEnd(_))).count();
-    let bridge = Bridge::start(tools, home.path()).await?;
+    let mut bridge = Bridge::start(tools, home.path()).await?;
+    // A relay too: the page's relay path is measured beside its LAN path.
+    let relay_dir = tempfile::tempdir()?;
+    let relay =
+        Helper::start(&tools.self_exe, &["relay-child", "--data", &relay_dir.path().display().to_string()]).await?;
+    bridge.connect_relay(&relay.url);
     let mut client = bridge.in_process();
     let mut echo = None;
     for i in 0..scale.web_sessions {
@@ -120,7 +129,7 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     let link = PairingLink {
         bridge_id: public.bridge_id(),
         bridge: public.to_wire(),
-        relay: None,
+        relay: Some(relay.url.clone()),
         lan: Some(lan.ws_url()),
         secret,
         expires_at,
@@ -134,7 +143,14 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
         .arg(web_dir().join("bench/budgets.mjs"))
         .args(["--link", &link, "--rows", &rows.to_string(), "--echo", echo.as_str()])
         .args(["--big", big.as_str(), "--big-turns", &big_turns.to_string()])
-        .args(["--rounds", &scale.web_rounds.to_string()])
+        .args([
+            "--rounds",
+            &scale.web_rounds.to_string(),
+            "--blocks",
+            &scale.web_stream_blocks.to_string(),
+            "--relay",
+            "true",
+        ])
         .arg("--screenshots")
         .arg(&shots)
         .kill_on_drop(true);
@@ -149,7 +165,12 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     }
     let report: Report = serde_json::from_str(last).with_context(|| format!("budgets.mjs printed `{last}`"))?;
     lan.stop();
+    relay.stop().await;
     Ok(rows_of(&report, median(rust_ms), resumed.as_secs_f64() * 1e3, scale.web_big_blocks))
+}
+
+fn per_sec(t: &TapFigures) -> f64 {
+    t.stream_blocks as f64 / (t.stream_ms / 1e3).max(1e-6)
 }
 
 fn rows_of(r: &Report, rust_tap_ms: f64, rust_resume_ms: f64, big_blocks: u64) -> Vec<Row> {
@@ -169,6 +190,29 @@ fn rows_of(r: &Report, rust_tap_ms: f64, rust_resume_ms: f64, big_blocks: u64) -
             "ms",
         )
         .floor("the Rust client, same turn, same LAN server", rust_tap_ms),
+        Row::new(
+            RELAY_HOP,
+            format!(
+                "tap Send → first streamed text, echo (median of {}, max {:.0} ms)",
+                r.relay_tap.turns, r.relay_tap.tap_max_ms
+            ),
+            r.relay_tap.tap_ms,
+            "ms",
+        )
+        .floor("the same page's LAN path", r.tap.tap_ms),
+        Row::new(
+            HOP,
+            format!("a turn of {} finished 1 KiB blocks, tap → the last in the DOM", r.tap.stream_blocks),
+            per_sec(&r.tap),
+            "blocks/s",
+        ),
+        Row::new(
+            RELAY_HOP,
+            format!("a turn of {} finished 1 KiB blocks, tap → the last in the DOM", r.relay_tap.stream_blocks),
+            per_sec(&r.relay_tap),
+            "blocks/s",
+        )
+        .floor("the same page's LAN path", per_sec(&r.tap)),
         Row::new(
             HOP,
             format!("open a {big_blocks}-block history ({} block elements shown)", r.open.block_elements),

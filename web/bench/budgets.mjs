@@ -7,7 +7,9 @@
 //   reloads; floor: the same page's `load` event (fetching and running app.js).
 // - tap: the Send button's click → the first streamed text of the echo reply in the
 //   DOM, over `--rounds` turns (the Rust client's figure on the same LAN server is
-//   the floor; the bench measures it).
+//   the floor; the bench measures it); then one turn of `--blocks` 1 KiB blocks,
+//   click → the last in the DOM. With `--relay`, the same again on the relay's page
+//   (reached through the LAN page's carry link: the same device, no pairing).
 // - open: the big session's row tapped → all of its turns on screen.
 // - scroll: the big session scrolled from its end to its top by a synthesized touch
 //   gesture, traced: frames (requestAnimationFrame intervals) over 50 ms and main
@@ -15,14 +17,14 @@
 //   same text in as many plain elements, scrolled the same way.
 //
 //   node web/bench/budgets.mjs --link URL --rows N --echo SID --big SID --big-turns N \
-//        [--rounds N] [--screenshots DIR]
+//        [--rounds N] [--blocks N] [--relay true] [--screenshots DIR]
 //
 // Prints progress on stderr and one JSON line on stdout: {"ok":true, …figures in ms…}.
 
 import { chromium } from 'playwright-core';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PhoneRun, T, parseArgs, waitFor } from '../test/support/phone.mjs';
+import { CHROMIUM_ARGS, PhoneRun, T, parseArgs, waitFor } from '../test/support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 for (const need of ['link', 'rows', 'echo', 'big', 'big-turns']) {
@@ -34,6 +36,8 @@ for (const need of ['link', 'rows', 'echo', 'big', 'big-turns']) {
 const rows = Number(args.rows);
 const rounds = Number(args.rounds ?? 5);
 const bigTurns = Number(args['big-turns']);
+/** Blocks of the throughput turn on each path. */
+const streamBlocks = Number(args.blocks ?? 500);
 const run = new PhoneRun('budgets', args.screenshots ?? join(tmpdir(), 'terminull-budgets'));
 /** The longest scroll gesture, so a huge session cannot hold the run for minutes. */
 const MAX_SCROLL_PX = 400_000;
@@ -44,12 +48,13 @@ const SCROLL_SPEED = 8_000; // px/s: a brisk flick, held
 // on Send happened and when the next text block appeared, and every animation frame.
 const PROBE = `
 (() => {
-  const p = (window.__budget = { listAt: null, tapAt: null, textAt: null, textsAtTap: 0, frames: [], recording: false });
+  const p = (window.__budget = { listAt: null, tapAt: null, textAt: null, textsAtTap: 0, textsTarget: null, textsAt: null, frames: [], recording: false });
   const rowsWanted = ${rows};
   const texts = () => document.querySelectorAll('[data-testid="block"][data-block-type="text"]').length;
   new MutationObserver(() => {
     if (p.listAt == null && document.querySelectorAll('[data-testid="session-item"]').length >= rowsWanted) p.listAt = performance.now();
     if (p.tapAt != null && p.textAt == null && texts() > p.textsAtTap) p.textAt = performance.now();
+    if (p.textsTarget != null && p.textsAt == null && texts() >= p.textsTarget) p.textsAt = performance.now();
   }).observe(document, { childList: true, subtree: true });
   document.addEventListener('click', (e) => {
     if (e.target.closest?.('[data-testid="send"]')) {
@@ -70,6 +75,49 @@ const median = (xs) => {
   return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
 };
 const round1 = (x) => Math.round(x * 10) / 10;
+
+/**
+ * In the echo session: taps Send `rounds * 2` times, timing the click → the reply's
+ * first text element; then one turn of `--blocks` finished 1 KiB text blocks
+ * (echo-rs `bench blocks`), timing the click → the last of them in the DOM.
+ */
+async function tapAndStream(page) {
+  await page.click(`${T('session-item')}[data-session-id="${args.echo}"]`);
+  await page.waitForSelector(T('composer'), { state: 'visible' });
+  const ends = () => page.$$eval(`${T('block')}[data-block-type="session_end"]`, (els) => els.length);
+  const got = [];
+  for (let i = 0; i < rounds * 2; i++) {
+    const before = await ends();
+    await page.fill(T('composer'), `tap number ${i}`);
+    await page.click(T('send'));
+    const ms = await waitFor('the first text', () =>
+      page.evaluate(() => (window.__budget.textAt != null ? window.__budget.textAt - window.__budget.tapAt : null)),
+    );
+    got.push(ms);
+    await waitFor('the turn to end', async () => (await ends()) > before);
+  }
+  run.log(`tap → first text: ${got.map(round1).join(', ')} ms`);
+  const before = await ends();
+  await page.evaluate((n) => {
+    const p = window.__budget;
+    p.textsTarget = document.querySelectorAll('[data-testid="block"][data-block-type="text"]').length + n;
+    p.textsAt = null;
+  }, streamBlocks);
+  await page.fill(T('composer'), `bench blocks ${streamBlocks} 1024`);
+  await page.click(T('send'));
+  const streamMs = await waitFor(`${streamBlocks} blocks`, () =>
+    page.evaluate(() => (window.__budget.textsAt != null ? window.__budget.textsAt - window.__budget.tapAt : null)),
+  60_000);
+  await waitFor('the turn to end', async () => (await ends()) > before);
+  await page.evaluate(() => (window.__budget.textsTarget = null));
+  return {
+    tap_ms: round1(median(got)),
+    tap_max_ms: round1(Math.max(...got)),
+    turns: got.length,
+    stream_blocks: streamBlocks,
+    stream_ms: round1(streamMs),
+  };
+}
 
 /** Scrolls the element under (x, y) up by `distance` px with a touch gesture, traced. */
 async function tracedScroll(page, cdp, distance) {
@@ -119,7 +167,10 @@ async function tracedScroll(page, cdp, distance) {
 }
 
 async function main() {
-  const page = await run.launch(chromium);
+  // No WebRTC candidates: the relay's page would offer the LAN data channel, and
+  // gathering them announces mDNS names on the real network (tests do that only in a
+  // private network namespace). So the relay's page stays on the relay.
+  const page = await run.launch(chromium, { args: [...CHROMIUM_ARGS, '--force-webrtc-ip-handling-policy=disable_non_proxied_udp'] });
   await page.addInitScript(PROBE);
   const cdp = await run.context.newCDPSession(page);
 
@@ -142,24 +193,7 @@ async function main() {
   });
   await run.shot('01-list.png');
 
-  const tap = await run.step('tap Send → first streamed text', async () => {
-    await page.click(`${T('session-item')}[data-session-id="${args.echo}"]`);
-    await page.waitForSelector(T('composer'), { state: 'visible' });
-    const ends = () => page.$$eval(`${T('block')}[data-block-type="session_end"]`, (els) => els.length);
-    const got = [];
-    for (let i = 0; i < rounds * 2; i++) {
-      const before = await ends();
-      await page.fill(T('composer'), `tap number ${i}`);
-      await page.click(T('send'));
-      const ms = await waitFor('the first text', () =>
-        page.evaluate(() => (window.__budget.textAt != null ? window.__budget.textAt - window.__budget.tapAt : null)),
-      );
-      got.push(ms);
-      await waitFor('the turn to end', async () => (await ends()) > before);
-    }
-    run.log(`tap → first text: ${got.map(round1).join(', ')} ms`);
-    return { tap_ms: round1(median(got)), tap_max_ms: round1(Math.max(...got)), turns: got.length };
-  });
+  const tap = await run.step('LAN: tap Send → first streamed text, and a turn of 1 KiB blocks', () => tapAndStream(page));
   await run.shot('02-echo.png');
 
   const open = await run.step('open the big session', async () => {
@@ -212,8 +246,26 @@ async function main() {
     return { ...(await tracedScroll(page, cdp, Math.min(distance, h))), height: h };
   });
 
+  // The same device on the relay's page (its carry link), when the bridge has a relay.
+  let relayTap = null;
+  if (args.relay) {
+    relayTap = await run.step("the relay's page: the same taps and turn through the relay", async () => {
+      await page.goto(new URL(args.link).origin, { waitUntil: 'domcontentloaded' });
+      await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: 60_000 });
+      // The page opens on the session it showed last: back to the home, where the link is.
+      if (await page.isVisible('button.back')) await page.click('button.back');
+      await page.click(T('carry-link'));
+      await page.waitForURL((u) => !args.link.startsWith(u.origin), { timeout: 60_000 });
+      await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: 60_000 });
+      const path = (await page.textContent(T('path'))).trim();
+      if (path !== 'via relay') throw new Error(`the relay's page is on "${path}"`);
+      return tapAndStream(page);
+    });
+    await run.shot('05-relay-echo.png');
+  }
+
   if (run.pageErrors.length) throw new Error(`uncaught errors in the page: ${run.pageErrors.join(' | ')}`);
-  console.log(JSON.stringify({ ok: true, list, tap, open, scroll: { ...scroll, distance }, floor, screenshots: run.screenshots }));
+  console.log(JSON.stringify({ ok: true, list, tap, relay_tap: relayTap, open, scroll: { ...scroll, distance }, floor, screenshots: run.screenshots }));
 }
 
 await run.finish(main);

@@ -27,6 +27,8 @@ const BACKOFF_MAX_MS = 5000;
  * and at once when the network changes.
  */
 const LAN_RETRY_MS = 5000;
+/** On the LAN page, how long the LAN server has to answer before the relay is raced beside it. */
+const LAN_HEAD_START_MS = 1500;
 const LAN_RETRY_MAX_MS = 60000;
 
 /** The relay's device endpoint from a pairing (`ws[s]://host[:port]/v1/client`), or null. */
@@ -175,24 +177,38 @@ function ownUrl() {
 
 /**
  * The first link of a connect: this page's own server; on the bridge's LAN page, the
- * relay its pairing named when the LAN server does not answer — or first, when the
- * LAN link was lost moments ago (a phone leaving the Wi-Fi would wait out the
- * handshake timeout on the LAN first). One pairing, both paths (docs/web-client.md).
+ * LAN server and the relay its pairing named, raced: the LAN gets a head start of
+ * LAN_HEAD_START_MS and wins when it answers within it; otherwise (refused, or silent:
+ * a phone on another network waits out the handshake timeout there) the relay is
+ * tried beside it and the first link up is kept, the other closed when it opens. When
+ * the LAN link was lost moments ago, the relay goes first. One pairing, both paths
+ * (docs/web-client.md).
  */
 async function openFirst(ctx) {
   const relay = app.serverKind === 'lan' ? relayClientUrl(ctx.bridge) : null;
   if (!relay) return { link: await openPath(ctx, ownUrl(), app.serverKind === 'lan'), path: app.serverKind === 'lan' ? 'lan' : 'relay' };
   const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
   const recentlyLost = lan.lostAt != null && Date.now() - lan.lostAt < lan.retry;
-  if (!recentlyLost) {
-    try {
-      return { link: await openPath(ctx, ownUrl(), true), path: 'lan' };
-    } catch (e) {
-      console.info(`LAN server of ${ctx.id}: ${e.message ?? e}; trying its relay`);
-      lan.lostAt = Date.now();
-    }
+  if (recentlyLost) return { link: await openPath(ctx, relay, false), path: 'relay' };
+  const lanTry = openPath(ctx, ownUrl(), true).then((link) => ({ link, path: 'lan' }));
+  lanTry.catch((e) => {
+    console.info(`LAN server of ${ctx.id}: ${e.message ?? e}`);
+    lan.lostAt = Date.now();
+  });
+  const early = await Promise.race([lanTry.catch(() => null), new Promise((r) => setTimeout(() => r('slow'), LAN_HEAD_START_MS))]);
+  if (early && early !== 'slow') return early;
+  const relayTry = openPath(ctx, relay, false).then((link) => ({ link, path: 'relay' }));
+  let winner;
+  try {
+    winner = await Promise.any([lanTry, relayTry]);
+  } catch (e) {
+    throw e instanceof AggregateError ? e.errors[e.errors.length - 1] : e;
   }
-  return { link: await openPath(ctx, relay, false), path: 'relay' };
+  for (const tried of [lanTry, relayTry]) {
+    tried.then((r) => r !== winner && r.link.close('the other path answered first')).catch(() => {});
+  }
+  if (winner.path === 'relay') lan.lostAt ??= Date.now();
+  return winner;
 }
 
 /**
