@@ -13,14 +13,12 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use support::browser::{assert_page_complete, available, web_dir};
+use support::browser::{assert_page_complete, available, run_conversing, web_dir};
 use terminull_bridge::lan::{self, LanConfig};
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 #[derive(Debug, serde::Deserialize)]
 struct Report {
@@ -59,48 +57,25 @@ fn a_device_paired_on_the_lan_page_goes_on_through_the_relay_when_the_lan_goes_a
         let _ = std::fs::remove_dir_all(&shots);
         std::fs::create_dir_all(&shots).unwrap();
         let cwd = tempfile::tempdir().unwrap();
-        let mut child = tokio::process::Command::new("node")
-            .arg(web_dir().join("test/lan-page-relay.mjs"))
-            .args(["--link", &link, "--screenshots"])
-            .arg(&shots)
-            .arg("--cwd")
-            .arg(cwd.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs");
-        let mut stdin = child.stdin.take().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut report = None;
+        let mut command = tokio::process::Command::new("node");
+        command.arg(web_dir().join("test/lan-page-relay.mjs")).args(["--link", &link, "--screenshots"]).arg(&shots);
+        command.arg("--cwd").arg(cwd.path());
         let mut stopped = false;
-        let run = async {
-            while let Some(line) = lines.next_line().await.expect("the script's output") {
-                let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-                match value["event"].as_str() {
-                    Some("stop-lan") => {
-                        // The LAN server goes away with every connection it held.
-                        server.take().expect("the LAN server runs").stop();
-                        stopped = true;
-                        stdin.write_all(b"done\n").await.unwrap();
-                    }
-                    Some("start-lan") => {
-                        // Back on the same address (the page's origin).
-                        let again = LanConfig { listen: addr, ..config.clone() };
-                        server = Some(lan::start(bridge.ctx.clone(), bridge.home(), again).await.expect("the LAN port again"));
-                        stdin.write_all(b"done\n").await.unwrap();
-                    }
-                    _ => report = Some(line),
-                }
+        let report: Report = run_conversing(command, Duration::from_secs(400), async |event: &str| match event {
+            // The LAN server goes away with every connection it held.
+            "stop-lan" => {
+                server.take().expect("the LAN server runs").stop();
+                stopped = true;
             }
-        };
-        tokio::time::timeout(Duration::from_secs(400), run).await.expect("the browser script finished in time");
-        let status = child.wait().await.unwrap();
-        let last = report.expect("a JSON report line");
-        assert!(status.success(), "the browser script failed ({status}): {last}");
-        let report: Report = serde_json::from_str(&last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok && stopped, "{last}");
+            // Back on the same address (the page's origin).
+            "start-lan" => {
+                let again = LanConfig { listen: addr, ..config.clone() };
+                server = Some(lan::start(bridge.ctx.clone(), bridge.home(), again).await.expect("the LAN port again"));
+            }
+            other => panic!("the script asked for {other}"),
+        })
+        .await;
+        assert!(report.ok && stopped, "{report:?}");
         assert_eq!(report.paths, ["LAN", "via relay", "LAN"]);
         let (lan_blocks, relay_blocks) =
             (report.blocks["lan"].as_u64().unwrap_or(0), report.blocks["relay"].as_u64().unwrap_or(0));

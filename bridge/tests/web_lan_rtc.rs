@@ -17,15 +17,13 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::browser::{available, web_dir};
+use support::browser::{available, run_conversing, web_dir};
 use terminull_bridge::lan::{self, LanConfig};
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ServerConfig};
@@ -87,50 +85,27 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
         let _ = std::fs::remove_dir_all(&shots);
         std::fs::create_dir_all(&shots).unwrap();
         let cwd = tempfile::tempdir().unwrap();
-        let mut child = tokio::process::Command::new("node")
-            .arg(web_dir().join("test/lan-rtc.mjs"))
-            .args(["--link", &link, "--spki", TEST_CERT_SPKI, "--screenshots"])
-            .arg(&shots)
-            .arg("--cwd")
-            .arg(cwd.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs");
-        let mut stdin = child.stdin.take().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut report = None;
+        let mut command = tokio::process::Command::new("node");
+        command.arg(web_dir().join("test/lan-rtc.mjs")).args(["--link", &link, "--spki", TEST_CERT_SPKI, "--screenshots"]);
+        command.arg(&shots).arg("--cwd").arg(cwd.path());
         let mut dropped = false;
-        let run = async {
-            while let Some(line) = lines.next_line().await.expect("the script's output") {
-                let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-                match value["event"].as_str() {
-                    Some("drop-lan") => {
-                        // The LAN address goes away: the bridge's UDP socket can no longer
-                        // send or receive, and nothing routes to it.
-                        ip(&format!("addr del {LAN_ADDR}/24 dev lan0"));
-                        dropped = true;
-                        eprintln!("LAN address removed; data channels on the bridge: {}", bridge.ctx.rtc.peers());
-                        stdin.write_all(b"done\n").await.unwrap();
-                    }
-                    Some("restore-lan") => {
-                        // Back, on another address.
-                        ip(&format!("addr add {NEW_LAN_ADDR}/24 dev lan0"));
-                        ip("route replace default dev lan0");
-                        stdin.write_all(b"done\n").await.unwrap();
-                    }
-                    _ => report = Some(line),
-                }
+        let report: Report = run_conversing(command, Duration::from_secs(400), async |event: &str| match event {
+            // The LAN address goes away: the bridge's UDP socket can no longer send or
+            // receive, and nothing routes to it.
+            "drop-lan" => {
+                ip(&format!("addr del {LAN_ADDR}/24 dev lan0"));
+                dropped = true;
+                eprintln!("LAN address removed; data channels on the bridge: {}", bridge.ctx.rtc.peers());
             }
-        };
-        tokio::time::timeout(Duration::from_secs(400), run).await.expect("the browser script finished in time");
-        let status = child.wait().await.unwrap();
-        let last = report.expect("a JSON report line");
-        assert!(status.success(), "the browser script failed ({status}): {last}");
-        let report: Report = serde_json::from_str(&last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-        assert!(report.ok && dropped, "{last}");
+            // Back, on another address.
+            "restore-lan" => {
+                ip(&format!("addr add {NEW_LAN_ADDR}/24 dev lan0"));
+                ip("route replace default dev lan0");
+            }
+            other => panic!("the script asked for {other}"),
+        })
+        .await;
+        assert!(report.ok && dropped, "{report:?}");
         assert_eq!(report.paths, ["LAN direct", "via relay", "LAN direct"]);
         let (lan_blocks, relay_blocks) =
             (report.blocks["lan"].as_u64().unwrap_or(0), report.blocks["relay"].as_u64().unwrap_or(0));
