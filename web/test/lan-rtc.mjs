@@ -12,8 +12,7 @@
 // {"ok":true,"session_id":…,"seqs":[…],"paths":[…],"blocks":{"lan":n,"relay":m},"lan_after_return":k,"screenshots":[…]}
 
 import { chromium } from 'playwright-core';
-import { createInterface } from 'node:readline';
-import { CHROMIUM_ARGS, PhoneRun, STEP_TIMEOUT, T, parseArgs, waitFor } from './support/phone.mjs';
+import { CHROMIUM_ARGS, parseArgs, PhoneRun, startEchoSession, STEP_TIMEOUT, T, testAsker, waitFor } from './support/phone.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 if (process.env.NODE_TEST_CONTEXT && !args.link) {
@@ -29,13 +28,7 @@ async function main() {
     process.exit(2);
   }
   const run = new PhoneRun('lan-rtc', args.screenshots);
-  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
-  /** Asks the test to do `event` and waits until it says it is done. */
-  const ask = async (event) => {
-    console.log(JSON.stringify({ event }));
-    const answer = await lines.next();
-    if (answer.done || answer.value.trim() !== 'done') throw new Error(`the test did not do ${event}: ${answer.value}`);
-  };
+  const ask = testAsker();
   await run.finish(async () => {
     const page = await run.launch(chromium, { args: [...CHROMIUM_ARGS, `--ignore-certificate-errors-spki-list=${args.spki}`] });
     const pathShown = async () => (await page.textContent(T('path'))).trim();
@@ -58,15 +51,7 @@ async function main() {
     });
     await run.shot('01-lan-direct.png');
 
-    await run.step('start an echo session on the LAN', async () => {
-      await page.click(T('new-session'));
-      await waitFor('the echo agent', () => page.$$eval(`${T('agent-picker')} option`, (os) => os.some((o) => o.value === 'echo')));
-      await page.selectOption(T('agent-picker'), 'echo');
-      await page.fill(T('cwd'), args.cwd);
-      await page.click(T('start-session'));
-      await page.waitForSelector(`${T('block')}[data-block-type="agent_info"]`, { timeout: STEP_TIMEOUT });
-    });
-    const sessionId = await page.evaluate(() => window.terminull.current);
+    const sessionId = await run.step('start an echo session on the LAN', () => startEchoSession(page, args.cwd));
     const words = Array.from({ length: 100 }, (_, i) => `w${i + 1}`);
     await run.step('a slow turn, begun on the LAN', async () => {
       await page.fill(T('composer'), `slow ${words.join(' ')}`);

@@ -7,6 +7,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 /** Chromium's arguments: headless, and nothing that would talk to the network by itself. */
 export const CHROMIUM_ARGS = [
@@ -55,6 +56,31 @@ export async function waitFor(desc, predicate, timeout = STEP_TIMEOUT) {
     await sleep(100);
   }
   throw new Error(`timed out after ${timeout / 1000} s waiting for ${desc}`);
+}
+
+/**
+ * The way a script asks the test driving it (bridge/tests/support/browser.rs
+ * `run_conversing`) to act: `ask(event)` prints `{"event": event}` and resolves once
+ * the test answers `done` on stdin.
+ */
+export function testAsker() {
+  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  return async (event) => {
+    console.log(JSON.stringify({ event }));
+    const answer = await lines.next();
+    if (answer.done || answer.value.trim() !== 'done') throw new Error(`the test did not do ${event}: ${answer.value}`);
+  };
+}
+
+/** From the home view: starts an echo session in `cwd` and returns its id once it started. */
+export async function startEchoSession(page, cwd) {
+  await page.click(T('new-session'));
+  await waitFor('the echo agent', () => page.$$eval(`${T('agent-picker')} option`, (os) => os.some((o) => o.value === 'echo')));
+  await page.selectOption(T('agent-picker'), 'echo');
+  await page.fill(T('cwd'), cwd);
+  await page.click(T('start-session'));
+  await page.waitForSelector(`${T('block')}[data-block-type="agent_info"]`, { timeout: STEP_TIMEOUT });
+  return page.evaluate(() => window.terminull.current);
 }
 
 /** One script's run: its log tag, its screenshots, the page and what the page threw. */
