@@ -144,8 +144,7 @@ export async function connect(ctx = activeCtx()) {
     if (ctx === activeCtx()) refreshLists();
     else listSessions(ctx, link);
     refreshAgents(ctx, link);
-    if (app.serverKind === 'relay') tryLan(ctx);
-    else if (path === 'relay') returnToLanServer(ctx);
+    if (path === 'relay') moveToLan(ctx);
   } catch (e) {
     r.connecting = false;
     console.warn(`connect ${ctx.id}: ${e.message ?? e}`);
@@ -209,46 +208,6 @@ async function openFirst(ctx) {
   }
   if (winner.path === 'relay') lan.lostAt ??= Date.now();
   return winner;
-}
-
-/**
- * On the bridge's LAN page with the link on the relay: opens the LAN server again
- * after the hysteresis wait (LAN_RETRY_MS, doubling to LAN_RETRY_MAX_MS on each
- * failure) and, once a link runs there, moves the bridge's link to it (resuming by
- * seq) and closes the relay link.
- */
-async function returnToLanServer(ctx) {
-  const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
-  const relay = ctx.link;
-  if (!relay || ctx.linkPath !== 'relay' || lan.trying || lan.timer || !live(ctx)) return;
-  const wait = (lan.lostAt ?? 0) + lan.retry - Date.now();
-  if (wait > 0) {
-    lan.timer = setTimeout(() => {
-      lan.timer = null;
-      returnToLanServer(ctx);
-    }, wait);
-    return;
-  }
-  lan.trying = true;
-  try {
-    const link = await openPath(ctx, ownUrl(), true);
-    if (ctx.link !== relay || !live(ctx)) {
-      link.close('not needed any more');
-      return;
-    }
-    lan.retry = LAN_RETRY_MS;
-    lan.lostAt = null;
-    adopt(ctx, link, 'lan');
-    ctxConn(ctx, ctx.connState, ctx.connLabel);
-    relay.close('back on the LAN');
-  } catch (e) {
-    console.info(`LAN server of ${ctx.id}: ${e.message ?? e}`);
-    lan.lostAt = Date.now();
-    lan.retry = Math.min(LAN_RETRY_MAX_MS, lan.retry * 2);
-    returnToLanServer(ctx);
-  } finally {
-    lan.trying = false;
-  }
 }
 
 /**
@@ -327,36 +286,37 @@ function lanLost(ctx) {
 }
 
 /**
- * On the relay's page, with the relay link up: offers a LAN data channel through it
- * and, once a link runs on the channel, moves the bridge's link there (resuming by
- * seq) and closes the relay link. A bridge without a LAN server answers
- * `not_supported`: not offered again until the page reloads or the network changes.
+ * With the bridge's link on the relay: after the hysteresis wait (LAN_RETRY_MS since
+ * the LAN was lost or last failed, doubling to LAN_RETRY_MAX_MS on each failure), opens
+ * a link on the LAN — on the relay's page a data channel offered through the relay
+ * link, on the bridge's LAN page its LAN server again — and, once it runs, makes it the
+ * bridge's link (resuming by seq) and closes the relay link. A bridge without a LAN
+ * server answers the offer `not_supported`: not offered again until the page reloads
+ * or the network changes.
  */
-async function tryLan(ctx) {
+async function moveToLan(ctx) {
   const lan = ctx.lan ?? (ctx.lan = { retry: LAN_RETRY_MS });
   const relay = ctx.link;
   if (!relay || ctx.linkPath !== 'relay' || lan.trying || lan.unsupported || lan.timer || !live(ctx)) return;
-  if (typeof globalThis.RTCPeerConnection !== 'function') return;
+  const lanPage = app.serverKind === 'lan';
+  if (!lanPage && typeof globalThis.RTCPeerConnection !== 'function') return;
   const wait = (lan.lostAt ?? 0) + lan.retry - Date.now();
   if (wait > 0) {
     lan.timer = setTimeout(() => {
       lan.timer = null;
-      tryLan(ctx);
+      moveToLan(ctx);
     }, wait);
     return;
   }
   lan.trying = true;
   try {
-    const socket = await offerChannel(relay);
-    const link = await openPath(ctx, 'rtc:lan', true, socket).catch((e) => {
-      socket.close(1000, 'no link');
-      throw e;
-    });
+    const link = lanPage ? await openPath(ctx, ownUrl(), true) : await openChannel(ctx, relay);
     if (ctx.link !== relay || !live(ctx)) {
       link.close('not needed any more');
       return;
     }
     lan.retry = LAN_RETRY_MS;
+    lan.lostAt = null;
     adopt(ctx, link, 'lan');
     ctxConn(ctx, ctx.connState, ctx.connLabel);
     relay.close('moved to the LAN');
@@ -365,10 +325,19 @@ async function tryLan(ctx) {
     console.info(`LAN path to ${ctx.id}: ${e.message ?? e}`);
     lan.lostAt = Date.now();
     lan.retry = Math.min(LAN_RETRY_MAX_MS, lan.retry * 2);
-    if (!lan.unsupported) tryLan(ctx);
+    if (!lan.unsupported) moveToLan(ctx);
   } finally {
     lan.trying = false;
   }
+}
+
+/** A link on a LAN data channel offered through the `relay` link. */
+async function openChannel(ctx, relay) {
+  const socket = await offerChannel(relay);
+  return openPath(ctx, 'rtc:lan', true, socket).catch((e) => {
+    socket.close(1000, 'no link');
+    throw e;
+  });
 }
 
 /** The network changed: try the LAN path again at once, everywhere. */
@@ -377,8 +346,7 @@ export function networkChanged() {
     if (!ctx.lan) continue;
     clearTimeout(ctx.lan.timer);
     ctx.lan = { retry: LAN_RETRY_MS };
-    if (app.serverKind === 'lan') returnToLanServer(ctx);
-    else tryLan(ctx);
+    moveToLan(ctx);
   }
 }
 
