@@ -21,7 +21,6 @@ mod support;
 use support::browser::{available, web_dir};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use terminull_bridge::daemon_client::Client;
@@ -50,10 +49,9 @@ fn body_runs_here(name: &str) -> bool {
     }
     let bash = ["/bin/bash", "/usr/bin/bash"].into_iter().find(|p| Path::new(p).exists()).expect("bash is installed");
     let home = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut command = Command::new(exe);
-    command.args([name, "--exact", "--nocapture", "--test-threads=1"]).env("SHELL", bash).env("HOME", home.path());
-    if let Err(e) = terminull_netns::run_in_netns(&mut command) {
+    let mut command = terminull_netns::test_command(name).unwrap();
+    command.env("SHELL", bash).env("HOME", home.path());
+    if let Err(e) = terminull_netns::run_test(&mut command) {
         panic!("{name} failed in its private network namespace:\n{e}");
     }
     false

@@ -29,6 +29,13 @@ pub enum NetnsError {
         /// Its stdout and stderr together.
         output: String,
     },
+    /// The run exited cleanly but the test did not run in it (a wrong name, or a filter
+    /// that skipped it): counting that as a pass would hide every failure.
+    #[error("the test did not run in the private namespace:\n{output}")]
+    NotRun {
+        /// Its stdout and stderr together.
+        output: String,
+    },
 }
 
 /// Set in the environment of the process running inside the namespace.
@@ -46,11 +53,30 @@ pub fn run_isolated(name: &str) -> Option<Result<String, NetnsError>> {
     if inside() {
         return None;
     }
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(source) => return Some(Err(NetnsError::Spawn { what: "find the test binary", source })),
-    };
-    Some(run_in_netns(Command::new(exe).args([name, "--exact", "--nocapture", "--test-threads=1"])))
+    Some(test_command(name).and_then(|mut command| run_test(&mut command)))
+}
+
+/// The command that runs only the test `name` of this test binary, for a caller that
+/// adds environment to it before [`run_test`].
+pub fn test_command(name: &str) -> Result<Command, NetnsError> {
+    let exe = std::env::current_exe().map_err(|source| NetnsError::Spawn { what: "find the test binary", source })?;
+    let mut command = Command::new(exe);
+    // `--include-ignored`: the outer run may be `cargo test -- --ignored`, and the
+    // inner one must then run the same (ignored) test rather than filter it out.
+    command.args([name, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"]);
+    Ok(command)
+}
+
+/// Runs a [`test_command`] inside a fresh private namespace; its output when the one
+/// test ran and passed.
+pub fn run_test(command: &mut Command) -> Result<String, NetnsError> {
+    let output = run_in_netns(command)?;
+    if ran_one_test(&output) { Ok(output) } else { Err(NetnsError::NotRun { output }) }
+}
+
+/// True when libtest's summary says exactly one test ran and passed.
+fn ran_one_test(output: &str) -> bool {
+    output.lines().any(|line| line.starts_with("test result: ok. 1 passed"))
 }
 
 /// Runs `command` inside a fresh private network namespace (`unshare -n`, then
@@ -88,5 +114,19 @@ pub fn body_runs_here(name: &str) -> bool {
         None => true,
         Some(Ok(_)) => false,
         Some(Err(output)) => panic!("{name} failed in its private network namespace:\n{output}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ran_one_test;
+
+    #[test]
+    fn only_a_summary_with_one_passed_test_counts_as_a_run() {
+        assert!(ran_one_test("running 1 test\ntest x ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored\n"));
+        assert!(!ran_one_test("running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 1 ignored\n"));
+        assert!(!ran_one_test(
+            "running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 9 filtered out\n"
+        ));
     }
 }
