@@ -24,7 +24,7 @@ use terminull_protocol::blocks::Progress;
 
 use crate::client::{self, Connection, LOAD_TIMEOUT, SESSION_TIMEOUT};
 use crate::mapping::Mapper;
-use crate::profile::{AcpProfile, Launch, Settings, Via};
+use crate::profile::{AcpProfile, AfterLoad, Launch, Settings, Via};
 use crate::schema::{PromptCapabilities, SessionResult, SessionUpdate, method};
 
 /// How long `start` waits for the agent's slash commands (`available_commands_update`,
@@ -86,6 +86,7 @@ impl<P: AcpProfile> AcpAdapter<P> {
             &mut self.mapper,
             P::DISPLAY_NAME,
             P::EMPTY_LOAD_MEANS_UNKNOWN,
+            P::prepare_load,
         );
         match opening.await {
             Ok(opened) => match self.apply_choices(&mut conn, &opened).await {
@@ -197,6 +198,7 @@ async fn open_session(
     mapper: &mut Mapper,
     name: &str,
     empty_load_means_unknown: bool,
+    prepare_load: fn(&Path, &str) -> Option<AfterLoad>,
 ) -> Result<Opened, AdapterError> {
     let cwd_text = cwd.display().to_string();
     let mut notice = None;
@@ -204,6 +206,7 @@ async fn open_session(
         if conn.info.agent_capabilities.load_session {
             let params = json!({"sessionId": id, "cwd": cwd_text, "mcpServers": []});
             let mut held = Vec::new();
+            let after_load = prepare_load(cwd, &id);
             match conn.call(method::SESSION_LOAD, params, LOAD_TIMEOUT, &mut held).await {
                 Ok(value) if empty_load_means_unknown && value.as_object().is_none_or(|o| o.is_empty()) => {
                     tracing::warn!("{name} does not know session {id}");
@@ -212,6 +215,9 @@ async fn open_session(
                     ));
                 }
                 Ok(value) => {
+                    if let Some(after_load) = after_load {
+                        after_load();
+                    }
                     // The replayed history is not shown again: the bridge has it.
                     keep_session_updates(&id, held, mapper);
                     let result: SessionResult = serde_json::from_value(value).unwrap_or_default();

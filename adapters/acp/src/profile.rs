@@ -59,6 +59,9 @@ pub enum Via {
     Acp(String),
 }
 
+/// What runs once a `session/load` succeeded (see [`AcpProfile::prepare_load`]).
+pub type AfterLoad = Box<dyn FnOnce() + Send>;
+
 /// One ACP agent. See the [module documentation](self).
 pub trait AcpProfile: Send + Sync + Sized + 'static {
     /// The adapter's agent id.
@@ -99,6 +102,13 @@ pub trait AcpProfile: Send + Sync + Sized + 'static {
     /// successful load, so this is off by default; Hermes 0.19 answers a real load with
     /// the session's modes and models.
     const EMPTY_LOAD_MEANS_UNKNOWN: bool = false;
+
+    /// Runs just before `session/load` of `session_id` in `cwd`, for an agent whose load
+    /// harms its own session store (Gemini CLI); what it returns runs once the load
+    /// succeeded (default: nothing).
+    fn prepare_load(_cwd: &std::path::Path, _session_id: &str) -> Option<AfterLoad> {
+        None
+    }
 
     /// Rewrites each thought chunk (default: unchanged).
     const REWRITE_THOUGHT: ChunkRewrite = keep_chunk;

@@ -40,7 +40,7 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// The chats directory of `cwd`: from `projects.json`, else a project whose
 /// `.project_root` is `cwd`.
-fn chats_dir(root: &Path, cwd: &str) -> Option<PathBuf> {
+pub(crate) fn chats_dir(root: &Path, cwd: &str) -> Option<PathBuf> {
     let projects: Option<Value> = read_small(&root.join("projects.json")).and_then(|t| serde_json::from_str(&t).ok());
     if let Some(name) = projects.as_ref().and_then(|p| p.pointer("/projects")?.get(cwd)?.as_str())
         && !name.contains('/')
@@ -114,7 +114,7 @@ fn split_cursor(cursor: Option<&str>) -> (Option<&str>, JsonlCursor) {
 
 /// The text of a user record typed by the user (not the context Gemini CLI injects,
 /// not a tool's answer).
-fn prompt_text(record: &Value) -> Option<String> {
+pub(crate) fn prompt_text(record: &Value) -> Option<String> {
     let items = record.get("content")?.as_array()?;
     if items.iter().any(|i| i.get("functionResponse").is_some()) {
         return None;
@@ -183,10 +183,14 @@ impl SessionFiles for GeminiSessions {
         files.pop().ok_or_else(|| AdapterError::not_found(format!("no Gemini CLI chat for session {id} (cwd {cwd})")))
     }
 
-    /// `mirror`: the newest chat file of the session after the cursor, as blocks. When the
+    /// `mirror`: the newest chat file of the session after the cursor, as blocks (after
+    /// removing what would cost the session at the CLI's next start). When the
     /// terminal started a new file for the session, the new one is read from its start;
     /// the history it repeats (a `$set` patch) is not mirrored again.
     fn read_mirror(&self, root: &Path, params: &MirrorParams) -> Result<MirrorResult, AdapterError> {
+        // A terminal's `gemini --resume` leaves an empty recording that would cost the
+        // whole conversation at the CLI's next start (crate::repair).
+        crate::repair::remove_empty_files(root, &params.cwd, params.agent_session_id.as_str());
         let path = self.session_path(root, &params.cwd, params.agent_session_id.as_str())?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (file, at) = split_cursor(params.cursor.as_deref());

@@ -7,10 +7,11 @@
 #![warn(missing_docs)]
 
 use std::ffi::OsString;
-use terminull_acp::profile::{self, AcpProfile, Launch, Settings, Via};
+use terminull_acp::profile::{self, AcpProfile, AfterLoad, Launch, Settings, Via};
 use terminull_adapter_sdk::prelude::*;
 
 pub mod handoff;
+mod repair;
 
 /// Gemini CLI's approval modes, as its ACP session modes name them.
 pub const PERMISSION_MODES: &[&str] = &["default", "autoEdit", "yolo", "plan"];
@@ -35,6 +36,16 @@ impl AcpProfile for Gemini {
 
     fn handoff() -> Option<impl Handoff> {
         Some(handoff::GeminiSessions)
+    }
+
+    /// Keeps Gemini CLI's `session/load` from wiping or orphaning the session's chat
+    /// files ([`repair`]).
+    fn prepare_load(cwd: &std::path::Path, session_id: &str) -> Option<AfterLoad> {
+        let root = handoff::GeminiSessions::HOME.find()?;
+        let (cwd, id) = (cwd.display().to_string(), session_id.to_owned());
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64();
+        repair::before_load(&root, &cwd, &id, now);
+        Some(Box::new(move || repair::remove_empty_files(&root, &cwd, &id)))
     }
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {

@@ -321,13 +321,6 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let ws = rig.workspace().display().to_string();
 
     // 1. A conversation started in the terminal.
-    if agent == Agent::Gemini {
-        // Gemini CLI 0.61's ACP `session/load` finds no session of a directory that is
-        // not a project ("No previous sessions found for this project") when PWD is that
-        // directory, as in a real shell; a git repository is one (docs/session-handoff.md).
-        let status = std::process::Command::new("git").args(["init", "-q"]).current_dir(rig.workspace()).status()?;
-        ensure!(status.success(), "git init in the workspace failed");
-    }
     let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
     let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
     out.transcript.push(format!("terminal: first turn in conversation {sid}"));
@@ -484,6 +477,26 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     })
     .await?;
     out.transcript.push("app: that turn arrived mirrored".into());
+
+    // 6. Gemini CLI deletes, at its next start, every file of a session one of whose files
+    // holds no conversation (what its `session/load` leaves behind unless the adapter
+    // tidies up): a new conversation in the terminal must leave this one listed.
+    if agent == Agent::Gemini {
+        run_native(&rig, &native_turn(agent, "mock:plain another conversation", None)?)?;
+        let scan = ControlMessage::ScanExternalSessions(ScanExternalSessions {
+            agent: Some(agent.id().into()),
+            cwd: Some(ws.clone()),
+        });
+        let mut kept = Vec::new();
+        let ReplyResult::ExternalSessions { sessions } = call(&mut rig, scan, &mut kept).await? else {
+            bail!("scan_external_sessions")
+        };
+        ensure!(
+            sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid),
+            "the conversation {sid} was gone after the CLI's next start: {sessions:?}"
+        );
+        out.transcript.push(format!("terminal: a new conversation started; {sid} is still listed"));
+    }
     crate::scenarios::check_no_empty_text(&seen)?;
     Ok(out)
 }

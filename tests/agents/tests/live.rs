@@ -100,7 +100,6 @@ agent_tests! { live_handoff;
     claude_code_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::ClaudeCode;
     codex_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Codex;
     pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Pi;
-    #[ignore = "intermittent: Gemini CLI 0.61's ACP session/load at times finds no session of the directory (docs/session-handoff.md, known limits); run with --ignored"]
     gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Gemini;
     opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::OpenCode;
     #[ignore = "slow here: the adapter reads Kilo's store through `kilo db`, which took over the bridge's 30 s hook deadline on a 2-core machine at load 20 (scan_external_sessions: no response within 30s); run with --ignored"]
