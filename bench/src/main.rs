@@ -23,6 +23,7 @@ mod setup;
 mod streaming;
 mod util;
 mod web;
+mod web_rtc;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -78,6 +79,9 @@ enum Section {
     /// The web app in Chromium: the list's first render, tap → first text, scrolling
     /// (needs Debian's Chromium and `web/node_modules`).
     Web,
+    /// The app from the relay's https origin: its LAN data channel beside the relay
+    /// (Chromium, in a private network namespace: needs root).
+    WebRtc,
 }
 
 /// The helper processes this binary runs of itself.
@@ -99,6 +103,16 @@ enum Helper {
     /// The bare WebSocket forwarder.
     #[command(hide = true)]
     ForwarderChild,
+    /// The web-rtc section's body, inside its private network namespace.
+    #[command(hide = true)]
+    WebRtcChild {
+        /// Taps per path (times two).
+        #[arg(long)]
+        rounds: usize,
+        /// Blocks of the throughput turn.
+        #[arg(long)]
+        blocks: u64,
+    },
     /// Writes an adapter's stream lines to stdout.
     #[command(hide = true)]
     PipeSource {
@@ -145,6 +159,7 @@ fn main() -> Result<()> {
         match cli.helper {
             Some(Helper::RelayChild { data, store, bus }) => helpers::relay_child(data, store, bus).await,
             Some(Helper::ForwarderChild) => helpers::forwarder_child().await,
+            Some(Helper::WebRtcChild { rounds, blocks }) => web_rtc::child(rounds, blocks).await,
             _ => run(cli).await,
         }
     })
@@ -176,6 +191,11 @@ async fn run(cli: Cli) -> Result<()> {
         match (cli.tiny, web::missing()) {
             (false, None) => all.push(Section::Web),
             (false, Some(why)) => println!("web section skipped: {why}"),
+            (true, _) => {}
+        }
+        match (cli.tiny, web_rtc::missing()) {
+            (false, None) => all.push(Section::WebRtc),
+            (false, Some(why)) => println!("web-rtc section skipped: {why}"),
             (true, _) => {}
         }
         all
@@ -215,6 +235,7 @@ async fn run(cli: Cli) -> Result<()> {
             (Section::Memory, _, _, _) => sections::memory(&tools, &scale, cwd.path()).await,
             (Section::Cluster, _, _, _) => cluster::cluster(&tools, &scale).await,
             (Section::Web, _, _, _) => web::web(&tools, &scale, cwd.path()).await,
+            (Section::WebRtc, _, _, _) => web_rtc::web_rtc(&tools, &scale).await,
             _ => Err(anyhow::anyhow!("the prerequisites of {section:?} were not started")),
         };
         let got = got.with_context(|| format!("section {section:?}"))?;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use terminull_bridge::devices;
 use terminull_protocol::blocks::BlockKind;
 use terminull_protocol::crypto::pairing::PairingLink;
@@ -42,13 +42,14 @@ struct ListFigures {
     runs: u32,
 }
 
-#[derive(Debug, Deserialize)]
-struct TapFigures {
-    tap_ms: f64,
-    tap_max_ms: f64,
-    turns: u32,
-    stream_blocks: u64,
-    stream_ms: f64,
+/// tap → first text and the block turn, as `web/bench/probe.mjs` measures them.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct TapFigures {
+    pub(crate) tap_ms: f64,
+    pub(crate) tap_max_ms: f64,
+    pub(crate) turns: u32,
+    pub(crate) stream_blocks: u64,
+    pub(crate) stream_ms: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,7 +170,7 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     Ok(rows_of(&report, median(rust_ms), resumed.as_secs_f64() * 1e3, scale.web_big_blocks))
 }
 
-fn per_sec(t: &TapFigures) -> f64 {
+pub(crate) fn per_sec(t: &TapFigures) -> f64 {
     t.stream_blocks as f64 / (t.stream_ms / 1e3).max(1e-6)
 }
 

@@ -17,25 +17,18 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::browser::{available, run_conversing, web_dir};
+use support::tls_front::{TEST_CERT_SPKI, tls_front};
 use terminull_bridge::lan::{self, LanConfig};
 use terminull_protocol::ids::SessionId;
 use terminull_relay::{Relay, RelayConfig};
-use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::{self, ServerConfig};
 
 /// The LAN address of the bridge inside the namespace.
 const LAN_ADDR: &str = "10.77.0.1";
 /// Its address once the LAN is back (a new lease): the page must re-learn it.
 const NEW_LAN_ADDR: &str = "10.77.0.3";
-/// The SHA-256 of the test certificate's public key (`openssl x509 -pubkey | openssl pkey
-/// -pubin -outform der | openssl dgst -sha256 -binary | base64`), for Chromium's
-/// `--ignore-certificate-errors-spki-list`.
-const TEST_CERT_SPKI: &str = "HG+yUi65SchNN8Hx8lkngFki6fwb/Ww7cGO80zGbcMA=";
 
 fn ip(args: &str) {
     let status = std::process::Command::new("ip").args(args.split(' ')).status().expect("ip runs");
@@ -72,7 +65,8 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
     runtime.block_on(async {
         let data = tempfile::tempdir().unwrap();
         let relay = Relay::start(RelayConfig::new("127.0.0.1:0".parse().unwrap(), data.path())).await.unwrap();
-        let origin = tls_front(relay.http_url().trim_start_matches("http://").parse().unwrap()).await;
+        let fixtures = support::workspace().join("relay/tests/fixtures/tls");
+        let origin = tls_front(relay.http_url().trim_start_matches("http://").parse().unwrap(), &fixtures).await.unwrap();
         let bridge = support::remote::paired_bridge().await;
         support::remote::connect_to_relay(&bridge, relay.ws_url());
         let lan_listen = "0.0.0.0:0".parse().unwrap();
@@ -120,34 +114,4 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
         server.stop();
         relay.shutdown().await;
     });
-}
-
-/// A TLS front for the relay at `relay` (the test certificate): the page's https
-/// origin. Returns `https://127.0.0.1:port`.
-async fn tls_front(relay: std::net::SocketAddr) -> String {
-    let fixtures = support::workspace().join("relay/tests/fixtures/tls");
-    let certs =
-        CertificateDer::pem_file_iter(fixtures.join("cert.pem")).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
-    let key = PrivateKeyDer::from_pem_file(fixtures.join("key.pem")).unwrap();
-    let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("https://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                let Ok(mut upstream) = tokio::net::TcpStream::connect(relay).await else { return };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
-            });
-        }
-    });
-    origin
 }

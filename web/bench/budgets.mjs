@@ -25,6 +25,7 @@ import { chromium } from 'playwright-core';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CHROMIUM_ARGS, PhoneRun, T, parseArgs, waitFor } from '../test/support/phone.mjs';
+import { median, probe, round1, tapAndStream } from './probe.mjs';
 
 const args = parseArgs(process.argv.slice(2));
 for (const need of ['link', 'rows', 'echo', 'big', 'big-turns']) {
@@ -39,85 +40,12 @@ const bigTurns = Number(args['big-turns']);
 /** Blocks of the throughput turn on each path. */
 const streamBlocks = Number(args.blocks ?? 500);
 const run = new PhoneRun('budgets', args.screenshots ?? join(tmpdir(), 'terminull-budgets'));
+const tapOptions = { session: args.echo, rounds, blocks: streamBlocks, log: (m) => run.log(m) };
 /** The longest scroll gesture, so a huge session cannot hold the run for minutes. */
 const MAX_SCROLL_PX = 400_000;
 const SCROLL_SPEED = 8_000; // px/s: a brisk flick, held
 
-// Runs before the app's own code on every load (through the DevTools protocol, so the
-// page's CSP does not apply): marks when the list first shows every row, when a tap
-// on Send happened and when the next text block appeared, and every animation frame.
-const PROBE = `
-(() => {
-  const p = (window.__budget = { listAt: null, tapAt: null, textAt: null, textsAtTap: 0, textsTarget: null, textsAt: null, frames: [], recording: false });
-  const rowsWanted = ${rows};
-  const texts = () => document.querySelectorAll('[data-testid="block"][data-block-type="text"]').length;
-  new MutationObserver(() => {
-    if (p.listAt == null && document.querySelectorAll('[data-testid="session-item"]').length >= rowsWanted) p.listAt = performance.now();
-    if (p.tapAt != null && p.textAt == null && texts() > p.textsAtTap) p.textAt = performance.now();
-    if (p.textsTarget != null && p.textsAt == null && texts() >= p.textsTarget) p.textsAt = performance.now();
-  }).observe(document, { childList: true, subtree: true });
-  document.addEventListener('click', (e) => {
-    if (e.target.closest?.('[data-testid="send"]')) {
-      p.tapAt = performance.now();
-      p.textAt = null;
-      p.textsAtTap = texts();
-    }
-  }, true);
-  const frame = (t) => {
-    if (p.recording) p.frames.push(t);
-    requestAnimationFrame(frame);
-  };
-  requestAnimationFrame(frame);
-})();`;
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
-};
-const round1 = (x) => Math.round(x * 10) / 10;
-
-/**
- * In the echo session: taps Send `rounds * 2` times, timing the click → the reply's
- * first text element; then one turn of `--blocks` finished 1 KiB text blocks
- * (echo-rs `bench blocks`), timing the click → the last of them in the DOM.
- */
-async function tapAndStream(page) {
-  await page.click(`${T('session-item')}[data-session-id="${args.echo}"]`);
-  await page.waitForSelector(T('composer'), { state: 'visible' });
-  const ends = () => page.$$eval(`${T('block')}[data-block-type="session_end"]`, (els) => els.length);
-  const got = [];
-  for (let i = 0; i < rounds * 2; i++) {
-    const before = await ends();
-    await page.fill(T('composer'), `tap number ${i}`);
-    await page.click(T('send'));
-    const ms = await waitFor('the first text', () =>
-      page.evaluate(() => (window.__budget.textAt != null ? window.__budget.textAt - window.__budget.tapAt : null)),
-    );
-    got.push(ms);
-    await waitFor('the turn to end', async () => (await ends()) > before);
-  }
-  run.log(`tap → first text: ${got.map(round1).join(', ')} ms`);
-  const before = await ends();
-  await page.evaluate((n) => {
-    const p = window.__budget;
-    p.textsTarget = document.querySelectorAll('[data-testid="block"][data-block-type="text"]').length + n;
-    p.textsAt = null;
-  }, streamBlocks);
-  await page.fill(T('composer'), `bench blocks ${streamBlocks} 1024`);
-  await page.click(T('send'));
-  const streamMs = await waitFor(`${streamBlocks} blocks`, () =>
-    page.evaluate(() => (window.__budget.textsAt != null ? window.__budget.textsAt - window.__budget.tapAt : null)),
-  60_000);
-  await waitFor('the turn to end', async () => (await ends()) > before);
-  await page.evaluate(() => (window.__budget.textsTarget = null));
-  return {
-    tap_ms: round1(median(got)),
-    tap_max_ms: round1(Math.max(...got)),
-    turns: got.length,
-    stream_blocks: streamBlocks,
-    stream_ms: round1(streamMs),
-  };
-}
+const PROBE = probe(rows);
 
 /** Scrolls the element under (x, y) up by `distance` px with a touch gesture, traced. */
 async function tracedScroll(page, cdp, distance) {
@@ -193,7 +121,7 @@ async function main() {
   });
   await run.shot('01-list.png');
 
-  const tap = await run.step('LAN: tap Send → first streamed text, and a turn of 1 KiB blocks', () => tapAndStream(page));
+  const tap = await run.step('LAN: tap Send → first streamed text, and a turn of 1 KiB blocks', () => tapAndStream(page, tapOptions));
   await run.shot('02-echo.png');
 
   const open = await run.step('open the big session', async () => {
@@ -259,7 +187,7 @@ async function main() {
       await page.waitForSelector(`${T('connection-status')}[data-state="connected"]`, { timeout: 60_000 });
       const path = (await page.textContent(T('path'))).trim();
       if (path !== 'via relay') throw new Error(`the relay's page is on "${path}"`);
-      return tapAndStream(page);
+      return tapAndStream(page, tapOptions);
     });
     await run.shot('05-relay-echo.png');
   }

@@ -50,45 +50,21 @@ pub async fn run_script<R: serde::de::DeserializeOwned>(
     serde_json::from_value(report).unwrap_or_else(|e| panic!("report `{last}`: {e}"))
 }
 
-/// Runs a browser script that asks the test to act mid-run (`command`: `node
-/// web/test/….mjs` and its arguments): every `{"event": E}` line on its stdout is handed
-/// to `on_event`, then `done` is written to its stdin. Returns its report, the last other
-/// JSON line, within `limit`; panics unless it exits 0 and that report says `"ok": true`.
+/// Runs a browser script that asks the test to act mid-run ([`super::conversing::converse`])
+/// and returns its report; panics unless it exits 0 within `limit` and its report says
+/// `"ok": true`.
 pub async fn run_conversing<R: serde::de::DeserializeOwned>(
-    mut command: tokio::process::Command,
+    command: tokio::process::Command,
     limit: std::time::Duration,
     mut on_event: impl AsyncFnMut(&str),
 ) -> R {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut child = command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node runs");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut report = None;
-    let talk = async {
-        while let Some(line) = lines.next_line().await.expect("the script's output") {
-            let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-            match value["event"].as_str() {
-                Some(event) => {
-                    on_event(event).await;
-                    stdin.write_all(b"done\n").await.unwrap();
-                }
-                None => report = Some(line),
-            }
-        }
-    };
-    tokio::time::timeout(limit, talk).await.expect("the browser script finished in time");
-    let status = child.wait().await.unwrap();
-    let last = report.expect("a JSON report line");
-    assert!(status.success(), "the browser script failed ({status}): {last}");
-    let value: serde_json::Value = serde_json::from_str(&last).unwrap_or_else(|e| panic!("report `{last}`: {e}"));
-    assert_eq!(value["ok"], true, "{last}");
-    serde_json::from_value(value).unwrap_or_else(|e| panic!("report `{last}`: {e}"))
+    let report = super::conversing::converse(command, limit, async |event: &str| {
+        on_event(event).await;
+        Ok(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_value(report.clone()).unwrap_or_else(|e| panic!("report `{report}`: {e}"))
 }
 
 /// The page holds every block of the session's history, once, in order — except

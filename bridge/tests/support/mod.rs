@@ -93,9 +93,11 @@ fn exe_dir(kind: &str, files: &[(PathBuf, &str)]) -> PathBuf {
 }
 
 pub mod browser;
+pub mod conversing;
 pub mod hostile;
 pub mod project;
 pub mod remote;
+pub mod tls_front;
 
 /// Starts `terminull up --home <home> <extra…>` (output discarded) and waits for its socket.
 pub fn daemon_up(home: &Path, extra: &[&str]) -> std::process::Child {
