@@ -317,9 +317,14 @@ async function run() {
       // Deliver every push captured since, as they come: another push (the first
       // computer's) may be captured first.
       let delivered = before;
+      // 60 s: one full CI run, at load, timed out here after 30 s with the push delivered;
+      // the error now says what the worker showed instead.
       const shown2 = await waitFor('the second computer\'s notification', async () => {
         while (delivered < captured.length) await deliver(delivered++);
         return (await notifications()).find((n) => n.tag === secondSession);
+      }, 60_000).catch(async (e) => {
+        const shown = (await notifications()).map((n) => `${n.tag}: ${n.title} / ${n.body}`);
+        throw new Error(`${e.message}; ${captured.length} pushes captured, ${delivered} delivered; the worker shows ${JSON.stringify(shown)}`);
       });
       if (shown2.data.bridge_id !== secondBridge) throw new Error(`the notification names bridge ${shown2.data.bridge_id}, not ${secondBridge}`);
       // The app opens on the first computer; the tap shows the second and its session.
