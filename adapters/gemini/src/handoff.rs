@@ -26,39 +26,10 @@ use terminull_protocol::BlockKind;
 use terminull_protocol::adapter::{ExternalSession, MirrorParams, MirrorResult, ScanExternalSessionsParams};
 use terminull_protocol::blocks::{ToolCall, ToolStatus};
 
+use crate::store::{chats_dir, project_dirs, prompt_text, read_small};
+
 /// What a scan reads of each file.
 const SCAN_READ: usize = 256 * 1024;
-/// The most bytes of `projects.json` and `.project_root` read.
-const MAX_SMALL_FILE: u64 = 1024 * 1024;
-
-fn read_small(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(MAX_SMALL_FILE).read_to_string(&mut text).ok()?;
-    Some(text)
-}
-
-/// The chats directory of `cwd`: from `projects.json`, else a project whose
-/// `.project_root` is `cwd`.
-pub(crate) fn chats_dir(root: &Path, cwd: &str) -> Option<PathBuf> {
-    let projects: Option<Value> = read_small(&root.join("projects.json")).and_then(|t| serde_json::from_str(&t).ok());
-    if let Some(name) = projects.as_ref().and_then(|p| p.pointer("/projects")?.get(cwd)?.as_str())
-        && !name.contains('/')
-        && !name.starts_with('.')
-    {
-        return Some(root.join("tmp").join(name).join("chats"));
-    }
-    project_dirs(root)
-        .into_iter()
-        .find(|dir| read_small(&dir.join(".project_root")).is_some_and(|r| r.trim() == cwd))
-        .map(|dir| dir.join("chats"))
-}
-
-fn project_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(root.join("tmp")) else { return Vec::new() };
-    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).take(MAX_SCANNED_FILES).collect()
-}
-
 fn project_cwd(chats: &Path) -> Option<String> {
     let project = chats.parent()?;
     read_small(&project.join(".project_root")).map(|r| r.trim().to_owned())
@@ -112,25 +83,13 @@ fn split_cursor(cursor: Option<&str>) -> (Option<&str>, JsonlCursor) {
     }
 }
 
-/// The text of a user record typed by the user (not the context Gemini CLI injects,
-/// not a tool's answer).
-pub(crate) fn prompt_text(record: &Value) -> Option<String> {
-    let items = record.get("content")?.as_array()?;
-    if items.iter().any(|i| i.get("functionResponse").is_some()) {
-        return None;
-    }
-    let text: Vec<&str> = items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect();
-    let text = text.join("\n");
-    (!text.is_empty() && !text.trim_start().starts_with("<session_context>")).then_some(text)
-}
-
 /// Where Gemini CLI keeps its sessions, and how they are read for the handoff hooks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GeminiSessions;
 
 impl SessionFiles for GeminiSessions {
     const HOME: AgentHome = AgentHome { env: None, under_home: ".gemini" };
-    const IDS: SessionIds = SessionIds { min: 8, ..SessionIds::named("a Gemini CLI session id") };
+    const IDS: SessionIds = crate::store::IDS;
     const CLI: &'static str = "gemini";
     const RESUME_ARGS: &'static [&'static str] = &["--resume"];
 

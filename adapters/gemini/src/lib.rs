@@ -12,6 +12,7 @@ use terminull_adapter_sdk::prelude::*;
 
 pub mod handoff;
 mod repair;
+mod store;
 
 /// Gemini CLI's approval modes, as its ACP session modes name them.
 pub const PERMISSION_MODES: &[&str] = &["default", "autoEdit", "yolo", "plan"];

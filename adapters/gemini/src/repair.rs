@@ -23,9 +23,9 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use terminull_adapter_sdk::handoff::{MAX_SCANNED_FILES, SessionFiles as _, files_with_suffix, mtime_secs, read_head};
+use terminull_adapter_sdk::handoff::{MAX_SCANNED_FILES, files_with_suffix, mtime_secs, read_head};
 
-use crate::handoff::{GeminiSessions, chats_dir, prompt_text};
+use crate::store::{IDS, chats_dir, prompt_text};
 
 /// How recent a file's last write must be for its name to risk the clash: a file named
 /// for the current minute was written within the last minute (one more for a slow start).
@@ -35,7 +35,7 @@ const READ: usize = 256 * 1024;
 
 /// The session's chat files in `cwd`'s project (by the id inside, not the name alone).
 fn session_files(root: &Path, cwd: &str, id: &str) -> Vec<PathBuf> {
-    if GeminiSessions::IDS.check(id).is_err() {
+    if IDS.check(id).is_err() {
         return Vec::new();
     }
     let Some(dir) = chats_dir(root, cwd) else { return Vec::new() };
