@@ -310,7 +310,7 @@ impl<F: Flavor> Adapter for OpenCodeFamily<F> {
     }
 
     fn handoff() -> Option<impl Handoff> {
-        Some(OpenCodeSessions { cli: F::CLI_BINARY })
+        Some(OpenCodeSessions { cli: F::CLI_BINARY, env_prefix: F::ENV_PREFIX })
     }
 
     async fn start(init: StartParams, session: &Session) -> Result<(Self, StartInfo), AdapterError> {

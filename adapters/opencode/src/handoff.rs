@@ -2,11 +2,13 @@
 //! forks (Kilo): [`OpenCodeSessions`].
 //!
 //! OpenCode 1.18 keeps its sessions in a SQLite database (`session`, `message` and
-//! `part` tables, each row's body a JSON `data` column). The hooks read it through the
-//! CLI's own read-only query command, `<cli> db "<SELECT …>" --format json`, so the
-//! adapter needs no SQLite of its own and follows the CLI's storage wherever it is
-//! configured. Session ids are checked (letters, digits, `_`, `-`) before they go into
-//! a query; a directory is quoted as an SQL string.
+//! `part` tables, each row's body a JSON `data` column). The hooks read that file
+//! directly, read-only ([`crate::store`]); where it is not found (a development
+//! channel's database) through the CLI's own read-only query command,
+//! `<cli> db "<SELECT …>" --format json`, which follows the CLI's storage wherever it
+//! is configured but starts the whole CLI for each query. Session ids are checked
+//! (letters, digits, `_`, `-`) before they go into a query; a directory is quoted as an
+//! SQL string.
 //!
 //! The mirror reads the parts of a session updated since the cursor (`<ms>|<ids>`: the
 //! newest `time_updated` seen and the part ids seen at that millisecond), in order. A
@@ -30,6 +32,8 @@ use terminull_protocol::adapter::{
 };
 use terminull_protocol::blocks::{Block, EndReason, StreamedText, ToolCall, ToolStatus};
 use tokio::process::Command;
+
+use crate::store;
 
 /// How long one `<cli> db` query may take: Kilo 7.7 offline first stalls about 12 s on
 /// its gateway's model fetches, and took over 20 s on a loaded machine; below the
@@ -77,7 +81,7 @@ pub fn sql_string(text: &str) -> Result<String, AdapterError> {
 }
 
 /// Runs `<cli> db <query> --format json` and parses its rows.
-async fn query(cli: &str, sql: &str) -> Result<Vec<Value>, AdapterError> {
+async fn query_through_cli(cli: &str, sql: &str) -> Result<Vec<Value>, AdapterError> {
     let program = which::which(cli).map_err(|_| AdapterError::agent(format!("`{cli}` was not found on PATH")))?;
     let mut cmd = Command::new(program);
     cmd.args(["db", sql, "--format", "json"]).current_dir("/");
@@ -273,11 +277,25 @@ pub fn rows_blocks(rows: &[Value], cursor: &PartCursor) -> (Vec<Block>, PartCurs
 }
 
 /// The handoff hooks of one CLI of the family (`opencode`, `kilo`): its sessions are
-/// rows of its SQLite database, read through `<cli> db` ([`query`]).
+/// rows of its SQLite database ([`OpenCodeSessions::query`]).
 #[derive(Debug, Clone, Copy)]
 pub struct OpenCodeSessions {
     /// The CLI's name on `PATH`.
     pub cli: &'static str,
+    /// The prefix of its environment variables (`OPENCODE`, `KILO`): `$<prefix>_DB`.
+    pub env_prefix: &'static str,
+}
+
+impl OpenCodeSessions {
+    /// The rows of `sql`: read from the CLI's database file when it is where the CLI
+    /// keeps it by default, otherwise through `<cli> db`.
+    async fn query(&self, sql: &str) -> Result<Vec<Value>, AdapterError> {
+        let path = store::database_path(self.cli, self.env_prefix, |name| std::env::var(name).ok());
+        match path.filter(|p| p.is_file()) {
+            Some(path) => store::read_rows(&path, sql, QUERY_OUTPUT_BYTES).await,
+            None => query_through_cli(self.cli, sql).await,
+        }
+    }
 }
 
 impl Handoff for OpenCodeSessions {
@@ -285,7 +303,7 @@ impl Handoff for OpenCodeSessions {
         &self,
         params: ScanExternalSessionsParams,
     ) -> Result<Vec<ExternalSession>, AdapterError> {
-        Ok(sessions_from_rows(&query(self.cli, &sessions_sql(&params)?).await?))
+        Ok(sessions_from_rows(&self.query(&sessions_sql(&params)?).await?))
     }
 
     /// A process of the CLI (not terminull's) drives `cwd`.
@@ -299,7 +317,7 @@ impl Handoff for OpenCodeSessions {
     async fn mirror(&self, params: MirrorParams) -> Result<MirrorResult, AdapterError> {
         let sid = params.agent_session_id.as_str();
         let cursor = PartCursor::parse(params.cursor.as_deref());
-        let rows = query(self.cli, &parts_sql(sid, &cursor)?).await?;
+        let rows = self.query(&parts_sql(sid, &cursor)?).await?;
         let (blocks, next) = rows_blocks(&rows, &cursor);
         Ok(MirrorResult { blocks, cursor: next.encode() })
     }
@@ -369,9 +387,70 @@ mod tests {
         assert_eq!(same, cursor);
     }
 
+    /// The recorded rows written into a store with the CLI's tables (the columns the hooks
+    /// read, as in kilo 7.7.7's `kilo.db`), read back with the hooks' own queries.
+    #[tokio::test]
+    async fn the_hooks_queries_read_the_recorded_rows_back_from_a_store_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kilo.db");
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE session (id text PRIMARY KEY, parent_id text, directory text NOT NULL, title text NOT NULL,
+                 time_updated integer NOT NULL);
+             CREATE TABLE message (id text PRIMARY KEY, session_id text NOT NULL, time_updated integer NOT NULL,
+                 data text NOT NULL);
+             CREATE TABLE part (id text PRIMARY KEY, message_id text NOT NULL, session_id text NOT NULL,
+                 time_updated integer NOT NULL, data text NOT NULL);",
+        )
+        .unwrap();
+        let sessions: Vec<Value> = serde_json::from_str(SESSIONS).unwrap();
+        let sid = sessions[0]["id"].as_str().unwrap();
+        for s in &sessions {
+            db.execute(
+                "INSERT INTO session VALUES (?1, NULL, ?2, ?3, ?4)",
+                rusqlite::params![s["id"].as_str(), s["directory"].as_str(), s["title"].as_str(), s["updated"].as_i64()],
+            )
+            .unwrap();
+        }
+        let parts: Vec<Value> = serde_json::from_str(PARTS).unwrap();
+        for p in &parts {
+            let (id, message, at) = (p["message_id"].as_str(), p["message"].as_str(), p["time_updated"].as_i64());
+            db.execute("INSERT OR IGNORE INTO message VALUES (?1, ?2, ?3, ?4)", rusqlite::params![id, sid, at, message])
+                .unwrap();
+            db.execute(
+                "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?5)",
+                rusqlite::params![p["id"].as_str(), id, sid, at, p["data"].as_str()],
+            )
+            .unwrap();
+        }
+
+        let params = ScanExternalSessionsParams { cwd: Some("/tmp/hrec4/ws".into()), limit: None };
+        let rows = store::read_rows(&path, &sessions_sql(&params).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
+        let listed = sessions_from_rows(&rows);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].agent_session_id.as_str(), sid);
+        assert_eq!(listed[0].updated_at, 1_796_022_746.084);
+
+        let from_file = store::read_rows(&path, &parts_sql(sid, &PartCursor::default()).unwrap(), QUERY_OUTPUT_BYTES)
+            .await
+            .unwrap();
+        let (blocks, cursor) = rows_blocks(&from_file, &PartCursor::default());
+        let (recorded, recorded_cursor) = rows_blocks(&parts, &PartCursor::default());
+        let untimed = |blocks: &[Block]| {
+            let mut value = serde_json::to_value(blocks).unwrap();
+            value.as_array_mut().unwrap().iter_mut().for_each(|b| drop(b.as_object_mut().unwrap().remove("ts")));
+            value
+        };
+        assert_eq!(untimed(&blocks), untimed(&recorded));
+        assert_eq!(cursor, recorded_cursor);
+        let later = store::read_rows(&path, &parts_sql(sid, &cursor).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
+        assert!(rows_blocks(&later, &cursor).0.is_empty(), "nothing new after the cursor");
+    }
+
     #[tokio::test]
     async fn the_resume_command_and_who_drives_a_session() {
-        let opencode = OpenCodeSessions { cli: "opencode" };
+        let opencode = OpenCodeSessions { cli: "opencode", env_prefix: "OPENCODE" };
         let params = TerminalResumeCommandParams { agent_session_id: "ses_abc".into(), cwd: None };
         assert_eq!(opencode.terminal_resume_command(params).await.unwrap().argv, ["opencode", "--session", "ses_abc"]);
         let hostile = TerminalResumeCommandParams { agent_session_id: "x;rm".into(), cwd: None };

@@ -9,6 +9,7 @@
 //!   prefix, configuration file);
 //! - [`options`]: the session's model, effort and agent as the CLI offers them
 //!   (`configOptions`), and the checked choices: pure;
+//! - [`handoff`]: the terminal handoff hooks, over the CLI's session store ([`store`]);
 //! - [`adapter`]: the [`Adapter`](terminull_adapter_sdk::Adapter) implementation.
 //!
 //! Why ACP rather than `opencode serve` or `opencode run --format json`, the event to
@@ -21,6 +22,7 @@ pub mod adapter;
 pub mod flavor;
 pub mod handoff;
 pub mod options;
+pub mod store;
 
 pub use adapter::OpenCodeFamily;
 pub use flavor::{Flavor, OpenCode};

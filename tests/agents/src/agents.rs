@@ -130,6 +130,12 @@ impl Agent {
         }
     }
 
+    /// Whether the CLI continues a conversation in a terminal offline (droid fetches a
+    /// resumed session from Factory's cloud: docs/session-handoff.md).
+    pub fn terminal_resumes_offline(self) -> bool {
+        self != Agent::Droid
+    }
+
     /// True when the CLI streams text as it is generated (so an interrupt can wait for
     /// the first text); false when it prints only finished items.
     pub fn streams_text(self) -> bool {

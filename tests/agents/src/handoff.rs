@@ -63,7 +63,9 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
         }
-        (other, _) => bail!("no live handoff test for {}", other.id()),
+        // The first turn only: droid resumes through Factory's cloud (docs/session-handoff.md).
+        (Agent::Droid, None) => words(&["droid", "exec", "-o", "stream-json", "-m", "custom:mock-claude", "--", prompt]),
+        (other, _) => bail!("no live handoff test for {} resuming in the terminal", other.id()),
     })
 }
 
@@ -309,6 +311,38 @@ async fn state_of(rig: &mut Rig, session: &SessionId) -> anyhow::Result<SessionS
     sessions.iter().find(|s| &s.session_id == session).map(|s| s.state).context("the session is listed")
 }
 
+/// The ids of `agent`'s sessions in `ws` that the app's scan lists.
+async fn scan(rig: &mut Rig, agent: Agent, ws: &str) -> anyhow::Result<Vec<String>> {
+    let scan = ControlMessage::ScanExternalSessions(ScanExternalSessions {
+        agent: Some(agent.id().into()),
+        cwd: Some(ws.to_owned()),
+    });
+    let mut kept = Vec::new();
+    let ReplyResult::ExternalSessions { sessions } = call(rig, scan, &mut kept).await? else {
+        bail!("scan_external_sessions")
+    };
+    Ok(sessions.into_iter().map(|s| s.session.agent_session_id.to_string()).collect())
+}
+
+/// Starts the terminal's turn `argv`, which the model server holds, and waits until the
+/// model has it.
+async fn spawn_held(rig: &Rig, argv: &[String]) -> anyhow::Result<std::process::Child> {
+    let mut terminal = rig
+        .native_command(&argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the terminal's held turn")?;
+    while !rig.model_saw("held").await? {
+        if let Some(status) = terminal.try_wait()? {
+            bail!("the terminal's CLI exited ({status}) before its held turn reached the model");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(terminal)
+}
+
 fn tap_files(rig: &Rig) -> usize {
     std::fs::read_dir(rig.tap_dir()).map(|d| d.count()).unwrap_or(0)
 }
@@ -320,43 +354,35 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let mut out = Outcome::default();
     let ws = rig.workspace().display().to_string();
 
-    // 1. A conversation started in the terminal.
-    let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
-    let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
-    out.transcript.push(format!("terminal: first turn in conversation {sid}"));
-
-    // 2. The app lists it.
-    let mut kept = Vec::new();
-    let scan = ControlMessage::ScanExternalSessions(ScanExternalSessions {
-        agent: Some(agent.id().into()),
-        cwd: Some(ws.clone()),
-    });
-    let ReplyResult::ExternalSessions { sessions } = call(&mut rig, scan, &mut kept).await? else {
-        bail!("scan_external_sessions")
-    };
-    ensure!(
-        sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid),
-        "scan missed {sid}: {sessions:?}\n{}",
-        rig.daemon_log()
-    );
-    out.transcript.push(format!("app: scan_external_sessions lists {sid}"));
-
-    // 3. The terminal resumes it with a turn the model server holds until this test
-    // releases it (however loaded the machine); the app attaches meanwhile.
-    let held = native_turn(agent, "mock:held second native turn", Some(&sid))?;
-    let mut terminal = rig
-        .native_command(&held[0])
-        .args(&held[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the terminal's held turn")?;
-    while !rig.model_saw("held").await? {
-        if let Some(status) = terminal.try_wait()? {
-            bail!("the terminal's CLI exited ({status}) before its held turn reached the model");
+    // 1–3. A conversation started in the terminal, listed by the app; the terminal resumes
+    // it with a turn the model server holds until this test releases it (however loaded
+    // the machine), and the app attaches meanwhile. Droid resumes only through Factory's
+    // cloud, so there the held turn is the conversation's first, listed while it runs.
+    let (sid, mut terminal) = if agent.terminal_resumes_offline() {
+        let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
+        let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
+        out.transcript.push(format!("terminal: first turn in conversation {sid}"));
+        let listed = scan(&mut rig, agent, &ws).await?;
+        ensure!(listed.contains(&sid), "scan missed {sid}: {listed:?}\n{}", rig.daemon_log());
+        out.transcript.push(format!("app: scan_external_sessions lists {sid}"));
+        let held = native_turn(agent, "mock:held second native turn", Some(&sid))?;
+        let terminal = spawn_held(&rig, &held).await?;
+        (sid, terminal)
+    } else {
+        let held = native_turn(agent, "mock:held first native turn", None)?;
+        let mut terminal = spawn_held(&rig, &held).await?;
+        let mut listed = scan(&mut rig, agent, &ws).await?;
+        let mut polls = 0;
+        while listed.is_empty() && terminal.try_wait()?.is_none() && polls < 100 {
+            polls += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            listed = scan(&mut rig, agent, &ws).await?;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        ensure!(listed.len() == 1, "scan lists the one running conversation: {listed:?}\n{}", rig.daemon_log());
+        let sid = listed.remove(0);
+        out.transcript.push(format!("terminal: first turn running in conversation {sid}; app: scan lists it"));
+        (sid, terminal)
+    };
     let attach = ControlMessage::AttachExternal(AttachExternal {
         agent: agent.id().into(),
         agent_session_id: sid.clone().into(),
@@ -410,8 +436,10 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     rig.release_held_answers().await?;
     let status = tokio::task::spawn_blocking(move || terminal.wait()).await??;
     ensure!(status.success(), "the terminal's held turn failed: {status}");
-    until(&mut rig, &mut seen, "the terminal's second turn mirrored", |b| mirrored_prompt(b, "second native turn"))
-        .await?;
+    let terminal_turns: &[&str] =
+        if agent.terminal_resumes_offline() { &["first native turn", "second native turn"] } else { &["first native turn"] };
+    let last = terminal_turns[terminal_turns.len() - 1];
+    until(&mut rig, &mut seen, "the terminal's last turn mirrored", |b| mirrored_prompt(b, last)).await?;
     until(&mut rig, &mut seen, "live again", |b| is_state(b, Ownership::Live)).await?;
     let end = until(&mut rig, &mut seen, "the queued message's turn", |b| {
         matches!(&b.kind, BlockKind::SessionEnd(_)) && b.meta.is_none()
@@ -424,11 +452,10 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let delivered = requests_with(&rig, "from the phone").await?;
     ensure!(!delivered.is_empty(), "the queued message never reached the model");
     let body = &delivered[0];
+    let missing: Vec<_> = terminal_turns.iter().filter(|t| !body.contains(**t)).collect();
     ensure!(
-        body.contains("first native turn") && body.contains("second native turn"),
-        "the queued message went to another conversation: the model saw {} the terminal's first turn and {} its second; notices: {:?}",
-        if body.contains("first native turn") { "" } else { "not" },
-        if body.contains("second native turn") { "" } else { "not" },
+        missing.is_empty(),
+        "the queued message went to another conversation: the model did not see the terminal's {missing:?}; notices: {:?}",
         seen.iter()
             .filter_map(|b| match &b.kind {
                 BlockKind::Progress(p) => Some(p.message.clone()),
@@ -437,7 +464,7 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
             })
             .collect::<Vec<_>>()
     );
-    out.transcript.push("model: the queued message arrived with both terminal turns in its history".into());
+    out.transcript.push(format!("model: the queued message arrived with the terminal's {terminal_turns:?} in its history"));
 
     // 5. Continue in Terminal.
     let mut kept = Vec::new();
@@ -450,6 +477,12 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     let ReplyResult::TerminalCommand { argv, cwd, command } = handed else { bail!("continue_in_terminal: {handed:?}") };
     ensure!(cwd.as_deref() == Some(ws.as_str()), "cwd {cwd:?}");
     out.transcript.push(format!("app: continue_in_terminal → {command}"));
+    if !agent.terminal_resumes_offline() {
+        ensure!(argv.len() == 3 && argv[0] == agent.cli() && argv[1] == "--resume", "{argv:?}");
+        out.transcript.push(format!("terminal: not run: `{command}` needs Factory's cloud (docs/session-handoff.md)"));
+        crate::scenarios::check_no_empty_text(&seen)?;
+        return Ok(out);
+    }
     if matches!(agent, Agent::ClaudeCode | Agent::Codex) {
         let ready = if agent == Agent::ClaudeCode {
             claude_tui_ready(&rig.root().join("home"), &ws)?;
@@ -483,18 +516,8 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     // tidies up): a new conversation in the terminal must leave this one listed.
     if agent == Agent::Gemini {
         run_native(&rig, &native_turn(agent, "mock:plain another conversation", None)?)?;
-        let scan = ControlMessage::ScanExternalSessions(ScanExternalSessions {
-            agent: Some(agent.id().into()),
-            cwd: Some(ws.clone()),
-        });
-        let mut kept = Vec::new();
-        let ReplyResult::ExternalSessions { sessions } = call(&mut rig, scan, &mut kept).await? else {
-            bail!("scan_external_sessions")
-        };
-        ensure!(
-            sessions.iter().any(|s| s.session.agent_session_id.as_str() == sid),
-            "the conversation {sid} was gone after the CLI's next start: {sessions:?}"
-        );
+        let listed = scan(&mut rig, agent, &ws).await?;
+        ensure!(listed.contains(&sid), "the conversation {sid} was gone after the CLI's next start: {listed:?}");
         out.transcript.push(format!("terminal: a new conversation started; {sid} is still listed"));
     }
     crate::scenarios::check_no_empty_text(&seen)?;

@@ -102,8 +102,8 @@ agent_tests! { live_handoff;
     pi_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Pi;
     gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Gemini;
     opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::OpenCode;
-    #[ignore = "slow here: the adapter reads Kilo's store through `kilo db`, which took over the bridge's 30 s hook deadline on a 2-core machine at load 20 (scan_external_sessions: no response within 30s); run with --ignored"]
     kilo_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Kilo;
+    droid_terminal_session_is_parked_mirrored_then_continued_from_the_app_live: Agent::Droid;
 }
 
 agent_tests! { live;
