@@ -35,13 +35,15 @@ use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
 use crate::command::{Continue, PermissionMode, Settings, check_effort, check_value, turn_args};
-use crate::events::parse_event;
+use crate::events::{Event, parse_event};
 use crate::handoff::DroidSessions;
 use crate::mapping::{Action, TurnMapper, bounded};
 use crate::retries::{LogWatch, log_path, retry_of};
 
 /// How often droid's log is read for retries during a turn.
 const LOG_POLL: Duration = Duration::from_millis(500);
+/// How long to wait, after droid's `completion`, for it to exit and write its log.
+const LOG_AT_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// How long `<binary> --version` may take at `start`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
@@ -262,18 +264,25 @@ impl Droid {
                     );
                     return Ok(Run::NoOutput { detail, silent: true });
                 }
-                Next::LogTick => {
-                    let lines = log.as_mut().map(LogWatch::poll).unwrap_or_default();
-                    let session = mapper.session_id().map(str::to_owned);
-                    let retries = lines.iter().filter_map(|line| retry_of(line, session.as_deref()));
-                    retries.flat_map(|(attempt, why)| mapper.on_retry(attempt, &why)).collect()
-                }
+                Next::LogTick => log.as_mut().map(|log| retries_in_log(log, &mut mapper)).unwrap_or_default(),
                 Next::Failed => {
                     tracing::debug!("droid reported its failure; not waiting for its exit");
                     end_process(&mut process).await;
                     mapper.on_exit("droid failed")
                 }
                 Next::Line(value) => match parse_event(value) {
+                    Ok(event @ Event::Completion { .. }) => {
+                        // droid writes its log when it exits, right after `completion`
+                        // (a short turn's retries are in no earlier write): read it then,
+                        // so that they are told before the turn ends.
+                        let mut actions = Vec::new();
+                        if let Some(log) = log.as_mut() {
+                            let _ = tokio::time::timeout(LOG_AT_EXIT_WAIT, process.wait()).await;
+                            actions = retries_in_log(log, &mut mapper);
+                        }
+                        actions.extend(mapper.on_event(event));
+                        actions
+                    }
                     Ok(event) => mapper.on_event(event),
                     Err(e) => {
                         tracing::warn!("skipping a droid event: {e}");
@@ -322,6 +331,13 @@ enum Next {
     Failed,
     Line(serde_json::Value),
     Closed,
+}
+
+/// The retry notices of what droid's log gained (crate::retries).
+fn retries_in_log(log: &mut LogWatch, mapper: &mut TurnMapper) -> Vec<Action> {
+    let session = mapper.session_id().map(str::to_owned);
+    let retries: Vec<_> = log.poll().iter().filter_map(|line| retry_of(line, session.as_deref())).collect();
+    retries.into_iter().flat_map(|(attempt, why)| mapper.on_retry(attempt, &why)).collect()
 }
 
 /// Kills droid's whole process group (droid ignores SIGINT and SIGTERM mid-turn, and

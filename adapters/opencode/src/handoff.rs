@@ -409,15 +409,23 @@ mod tests {
         for s in &sessions {
             db.execute(
                 "INSERT INTO session VALUES (?1, NULL, ?2, ?3, ?4)",
-                rusqlite::params![s["id"].as_str(), s["directory"].as_str(), s["title"].as_str(), s["updated"].as_i64()],
+                rusqlite::params![
+                    s["id"].as_str(),
+                    s["directory"].as_str(),
+                    s["title"].as_str(),
+                    s["updated"].as_i64()
+                ],
             )
             .unwrap();
         }
         let parts: Vec<Value> = serde_json::from_str(PARTS).unwrap();
         for p in &parts {
             let (id, message, at) = (p["message_id"].as_str(), p["message"].as_str(), p["time_updated"].as_i64());
-            db.execute("INSERT OR IGNORE INTO message VALUES (?1, ?2, ?3, ?4)", rusqlite::params![id, sid, at, message])
-                .unwrap();
+            db.execute(
+                "INSERT OR IGNORE INTO message VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![id, sid, at, message],
+            )
+            .unwrap();
             db.execute(
                 "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?5)",
                 rusqlite::params![p["id"].as_str(), id, sid, at, p["data"].as_str()],

@@ -59,7 +59,7 @@ fn read_rows_blocking(path: &Path, sql: &str, max_bytes: usize) -> Result<Vec<Va
     let connection = Connection::open_with_flags(path, flags).map_err(failed)?;
     connection.busy_timeout(BUSY_WAIT).map_err(failed)?;
     let mut statement = connection.prepare(sql).map_err(failed)?;
-    let names: Vec<String> = statement.column_names().into_iter().map(str::to_owned).collect();
+    let names: Vec<String> = statement.column_names().map(str::to_owned).collect();
     let mut rows = statement.query([]).map_err(failed)?;
     let mut out = Vec::new();
     let mut bytes = 0usize;
@@ -97,7 +97,8 @@ mod tests {
 
     #[test]
     fn the_database_is_found_where_the_cli_keeps_it() {
-        let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        type Vars<'a> = &'a [(&'a str, &'a str)];
+        let cases: &[(Vars<'_>, Option<&str>)] = &[
             (&[("HOME", "/home/u")], Some("/home/u/.local/share/kilo/kilo.db")),
             (&[("HOME", "/home/u"), ("XDG_DATA_HOME", "/d")], Some("/d/kilo/kilo.db")),
             (&[("HOME", "/home/u"), ("XDG_DATA_HOME", "rel")], Some("/home/u/.local/share/kilo/kilo.db")),

@@ -64,7 +64,9 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
         }
         // The first turn only: droid resumes through Factory's cloud (docs/session-handoff.md).
-        (Agent::Droid, None) => words(&["droid", "exec", "-o", "stream-json", "-m", "custom:mock-claude", "--", prompt]),
+        (Agent::Droid, None) => {
+            words(&["droid", "exec", "-o", "stream-json", "-m", "custom:mock-claude", "--", prompt])
+        }
         (other, _) => bail!("no live handoff test for {} resuming in the terminal", other.id()),
     })
 }
@@ -436,8 +438,11 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     rig.release_held_answers().await?;
     let status = tokio::task::spawn_blocking(move || terminal.wait()).await??;
     ensure!(status.success(), "the terminal's held turn failed: {status}");
-    let terminal_turns: &[&str] =
-        if agent.terminal_resumes_offline() { &["first native turn", "second native turn"] } else { &["first native turn"] };
+    let terminal_turns: &[&str] = if agent.terminal_resumes_offline() {
+        &["first native turn", "second native turn"]
+    } else {
+        &["first native turn"]
+    };
     let last = terminal_turns[terminal_turns.len() - 1];
     until(&mut rig, &mut seen, "the terminal's last turn mirrored", |b| mirrored_prompt(b, last)).await?;
     until(&mut rig, &mut seen, "live again", |b| is_state(b, Ownership::Live)).await?;
@@ -464,7 +469,8 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
             })
             .collect::<Vec<_>>()
     );
-    out.transcript.push(format!("model: the queued message arrived with the terminal's {terminal_turns:?} in its history"));
+    out.transcript
+        .push(format!("model: the queued message arrived with the terminal's {terminal_turns:?} in its history"));
 
     // 5. Continue in Terminal.
     let mut kept = Vec::new();

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anyhow::{Context, bail, ensure};
+use serde_json::Value;
 use terminull_adapter_sdk::tap::{TapEvent, TapRecord};
 use terminull_bridge::chat::PermissionAnswer;
 use terminull_model_server::PLAIN_TEXT;
@@ -330,8 +331,10 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
         }
         Scenario::Retry => {
             let blocks = turn(rig, seen, "mock:flaky hello", plain).await?;
-            check_completed(&blocks)?;
-            check_retry_progress(&blocks, "succeeded")?;
+            let checked = check_completed(&blocks).and_then(|()| check_retry_progress(&blocks, "succeeded"));
+            if let Err(error) = checked {
+                bail!("{error:#}\nthe model server saw:\n{}", requests_summary(&rig.model_requests().await?));
+            }
             ensure!(final_text(&blocks).as_deref() == Some(PLAIN_TEXT), "the answer after the retries");
         }
         Scenario::RetryGiveUp => {
@@ -351,6 +354,29 @@ async fn play(rig: &mut Rig, scenario: Scenario, seen: &mut Vec<Block>) -> anyho
         }
     }
     Ok(())
+}
+
+/// One line per model server request: its number, path, scenario, message and tool
+/// counts, status, and the start of its last user text.
+fn requests_summary(requests: &[Value]) -> String {
+    requests
+        .iter()
+        .map(|r| {
+            let body = r["body"].to_string();
+            let tail: String = body.chars().rev().take(120).collect::<Vec<_>>().into_iter().rev().collect();
+            format!(
+                "#{} {} scenario={} messages={} tools={} status={} …{}",
+                r["seq"],
+                r["path"].as_str().unwrap_or_default(),
+                r["scenario"],
+                r["messages"],
+                r["tools"].as_array().map_or(0, Vec::len),
+                r["status"],
+                tail
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The turn shows the CLI's retries: a `progress` `Model call failed (attempt n…): …;

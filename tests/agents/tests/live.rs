@@ -167,7 +167,6 @@ agent_tests! { live;
     hermes_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::Hermes, Scenario::RetryGiveUp;
     opencode_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::OpenCode, Scenario::Retry;
     opencode_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::OpenCode, Scenario::RetryGiveUp;
-    #[ignore = "intermittent: in one CI run droid's first model call with tools got the answer, so none of the model server's two scripted failures reached the turn (passes alone: docs/agent-tests.md); run with --ignored"]
     droid_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::Droid, Scenario::Retry;
     droid_giving_up_on_the_model_ends_the_turn_in_error_live: Agent::Droid, Scenario::RetryGiveUp;
     copilot_retries_of_a_failing_model_show_as_progress_then_the_answer_live: Agent::Copilot, Scenario::Retry;
