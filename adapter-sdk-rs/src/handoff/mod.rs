@@ -12,6 +12,7 @@
 //! - [`files`]: where an agent keeps its state, safe session ids, bounded directory
 //!   walks and the listing a scan makes of a session file.
 //! - [`replayed`]: the blocks of a turn read back from a transcript.
+//! - `sqlite` (feature `sqlite`): bounded read-only queries of an agent's SQLite store.
 //!
 //! Session files and `/proc` are untrusted input: every read here is bounded.
 
@@ -20,6 +21,8 @@ pub mod hooks;
 pub mod jsonl;
 pub mod procs;
 pub mod replayed;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

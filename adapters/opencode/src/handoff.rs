@@ -3,7 +3,7 @@
 //!
 //! OpenCode 1.18 keeps its sessions in a SQLite database (`session`, `message` and
 //! `part` tables, each row's body a JSON `data` column). The hooks read that file
-//! directly, read-only ([`crate::store`]); where it is not found (a development
+//! directly, read-only ([`crate::store`] says where); where it is not found (a development
 //! channel's database) through the CLI's own read-only query command,
 //! `<cli> db "<SELECT …>" --format json`, which follows the CLI's storage wherever it
 //! is configured but starts the whole CLI for each query. Session ids are checked
@@ -34,6 +34,7 @@ use terminull_protocol::blocks::{Block, EndReason, StreamedText, ToolCall, ToolS
 use tokio::process::Command;
 
 use crate::store;
+use terminull_adapter_sdk::handoff::sqlite;
 
 /// How long one `<cli> db` query may take: Kilo 7.7 offline first stalls about 12 s on
 /// its gateway's model fetches, and took over 20 s on a loaded machine; below the
@@ -292,7 +293,7 @@ impl OpenCodeSessions {
     async fn query(&self, sql: &str) -> Result<Vec<Value>, AdapterError> {
         let path = store::database_path(self.cli, self.env_prefix, |name| std::env::var(name).ok());
         match path.filter(|p| p.is_file()) {
-            Some(path) => store::read_rows(&path, sql, QUERY_OUTPUT_BYTES).await,
+            Some(path) => sqlite::read_rows(&path, sql, QUERY_OUTPUT_BYTES).await,
             None => query_through_cli(self.cli, sql).await,
         }
     }
@@ -434,13 +435,13 @@ mod tests {
         }
 
         let params = ScanExternalSessionsParams { cwd: Some("/tmp/hrec4/ws".into()), limit: None };
-        let rows = store::read_rows(&path, &sessions_sql(&params).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
+        let rows = sqlite::read_rows(&path, &sessions_sql(&params).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
         let listed = sessions_from_rows(&rows);
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].agent_session_id.as_str(), sid);
         assert_eq!(listed[0].updated_at, 1_796_022_746.084);
 
-        let from_file = store::read_rows(&path, &parts_sql(sid, &PartCursor::default()).unwrap(), QUERY_OUTPUT_BYTES)
+        let from_file = sqlite::read_rows(&path, &parts_sql(sid, &PartCursor::default()).unwrap(), QUERY_OUTPUT_BYTES)
             .await
             .unwrap();
         let (blocks, cursor) = rows_blocks(&from_file, &PartCursor::default());
@@ -452,7 +453,7 @@ mod tests {
         };
         assert_eq!(untimed(&blocks), untimed(&recorded));
         assert_eq!(cursor, recorded_cursor);
-        let later = store::read_rows(&path, &parts_sql(sid, &cursor).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
+        let later = sqlite::read_rows(&path, &parts_sql(sid, &cursor).unwrap(), QUERY_OUTPUT_BYTES).await.unwrap();
         assert!(rows_blocks(&later, &cursor).0.is_empty(), "nothing new after the cursor");
     }
 
