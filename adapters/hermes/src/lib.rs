@@ -5,6 +5,8 @@
 
 #![warn(missing_docs)]
 
+pub mod handoff;
+
 use terminull_acp::notice::{Notice, Notices, fraction_after};
 use terminull_acp::profile::{self, AcpProfile, Launch, Settings};
 use terminull_adapter_sdk::prelude::*;
@@ -30,6 +32,11 @@ impl AcpProfile for Hermes {
     /// `session/load` of an unknown id answers `{}` (and prompts for it are refused).
     const EMPTY_LOAD_MEANS_UNKNOWN: bool = true;
     const NOTICES: Notices = Notices { message: message_notice, stderr: stderr_notice };
+    const HANDOFF_HOOKS: &'static [HandoffHook] = terminull_adapter_sdk::handoff::PERSISTENT_HOOKS;
+
+    fn handoff() -> Option<impl Handoff> {
+        Some(handoff::HermesSessions)
+    }
 
     fn launch(settings: &Settings) -> Result<Launch, AdapterError> {
         let program = profile::program(settings, "hermes", "Hermes Agent (pip install 'hermes-agent[acp]')")?;

@@ -136,6 +136,13 @@ impl Agent {
         self != Agent::Droid
     }
 
+    /// Whether the adapter can continue a conversation the CLI started in a terminal
+    /// (Hermes' ACP server loads only the conversations its ACP side started:
+    /// docs/session-handoff.md).
+    pub fn continues_terminal_conversations(self) -> bool {
+        self != Agent::Hermes
+    }
+
     /// True when the CLI streams text as it is generated (so an interrupt can wait for
     /// the first text); false when it prints only finished items.
     pub fn streams_text(self) -> bool {

@@ -63,6 +63,8 @@ fn native_turn(agent: Agent, prompt: &str, resume: Option<&str>) -> anyhow::Resu
         (Agent::Pi, Some(id)) => {
             words(&["pi", "--mode", "json", "-p", "--model", "mockant/mock-claude", "--session", id, prompt])
         }
+        (Agent::Hermes, None) => words(&["hermes", "chat", "-Q", "-q", prompt]),
+        (Agent::Hermes, Some(id)) => words(&["hermes", "chat", "-Q", "-q", prompt, "--resume", id]),
         // The first turn only: droid resumes through Factory's cloud (docs/session-handoff.md).
         (Agent::Droid, None) => {
             words(&["droid", "exec", "-o", "stream-json", "-m", "custom:mock-claude", "--", prompt])
@@ -97,6 +99,11 @@ pub fn terminal_run(agent: Agent, argv: &[String], prompt: &str) -> anyhow::Resu
         }
         Agent::Gemini => {
             argv.extend(["-p", prompt, "--output-format", "stream-json", "--yolo", "--skip-trust"].map(str::to_owned));
+        }
+        Agent::Hermes => {
+            // `hermes --resume <id>` is the TUI; `hermes chat -Q -q <prompt> --resume <id>` the same, headless.
+            ensure!(argv.len() == 3 && argv[1] == "--resume", "unexpected hermes command {argv:?}");
+            argv = ["hermes", "chat", "-Q", "-q", prompt, "--resume", &argv[2]].map(str::to_owned).to_vec();
         }
         Agent::OpenCode | Agent::Kilo => {
             // `opencode --session <id>` is the TUI; `opencode run --session <id> <prompt>` the same,
@@ -220,6 +227,8 @@ fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
         Agent::Pi => lines
             .filter(|v| v["type"] == "session")
             .find_map(|v| v.get("id").and_then(Value::as_str).map(str::to_owned)),
+        // `hermes chat -Q` ends with `session_id: <id>`.
+        Agent::Hermes => stdout.lines().find_map(|l| l.trim().strip_prefix("session_id: ").map(str::to_owned)),
         _ => {
             let key = match agent {
                 Agent::Codex => "thread_id",
@@ -231,6 +240,8 @@ fn session_id_in(agent: Agent, stdout: &str) -> Option<String> {
     }
 }
 
+/// Runs `argv` to its end; what it printed, stdout then stderr (Hermes prints its
+/// session id on stderr).
 fn run_native(rig: &Rig, argv: &[String]) -> anyhow::Result<String> {
     let output = rig
         .native_command(&argv[0])
@@ -246,7 +257,7 @@ fn run_native(rig: &Rig, argv: &[String]) -> anyhow::Result<String> {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    Ok(stdout)
+    Ok(format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr)))
 }
 
 /// The bodies of the model requests whose text holds `needle`.
@@ -360,7 +371,23 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     // it with a turn the model server holds until this test releases it (however loaded
     // the machine), and the app attaches meanwhile. Droid resumes only through Factory's
     // cloud, so there the held turn is the conversation's first, listed while it runs.
-    let (sid, mut terminal) = if agent.terminal_resumes_offline() {
+    // Hermes' ACP server loads only conversations its ACP side started, so there the
+    // first turn is the app's (then that session is stopped).
+    let (sid, mut terminal) = if !agent.continues_terminal_conversations() {
+        rig.open_session(None).await?;
+        let first = rig.turn("mock:plain first native turn", crate::rig::TurnPlan::default()).await?;
+        crate::scenarios::check_completed(&first)?;
+        let session_id = rig.session_id().context("the app's session")?;
+        let stop = ControlMessage::StopSession(terminull_protocol::control::StopSession { session_id });
+        call(&mut rig, stop, &mut Vec::new()).await?;
+        let mut listed = scan(&mut rig, agent, &ws).await?;
+        ensure!(listed.len() == 1, "scan lists the app's conversation: {listed:?}\n{}", rig.daemon_log());
+        let sid = listed.remove(0);
+        out.transcript.push(format!("app: first turn in conversation {sid}, then the session stopped; scan lists it"));
+        let held = native_turn(agent, "mock:held second native turn", Some(&sid))?;
+        let terminal = spawn_held(&rig, &held).await?;
+        (sid, terminal)
+    } else if agent.terminal_resumes_offline() {
         let first = run_native(&rig, &native_turn(agent, "mock:plain first native turn", None)?)?;
         let sid = session_id_in(agent, &first).context("the CLI printed its session id")?;
         out.transcript.push(format!("terminal: first turn in conversation {sid}"));
@@ -385,6 +412,7 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
         out.transcript.push(format!("terminal: first turn running in conversation {sid}; app: scan lists it"));
         (sid, terminal)
     };
+    let taps_before = tap_files(&rig);
     let attach = ControlMessage::AttachExternal(AttachExternal {
         agent: agent.id().into(),
         agent_session_id: sid.clone().into(),
@@ -425,7 +453,10 @@ pub async fn run(agent: Agent, cli_dir: std::path::PathBuf) -> anyhow::Result<Ou
     ensure!(state_of(&mut rig, &session_id).await? == SessionState::Parked, "not parked");
     let still_running = terminal.try_wait()?.is_none();
     // While the terminal owns the conversation terminull starts no CLI process at all.
-    ensure!(tap_files(&rig) == 0, "terminull started a CLI process while the terminal owned the conversation");
+    ensure!(
+        tap_files(&rig) == taps_before,
+        "terminull started a CLI process while the terminal owned the conversation"
+    );
     ensure!(
         requests_with(&rig, "from the phone").await?.is_empty(),
         "the queued message reached the model while the terminal owned the conversation"

@@ -263,6 +263,11 @@ impl Rig {
         Ok(blocks)
     }
 
+    /// The session [`Rig::open_session`] opened last.
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.session.clone()
+    }
+
     /// Sends `text` and returns every block of the turn, up to its `session_end`.
     pub async fn turn(&mut self, text: &str, plan: TurnPlan) -> anyhow::Result<Vec<Block>> {
         self.turn_with(text, Vec::new(), plan).await

@@ -493,7 +493,7 @@ pub fn check_turn_contract(blocks: &[Block]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_completed(blocks: &[Block]) -> anyhow::Result<()> {
+pub(crate) fn check_completed(blocks: &[Block]) -> anyhow::Result<()> {
     check_turn_contract(blocks)?;
     ensure!(end_reason(blocks) == Some(EndReason::Completed), "the turn completed");
     Ok(())

@@ -103,6 +103,7 @@ agent_tests! { live_handoff;
     gemini_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Gemini;
     opencode_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::OpenCode;
     kilo_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Kilo;
+    hermes_terminal_session_is_parked_mirrored_then_continued_with_the_queued_message_live: Agent::Hermes;
     droid_terminal_session_is_parked_mirrored_then_continued_from_the_app_live: Agent::Droid;
 }
 
