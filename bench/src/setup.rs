@@ -67,6 +67,13 @@ impl Tools {
     }
 }
 
+/// A new pairing offer of the bridge at `home`, valid for `ttl_secs`.
+fn pairing_offer(home: &Home, ttl_secs: u64, relay: Option<String>, lan: Option<String>) -> Result<PairingLink> {
+    let (secret, expires_at) = devices::create_offer(home, ttl_secs)?;
+    let public = devices::bridge_identity(home)?.public();
+    Ok(PairingLink { bridge_id: public.bridge_id(), bridge: public.to_wire(), relay, lan, secret, expires_at })
+}
+
 /// A bridge service in this process and one device paired with it.
 #[derive(Debug)]
 pub struct Bridge {
@@ -100,16 +107,7 @@ impl Bridge {
         }
         let identity = devices::bridge_identity(&home)?;
         let registry = DeviceRegistry::open(&home);
-        let (secret, expires_at) = devices::create_offer(&home, 60)?;
-        let public = identity.public();
-        let link = PairingLink {
-            bridge_id: public.bridge_id(),
-            bridge: public.to_wire(),
-            relay: None,
-            lan: None,
-            secret,
-            expires_at,
-        };
+        let link = pairing_offer(&home, 60, None, None)?;
         let device_dir = tempfile::tempdir()?;
         let device = DeviceHome::at(device_dir.path());
         let device_identity = device.identity()?;
@@ -121,6 +119,12 @@ impl Bridge {
         device.add_bridge(record.clone())?;
         let ctx = relay_client::context(identity, registry, service.clone());
         Ok(Self { home, service, ctx, device, record, _device_dir: device_dir, _exe_dir: exe_dir, relay_task: None })
+    }
+
+    /// A pairing link for a page served at `page_origin`, naming `relay` and `lan`
+    /// (valid for 10 minutes).
+    pub fn page_pairing_link(&self, relay: Option<String>, lan: Option<String>, page_origin: &str) -> Result<String> {
+        Ok(pairing_offer(&self.home, 600, relay, lan)?.to_url(page_origin))
     }
 
     /// A client of the dispatcher in this process (no transport, no crypto).
@@ -239,6 +243,19 @@ pub async fn start_session(client: &mut Client, cwd: &Path) -> Result<SessionId>
 }
 
 /// Sends `text` to `session` and collects every block up to the turn's `session_end`.
+/// The floor of a page's tap → first streamed text: `taps` echo turns of `session` from
+/// the Rust client, each's time from sending to its first text, in milliseconds.
+pub async fn tap_to_first_text_ms(client: &mut Client, session: &SessionId, taps: usize) -> Result<Vec<f64>> {
+    let mut ms = Vec::with_capacity(taps);
+    for i in 0..taps {
+        let sent = Instant::now();
+        let got = turn(client, session, &format!("tap number {i}")).await?;
+        let first = got.iter().find(|r| r.block.block_type() == "text").context("the echo turn had no text")?;
+        ms.push(first.at.duration_since(sent).as_secs_f64() * 1e3);
+    }
+    Ok(ms)
+}
+
 pub async fn turn(client: &mut Client, session: &SessionId, text: &str) -> Result<Vec<Received>> {
     let id = client
         .send(ControlMessage::UserMessage(control::UserMessage {

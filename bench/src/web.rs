@@ -7,13 +7,11 @@
 //! the Rust client on the same LAN server, the same text as a static page.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use terminull_bridge::devices;
 use terminull_protocol::blocks::BlockKind;
-use terminull_protocol::crypto::pairing::PairingLink;
 use terminull_protocol::samples::realistic_session;
 
 use crate::report::Row;
@@ -114,28 +112,12 @@ pub async fn web(tools: &Tools, scale: &Scale, cwd: &Path) -> Result<Vec<Row>> {
     // The floor of tap → first text: the same turn from the Rust client, same LAN server.
     let (mut remote, _) = bridge.open_lan(&lan).await?;
     let floor_session = setup::start_session(&mut remote, cwd).await?;
-    let mut rust_ms = Vec::new();
-    for i in 0..scale.web_rounds * 2 {
-        let sent = Instant::now();
-        let got = setup::turn(&mut remote, &floor_session, &format!("tap number {i}")).await?;
-        let first = got.iter().find(|r| r.block.block_type() == "text").context("the echo turn had no text")?;
-        rust_ms.push(first.at.duration_since(sent).as_secs_f64() * 1e3);
-    }
+    let rust_ms = setup::tap_to_first_text_ms(&mut remote, &floor_session, scale.web_rounds * 2).await?;
     // The floor of opening the big session: the Rust client's resume of it from seq 0.
     let (resumed, _) = setup::resume(&mut remote, &big, Some(0), None).await?;
     drop(remote);
 
-    let (secret, expires_at) = devices::create_offer(&bridge.home, 600)?;
-    let public = devices::bridge_identity(&bridge.home)?.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: Some(relay.url.clone()),
-        lan: Some(lan.ws_url()),
-        secret,
-        expires_at,
-    }
-    .to_url(&lan.http_url());
+    let link = bridge.page_pairing_link(Some(relay.url.clone()), Some(lan.ws_url()), &lan.http_url())?;
     // Every session is listed: the echo ones, the floor's and the big one.
     let rows = scale.web_sessions + 2;
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-web");

@@ -13,13 +13,11 @@
 //! session, runs the script and prints the figures as one JSON line.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use terminull_bridge::devices;
 use terminull_bridge::lan::{self, LanConfig};
-use terminull_protocol::crypto::pairing::PairingLink;
 
 use crate::report::Row;
 use crate::sections::Scale;
@@ -124,26 +122,10 @@ pub async fn child(rounds: usize, blocks: u64) -> Result<()> {
     // The floor: the Rust client's tap → first text on the LAN server.
     let (mut remote, _) = bridge.open_lan(&server).await?;
     let floor_session = setup::start_session(&mut remote, cwd.path()).await?;
-    let mut rust_ms = Vec::new();
-    for i in 0..rounds * 2 {
-        let sent = Instant::now();
-        let got = setup::turn(&mut remote, &floor_session, &format!("tap number {i}")).await?;
-        let first = got.iter().find(|r| r.block.block_type() == "text").context("the echo turn had no text")?;
-        rust_ms.push(first.at.duration_since(sent).as_secs_f64() * 1e3);
-    }
+    let rust_ms = setup::tap_to_first_text_ms(&mut remote, &floor_session, rounds * 2).await?;
     drop(remote);
 
-    let (secret, expires_at) = devices::create_offer(&bridge.home, 600)?;
-    let public = devices::bridge_identity(&bridge.home)?.public();
-    let link = PairingLink {
-        bridge_id: public.bridge_id(),
-        bridge: public.to_wire(),
-        relay: Some(origin.replace("https://", "wss://")),
-        lan: None,
-        secret,
-        expires_at,
-    }
-    .to_url(&origin);
+    let link = bridge.page_pairing_link(Some(origin.replace("https://", "wss://")), None, &origin)?;
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-web-rtc");
     let mut command = tokio::process::Command::new("node");
     command
