@@ -95,6 +95,11 @@ pub async fn child(rounds: usize, blocks: u64) -> Result<()> {
         bail!("web-rtc-child runs only inside its private network namespace (terminull-bench --only web-rtc)");
     }
     ip("link add lan0 type veth peer name lan1")?;
+    // No IPv6 link-local addresses: one appearing a second later (after its duplicate
+    // address detection) is a network change to Chromium, which then aborts the page's
+    // navigation (ERR_NETWORK_CHANGED, seen once in CI).
+    ip("link set lan0 addrgenmode none")?;
+    ip("link set lan1 addrgenmode none")?;
     ip(&format!("addr add {LAN_ADDR}/24 dev lan0"))?;
     ip("link set lan0 up")?;
     ip("link set lan1 up")?;

@@ -55,6 +55,11 @@ fn the_https_app_runs_on_the_lan_data_channel_falls_back_to_the_relay_mid_turn_a
     support::remote::logs();
     // The LAN: a veth pair, the bridge's address on one end.
     ip("link add lan0 type veth peer name lan1");
+    // No IPv6 link-local addresses: one appearing a second later (after its duplicate
+    // address detection) is a network change to Chromium, which then aborts the page's
+    // navigation (ERR_NETWORK_CHANGED, seen once in CI).
+    ip("link set lan0 addrgenmode none");
+    ip("link set lan1 addrgenmode none");
     ip(&format!("addr add {LAN_ADDR}/24 dev lan0"));
     ip("link set lan0 up");
     ip("link set lan1 up");
